@@ -1,0 +1,119 @@
+// The contract between the binding layer (csrc/binding.cpp) and the kernels (csrc/cpu/*.cpp,
+// csrc/cuda/*.cu). Kernels are plain C++/CUDA on raw pointers, sizes and a stream: no torch types,
+// so they can be tested and benchmarked on their own and built by any toolchain.
+//
+// Conventions for every function below:
+// - Tensors are dense and row-major (contiguous); the binding layer has already checked shapes,
+//   dtypes, devices, k > 0, radius >= 0, and made inputs contiguous.
+// - Sizes and indices are int64_t (never `long`: it is 32-bit on MSVC). Index inputs are int64;
+//   an index of -1 means "no point" wherever indices are read or written.
+// - `lengths` (per-batch number of valid points, int64 [B]) and `query_lengths` may be null,
+//   meaning every cloud is full. Valid values are 0..N (the binding layer checks this on CPU;
+//   CUDA kernels clamp to 0..N so that a bad value can never read out of bounds).
+// - Reduced precision (float16/bfloat16) is read and written in its own type but accumulated
+//   in float32; float32 accumulates in float32; float64 in float64.
+// - Every function returns nullptr on success, or a static message naming what failed (for
+//   CUDA: the launch error string). The binding layer turns it into a Python RuntimeError.
+// - CUDA functions take the stream as `void*` (a cudaStream_t) and never synchronize it;
+//   they run on the current device, which the binding layer sets to the input's device.
+// - Functions with a `workspace` take scratch device memory of at least
+//   `<name>_workspace_bytes(...)` bytes, allocated by the binding layer (so the caching
+//   allocator and CUDA graphs see it). A size of 0 means the pointer may be null.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pointops {
+
+enum class Dtype : int32_t { Float32 = 0, Float64 = 1, Float16 = 2, BFloat16 = 3 };
+
+using Status = const char*;  // nullptr = success
+
+// ---------------------------------------------------------------------------------------------
+// Farthest point sampling.
+// xyz [B,N,3] -> idx [B,K]. Cloud b has n = lengths ? lengths[b] : N points.
+// idx[b,0] = min(start, n-1); each next pick is the point with the largest squared distance to
+// the picked set (float accumulation as above); ties go to the lowest index. Positions i >= n
+// (cloud too small, including n == 0) are -1.
+Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
+                                 int64_t N, int64_t K, int64_t start, int64_t* idx);
+size_t furthest_point_sample_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t K);
+Status furthest_point_sample_cuda(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
+                                  int64_t N, int64_t K, int64_t start, int64_t* idx,
+                                  void* workspace, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Ball query.
+// xyz [B,N,3], query [B,M,3] -> idx [B,M,K], count [B,M], optional dist2 [B,M,K] (same dtype
+// as xyz; pass null to skip). A point j < n is a hit for query m when
+//   d2 <= radius*radius  (inclusive = true)   or   d2 < radius*radius  (inclusive = false),
+// d2 computed in the accumulation type, radius*radius rounded to that type once.
+// idx holds the first K hits in ascending index order; count = number of hits, capped at K.
+// A ball with 0 < count < K is padded by repeating its first hit (and its dist2). An empty ball,
+// and every query m >= query_lengths[b], gives idx -1, count 0, dist2 +inf.
+Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+                      const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
+                      double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
+                      void* dist2);
+size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
+                                       int64_t K);
+Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+                       const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
+                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
+                       void* dist2, void* workspace, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// k nearest neighbours (three_nn is knn with K = 3, query = unknown, xyz = known).
+// xyz [B,N,3], query [B,M,3] -> dist2 [B,M,K] (same dtype as xyz), idx [B,M,K].
+// Sorted by ascending d2; equal d2 ordered by ascending index. Slots beyond the cloud's n points
+// (and every slot of a query m >= query_lengths[b]) hold idx -1 and dist2 +inf.
+Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+               const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
+               void* dist2, int64_t* idx);
+size_t knn_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
+Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
+                void* dist2, int64_t* idx, void* workspace, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Weighted gather: one kernel family serves gather_points (T = 1, no weight), group_points
+// (idx [B,M,K] seen as [B,P=M*K,1]) and three_interpolate (T = 3 with weights).
+//   out[b,c,p] = sum_t w[b,p,t] * feat[b,c,idx[b,p,t]]     (w = 1 when weight is null)
+// feat [B,C,N], idx [B,P,T], weight [B,P,T] or null, out [B,C,P]. idx -1 contributes 0.
+// Indices outside -1..N-1 are the binding layer's to reject; kernels treat them as -1.
+Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
+                          int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out);
+Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
+                           int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out,
+                           void* stream);
+
+// Gradient w.r.t. feat:  grad_feat[b,c,n] = sum over (p,t) with idx[b,p,t] == n of
+//   w[b,p,t] * grad_out[b,c,p]. grad_feat [B,C,N] is fully written (zeros where nothing maps).
+// Deterministic: the sum for each n is taken in ascending (p,t) order, no float atomics.
+Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx,
+                                const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
+                                int64_t T, void* grad_feat);
+size_t gather_backward_feat_cuda_workspace_bytes(int64_t B, int64_t N, int64_t P, int64_t T);
+Status gather_backward_feat_cuda(Dtype dt, const void* grad_out, const int64_t* idx,
+                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
+                                 int64_t T, void* grad_feat, void* workspace, void* stream);
+
+// Gradient w.r.t. weight: grad_w[b,p,t] = sum_c grad_out[b,c,p] * feat[b,c,idx[b,p,t]]
+// (0 where idx is -1). grad_w [B,P,T].
+Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat,
+                                  const int64_t* idx, int64_t B, int64_t C, int64_t N, int64_t P,
+                                  int64_t T, void* grad_weight);
+Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat,
+                                   const int64_t* idx, int64_t B, int64_t C, int64_t N,
+                                   int64_t P, int64_t T, void* grad_weight, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// What the CUDA part of this binary was built with (filled in by csrc/cuda/build_info.cu from
+// compile-time macros; the CPU-only build reports cuda_version 0).
+struct CudaBuildInfo {
+  int cuda_version;  // CUDART_VERSION, e.g. 12090; 0 in a CPU-only build
+};
+CudaBuildInfo cuda_build_info();
+
+}  // namespace pointops

@@ -1,0 +1,3 @@
+from solver.cli import main
+
+raise SystemExit(main())
