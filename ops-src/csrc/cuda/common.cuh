@@ -1,0 +1,152 @@
+// Shared helpers for the CUDA kernels: dtype dispatch, conversion to the accumulation type,
+// distance arithmetic that rounds exactly like the CPU kernels, and launch-status reporting.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../kernels.h"
+
+namespace pointops {
+namespace cuda_detail {
+
+// float32/float16/bfloat16 accumulate in float32; float64 in float64.
+template <class T>
+struct AccOf {
+  using type = float;
+};
+template <>
+struct AccOf<double> {
+  using type = double;
+};
+template <class T>
+using acc_t = typename AccOf<T>::type;
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_acc(acc_t<T> v);
+template <>
+__device__ __forceinline__ float from_acc<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ double from_acc<double>(double v) { return v; }
+template <>
+__device__ __forceinline__ __half from_acc<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Explicitly rounded multiply and add: nvcc would otherwise fuse a*b+c into one FMA, whose
+// single rounding differs from the CPU kernels and could flip a nearest/farthest choice.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+// Squared distance as the CPU kernels compute it: (dx*dx + dy*dy) + dz*dz, dx = a.x - b.x.
+template <class A>
+__device__ __forceinline__ A dist2(A ax, A ay, A az, A bx, A by, A bz) {
+  const A dx = ax - bx, dy = ay - by, dz = az - bz;
+  return add_rn(add_rn(mul_rn(dx, dx), mul_rn(dy, dy)), mul_rn(dz, dz));
+}
+
+template <class A>
+__device__ __forceinline__ A acc_inf();
+template <>
+__device__ __forceinline__ float acc_inf<float>() { return __int_as_float(0x7f800000); }
+template <>
+__device__ __forceinline__ double acc_inf<double>() {
+  return __longlong_as_double(0x7ff0000000000000LL);
+}
+
+// Number of valid points of cloud b, clamped to 0..N so that a bad value never reads out of
+// bounds.
+__device__ __forceinline__ int64_t clamped_length(const int64_t* lengths, int64_t b, int64_t N) {
+  if (lengths == nullptr) return N;
+  const int64_t v = lengths[b];
+  return v < 0 ? 0 : (v > N ? N : v);
+}
+
+// Calls f(T{}) with T the element type of dt.
+template <class F>
+Status dispatch_dtype(Dtype dt, F&& f) {
+  switch (dt) {
+    case Dtype::Float32:
+      return f(float{});
+    case Dtype::Float64:
+      return f(double{});
+    case Dtype::Float16:
+      return f(__half{});
+    case Dtype::BFloat16:
+      return f(__nv_bfloat16{});
+  }
+  return "pointops: unsupported dtype for a CUDA kernel";
+}
+
+inline size_t dtype_acc_bytes(Dtype dt) { return dt == Dtype::Float64 ? 8 : 4; }
+
+// The launch error of the kernels just queued, as a static string (nullptr when none).
+inline Status launch_status() {
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+inline Status status_of(cudaError_t err) {
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+// Workspaces hold several arrays; each starts on a 256-byte boundary.
+inline size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+
+// Hands out consecutive aligned pieces of one workspace (the same walk sizes and carves it).
+class WorkspaceCarver {
+ public:
+  explicit WorkspaceCarver(void* base) : base_(static_cast<char*>(base)) {}
+  template <class U>
+  U* take(size_t count) {
+    char* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += align_up(count * sizeof(U));
+    return reinterpret_cast<U*>(p);
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t used_ = 0;
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks for a grid-stride loop over `total` items (gridDim.x is capped; loops cover the rest).
+inline unsigned int grid_for(int64_t total, int threads, int64_t cap = 1 << 20) {
+  int64_t blocks = ceil_div(total, threads);
+  if (blocks < 1) blocks = 1;
+  if (blocks > cap) blocks = cap;
+  return static_cast<unsigned int>(blocks);
+}
+
+inline int current_device_sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 1;
+  return sms > 0 ? sms : 1;
+}
+
+inline int current_device_major() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+  return major;
+}
+
+}  // namespace cuda_detail
+}  // namespace pointops
