@@ -1,0 +1,101 @@
+// Farthest point sampling on CPU. Clouds run in parallel; a single large cloud is split into
+// fixed chunks per step so the argmax (and hence the result) does not depend on thread count.
+#include <algorithm>
+#include <vector>
+
+#include "common.h"
+#include "parallel.h"
+
+namespace pointops {
+
+namespace {
+
+constexpr int64_t kChunk = 16384;          // points per chunk in the in-cloud parallel path
+constexpr int64_t kInnerParallelMinN = 65536;
+
+template <typename T>
+struct Best {
+  T dist;
+  int64_t index;
+};
+
+// Updates min distances of points [begin, end) to the newest pick and returns the farthest
+// point of the range (lowest index among equals).
+template <typename T>
+Best<T> update_range(const T* xyz, const T* picked, T* mind, int64_t begin, int64_t end) {
+  Best<T> best{T(-1), begin};
+  for (int64_t j = begin; j < end; ++j) {
+    T d = cpu::squared_distance(xyz + 3 * j, picked);
+    T m = mind[j];
+    if (d < m) {
+      m = d;
+      mind[j] = d;
+    }
+    if (m > best.dist) {
+      best.dist = m;
+      best.index = j;
+    }
+  }
+  return best;
+}
+
+template <typename T>
+void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* idx,
+                  bool split_cloud) {
+  const int64_t picks = std::min(K, n);
+  for (int64_t i = picks; i < K; ++i) idx[i] = -1;
+  if (n == 0) return;
+  std::vector<T> mind(static_cast<size_t>(n), cpu::infinity<T>());
+  int64_t current = std::min(start, n - 1);
+  idx[0] = current;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<Best<T>> partial(split_cloud ? static_cast<size_t>(chunks) : 0);
+  for (int64_t s = 1; s < picks; ++s) {
+    const T* picked = xyz + 3 * current;
+    Best<T> best;
+    if (split_cloud) {
+      cpu::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          partial[c] = update_range(xyz, picked, mind.data(), c * kChunk,
+                                    std::min(n, (c + 1) * kChunk));
+        }
+      });
+      best = partial[0];
+      for (int64_t c = 1; c < chunks; ++c) {
+        if (partial[c].dist > best.dist) best = partial[c];  // strict: lower chunk wins ties
+      }
+    } else {
+      best = update_range(xyz, picked, mind.data(), 0, n);
+    }
+    current = best.index;
+    idx[s] = current;
+  }
+}
+
+}  // namespace
+
+Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
+                                 int64_t N, int64_t K, int64_t start, int64_t* idx) {
+  if (B <= 0 || K <= 0) return nullptr;
+  if (start < 0) start = 0;
+  return cpu::dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    const T* points = static_cast<const T*>(xyz);
+    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN;
+    if (split) {
+      for (int64_t b = 0; b < B; ++b) {
+        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
+                     true);
+      }
+      return;
+    }
+    cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
+                     false);
+      }
+    });
+  });
+}
+
+}  // namespace pointops

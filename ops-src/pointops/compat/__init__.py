@@ -1,0 +1,1 @@
+"""Compatibility layers that reproduce other libraries' APIs on top of pointops."""

@@ -1,0 +1,271 @@
+"""Builds pointops: one extension library on PyTorch's stable ABI and the Python limited API.
+
+    pip install ./ops-src --no-build-isolation
+
+needs an installed torch >= 2.10 (its headers and libtorch_cpu). CUDA kernels are built when
+POINTOPS_CUDA=1, or when POINTOPS_CUDA is unset, nvcc is found and the installed torch is a CUDA
+build (a CPU-only torch could not run them; POINTOPS_CUDA=1 still builds them, e.g. to ship one
+binary). POINTOPS_CUDA=0 forces a CPU-only build.
+
+Arch list: TORCH_CUDA_ARCH_LIST, then CF_TORCH_CUDA_ARCH_LIST, then pointops/cuda_arch_table.json
+for the nvcc version. MAX_JOBS caps parallel compile jobs. The CUDA runtime is linked statically
+and libtorch_cuda is not linked, so the same binary loads in CPU and CUDA builds of torch.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+CSRC = HERE / "csrc"
+# Oldest PyTorch whose stable ABI we target, in TORCH_ABI_VERSION encoding (major<<56 | minor<<48).
+TORCH_TARGET = (2, 10)
+TORCH_TARGET_MACRO = f"0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000"
+PY_LIMITED_API = "0x030A0000"  # Python 3.10
+IS_WINDOWS = sys.platform == "win32"
+
+
+def _load_cuda_archs():
+    """pointops/cuda_archs.py by path: importing the package would try to load the extension."""
+    spec = importlib.util.spec_from_file_location("_pointops_cuda_archs", HERE / "pointops" / "cuda_archs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"\npointops build error: {message}\n\n")
+    raise SystemExit(1)
+
+
+def _torch():
+    try:
+        import torch
+        from torch.utils import cpp_extension
+    except ImportError:
+        _fail("PyTorch is not installed in this environment. Install torch >= 2.10 first, then run "
+              "`pip install ./ops-src --no-build-isolation` (build isolation would hide torch).")
+    version = tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
+    if version < TORCH_TARGET:
+        _fail(f"torch {torch.__version__} is too old; pointops needs torch >= "
+              f"{TORCH_TARGET[0]}.{TORCH_TARGET[1]} (stable ABI).")
+    return torch, cpp_extension
+
+
+def _max_jobs() -> int:
+    value = os.environ.get("MAX_JOBS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            _fail(f"MAX_JOBS={value!r} is not a positive integer.")
+        return int(value)
+    return max(1, os.cpu_count() or 1)
+
+
+def _find_cuda_home(cpp_extension) -> Path | None:
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(name):
+            return Path(os.environ[name])
+    nvcc = shutil.which("nvcc")
+    if getattr(cpp_extension, "CUDA_HOME", None):
+        return Path(cpp_extension.CUDA_HOME)
+    if nvcc:
+        return Path(nvcc).resolve().parent.parent
+    return None
+
+
+def _find_nvcc(cuda_home: Path | None) -> str | None:
+    if cuda_home is not None:
+        candidate = cuda_home / "bin" / ("nvcc.exe" if IS_WINDOWS else "nvcc")
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("nvcc")
+
+
+def _nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    if not m:
+        _fail(f"could not read the CUDA version from `{nvcc} --version`:\n{out}")
+    return m.group(1)
+
+
+def _find_cudart_static(cuda_home: Path) -> Path:
+    name = "cudart_static.lib" if IS_WINDOWS else "libcudart_static.a"
+    patterns = ["lib64", "lib", "lib/x64", "targets/*/lib", "targets/*/lib64"]
+    for pattern in patterns:
+        for directory in sorted(glob.glob(str(cuda_home / pattern))):
+            if (Path(directory) / name).exists():
+                return Path(directory)
+    _fail(f"{name} (the static CUDA runtime) was not found under {cuda_home}; set CUDA_HOME to "
+          "the toolkit root.")
+
+
+def _compiler_version(command: list[str]) -> str:
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0] if text else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _want_cuda(torch) -> bool:
+    value = os.environ.get("POINTOPS_CUDA", "").strip()
+    if value not in ("", "0", "1"):
+        _fail(f"POINTOPS_CUDA={value!r}: use 1 (build CUDA kernels), 0 (CPU only) or leave it unset.")
+    if value:
+        return value == "1"
+    return torch.version.cuda is not None
+
+
+class BuildPointops(build_ext):
+    """Compiles the C++ (and, when enabled, CUDA) sources in parallel and links one library."""
+
+    def get_export_symbols(self, ext):
+        return []  # a library of torch ops, not a Python module: there is no PyInit_ to export
+
+    def build_extensions(self):
+        torch, cpp_extension = _torch()
+        ext = self.extensions[0]
+        cuda_home = _find_cuda_home(cpp_extension)
+        nvcc = _find_nvcc(cuda_home)
+        with_cuda = _want_cuda(torch) and (nvcc is not None or os.environ.get("POINTOPS_CUDA") == "1")
+        if with_cuda and nvcc is None:
+            _fail("POINTOPS_CUDA=1 but nvcc was not found; put nvcc on PATH or set CUDA_HOME.")
+        cu_sources = sorted(str(p) for p in (CSRC / "cuda").glob("*.cu"))
+        if with_cuda and not cu_sources:
+            _fail("CUDA build requested but csrc/cuda/ has no .cu sources.")
+
+        ext.include_dirs += [str(CSRC)] + cpp_extension.include_paths()
+        ext.library_dirs += cpp_extension.library_paths()
+        ext.libraries += ["torch_cpu"]
+        ext.define_macros += [("TORCH_TARGET_VERSION", TORCH_TARGET_MACRO),
+                              ("Py_LIMITED_API", PY_LIMITED_API)]
+        if IS_WINDOWS:
+            ext.extra_compile_args += ["/O2", "/std:c++17", "/EHsc", "/permissive-"]
+        else:
+            ext.extra_compile_args += ["-O3", "-std=c++17", "-fvisibility=hidden"]
+            if sys.platform.startswith("linux"):
+                ext.extra_link_args += ["-Wl,--as-needed"]
+
+        info = {
+            "torch_target_version": f"{TORCH_TARGET[0]}.{TORCH_TARGET[1]}",
+            "built_against_torch": torch.__version__,
+            "python_abi": "abi3 (cp310)",
+            "platform": f"{sys.platform}-{platform.machine()}",
+            "cuda": with_cuda,
+            "cuda_version": None,
+            "sass_archs": [],
+            "ptx_arch": None,
+            "arch_source": None,
+            "compiler": self._cxx_description(),
+            "nvcc": None,
+        }
+        jobs = _max_jobs()
+        if with_cuda:
+            cuda_version = _nvcc_version(nvcc)
+            archs = _load_cuda_archs()
+            try:
+                plan, source = archs.choose_plan(dict(os.environ), cuda_version)
+            except archs.ArchListError as e:
+                _fail(str(e))
+            ext.define_macros.append(("POINTOPS_WITH_CUDA", "1"))
+            objects = self._compile_cuda(nvcc, cu_sources, plan, jobs)
+            ext.extra_objects += objects
+            ext.library_dirs.append(str(_find_cudart_static(cuda_home)))
+            ext.libraries.append("cudart_static")
+            if not IS_WINDOWS:
+                ext.libraries += ["dl", "rt", "pthread"]
+            info.update(cuda_version=cuda_version, sass_archs=list(plan.sass),
+                        ptx_arch=plan.ptx[-1] if plan.ptx else None, arch_source=source,
+                        nvcc=f"nvcc {cuda_version} ({nvcc})")
+        elif not IS_WINDOWS:
+            ext.libraries.append("dl")
+        self._parallel_compile_cxx(ext, jobs)
+        super().build_extensions()
+        self._write_build_info(info)
+
+    def _cxx_description(self) -> str:
+        if IS_WINDOWS:
+            return "msvc"
+        cxx = os.environ.get("CXX") or "c++"
+        return _compiler_version([cxx, "--version"]) or cxx
+
+    def _parallel_compile_cxx(self, ext, jobs: int) -> None:
+        """Make setuptools compile the C++ sources of `ext` on `jobs` threads (it is serial)."""
+        original = self.compiler.compile
+
+        def compile_parallel(sources, **kwargs):
+            if len(sources) <= 1 or jobs <= 1:
+                return original(sources, **kwargs)
+            with ThreadPoolExecutor(jobs) as pool:
+                results = list(pool.map(lambda s: original([s], **kwargs), sources))
+            return [obj for objs in results for obj in objs]
+
+        self.compiler.compile = compile_parallel
+
+    def _compile_cuda(self, nvcc: str, sources: list[str], plan, jobs: int) -> list[str]:
+        out_dir = Path(self.build_temp) / "cuda"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        common = [nvcc, "-c", "-O3", "-std=c++17", f"-I{CSRC}", "-DPOINTOPS_WITH_CUDA=1",
+                  "--expt-relaxed-constexpr", *plan.gencode_flags()]
+        common += ["-Xcompiler", "/MD"] if IS_WINDOWS else ["-Xcompiler", "-fPIC"]
+        # nvcc compiles one source for several archs; give each job a share of the threads.
+        threads = max(1, jobs // max(1, len(sources)))
+        common += ["--threads", str(threads)]
+        suffix = ".obj" if IS_WINDOWS else ".o"
+
+        def compile_one(source: str) -> str:
+            obj = str(out_dir / (Path(source).stem + suffix))
+            cmd = [*common, source, "-o", obj]
+            print(" ".join(cmd), flush=True)
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"nvcc failed on {source}:\n{result.stdout}{result.stderr}")
+            return obj
+
+        try:
+            with ThreadPoolExecutor(max(1, min(jobs, len(sources)))) as pool:
+                return list(pool.map(compile_one, sources))
+        except RuntimeError as e:
+            _fail(str(e))
+
+    def _write_build_info(self, info: dict) -> None:
+        target = Path(self.build_lib) / "pointops" / "_build_info.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        if self.inplace:
+            inplace_target = HERE / "pointops" / "_build_info.json"
+            shutil.copyfile(target, inplace_target)
+
+
+setup(
+    packages=["pointops", "pointops.compat"],
+    package_data={"pointops": ["cuda_arch_table.json", "_build_info.json"]},
+    ext_modules=[
+        Extension(
+            "pointops._C",
+            sources=sorted(str(p.relative_to(HERE)) for p in [CSRC / "binding.cpp", CSRC / "cuda_stream.cpp",
+                                                              *(CSRC / "cpu").glob("*.cpp")]),
+            py_limited_api=True,
+        )
+    ],
+    cmdclass={"build_ext": BuildPointops},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+)
