@@ -1,0 +1,297 @@
+"""A conda environment's own records: pip wheels shadowing conda packages, and an offline re-solve of
+conda-meta against this machine's virtual packages (is this environment still valid for this driver/GPU?).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+
+from .facts import CondaFacts, CondaRecord, Facts, PythonDist
+from .findings import Finding, failed, info, passed, warned
+
+# conda package name -> the Python distribution it installs, where the two differ
+CONDA_TO_DIST = {"pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "torch", "pyyaml": "pyyaml"}
+# conda packages that hold the CUDA libraries nvidia-* wheels also carry
+CONDA_CUDA_LIBRARIES = re.compile(r"^(cuda-(cudart|nvrtc|cupti|nvtx)|libcu(blas|fft|rand|solver|sparse|file)|"
+                                  r"libnvjitlink|libnvjpeg|cudnn|libcudnn|nccl|libnccl|cudatoolkit)")
+MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
+
+
+def normalise_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ---------------------------------------------------------------- gathering
+
+
+def read_conda_records(prefix: Path) -> tuple[list[CondaRecord], list[str]]:
+    records, errors = [], []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            records.append(CondaRecord(
+                name=str(data["name"]), version=str(data["version"]), build=str(data.get("build", "")),
+                depends=list(data.get("depends") or []), constrains=list(data.get("constrains") or []),
+                files=list(data.get("files") or []), channel=str(data.get("channel") or "")))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
+    return records, errors
+
+
+def site_packages_dirs(prefix: Path) -> list[Path]:
+    candidates = sorted(prefix.glob("lib/python3*/site-packages")) + [prefix / "Lib" / "site-packages"]
+    return [path for path in candidates if path.is_dir()]
+
+
+def read_python_dists(prefix: Path) -> list[PythonDist]:
+    dists = []
+    for site in site_packages_dirs(prefix):
+        for meta_dir in sorted(site.glob("*.dist-info")):
+            try:
+                headers = HeaderParser().parsestr((meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+            installer_file = meta_dir / "INSTALLER"
+            installer = installer_file.read_text(encoding="utf-8", errors="replace").strip() if installer_file.is_file() else ""
+            try:
+                where = str(meta_dir.relative_to(prefix)).replace("\\", "/")
+            except ValueError:
+                where = str(meta_dir)
+            dists.append(PythonDist(normalise_name(headers.get("Name", meta_dir.name.split("-")[0])),
+                                    headers.get("Version", ""), installer, where))
+    return dists
+
+
+def gather_conda(prefix: Path) -> CondaFacts:
+    if not (prefix / "conda-meta").is_dir():
+        return CondaFacts(prefix=None, dists=read_python_dists(prefix))
+    records, errors = read_conda_records(prefix)
+    return CondaFacts(prefix=prefix, records=records, dists=read_python_dists(prefix), read_errors=errors)
+
+
+# ---------------------------------------------------------------- checks: pip over conda
+
+
+def _owned_by_conda(dist: PythonDist, conda_files: set[str]) -> bool:
+    return dist.installer.lower() == "conda" or f"{dist.path}/METADATA" in conda_files
+
+
+def check_pip_shadowing(conda: CondaFacts) -> list[Finding]:
+    if conda.prefix is None:
+        return [info("conda.pip-shadowing", "not a conda environment (no conda-meta); nothing to compare",
+                     "", "")]
+    conda_files = {f.replace("\\", "/") for record in conda.records for f in record.files}
+    by_dist = {}
+    for record in conda.records:
+        by_dist.setdefault(CONDA_TO_DIST.get(record.name, normalise_name(record.name)), record)
+    foreign = [d for d in conda.dists if not _owned_by_conda(d, conda_files)]
+    findings = []
+    pip_torch = next((d for d in foreign if d.name == "torch"), None)
+    wheels = sorted(d.name for d in foreign if d.name.startswith("nvidia-"))
+    for dist in foreign:
+        record = by_dist.get(dist.name)
+        if record is None:
+            continue
+        installer = dist.installer or "an unknown installer"
+        extra = f" {' '.join(wheels)}" if dist.name == "torch" and wheels else ""
+        findings.append(failed(
+            "conda.pip-shadowing",
+            f"{dist.name} {dist.version} from {installer} has replaced conda's {record.name} {record.version}; "
+            "conda still believes its own build is installed",
+            f"{dist.path} (INSTALLER={dist.installer or '-'}); conda-meta: {record.name}-{record.version}-{record.build}",
+            f"pip uninstall -y {dist.name}{extra} && conda install --force-reinstall {record.name}"))
+    conda_cuda = sorted(r.name for r in conda.records if CONDA_CUDA_LIBRARIES.match(r.name))
+    if wheels and conda_cuda and not (pip_torch and pip_torch.name in by_dist):
+        findings.append(failed(
+            "conda.pip-shadowing", "pip nvidia-* wheels sit next to conda's CUDA libraries; two copies of "
+            "cuBLAS/cuDNN/cudart load in one process", f"wheels: {', '.join(wheels)}; conda: {', '.join(conda_cuda)}",
+            f"pip uninstall -y {' '.join(wheels)}"))
+    if pip_torch and "torch" not in by_dist:
+        findings.append(warned(
+            "conda.pip-torch", f"torch {pip_torch.version} comes from {pip_torch.installer or 'pip'}, not conda; "
+            "conda cannot see it and a later `conda install` may add a second torch",
+            pip_torch.path, f"pip uninstall -y torch {' '.join(wheels)} && conda install 'pytorch=*=cuda*'  "
+                            f"(or recreate: {MAKE_ENV_FIX})"))
+    if not findings:
+        findings.append(passed("conda.pip-shadowing", "no pip-installed distribution shadows a conda package",
+                               f"{len(conda.records)} conda records, {len(foreign)} non-conda distributions"))
+    return findings
+
+
+# ---------------------------------------------------------------- checks: offline re-solve
+
+
+@dataclass(frozen=True)
+class VirtualConflict:
+    package: str  # the virtual package, e.g. "__cuda"
+    missing: bool  # True: the machine lacks it; False: it has the wrong version
+    sentence: str
+
+
+def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list[str]) -> list[VirtualConflict]:
+    """One conflict per virtual-package requirement this machine does not meet.
+
+    The solver's own message says "no candidates were found" both for a missing virtual package and for
+    one that exists with the wrong version, so doctor explains from the records themselves.
+    """
+    from rattler import MatchSpec, Version, VersionSpec
+
+    machine = {}
+    for text in virtual_packages:
+        name, version = (text.split("=") + [""])[:2]
+        machine[name] = version
+    conflicts: dict[str, VirtualConflict] = {}
+    for record in records:
+        owner = f"{record.name} {record.version} ({record.build})"
+        for kind, specs in (("depends", record.depends), ("constrains", record.constrains)):
+            for spec_text in specs:
+                if not spec_text.startswith("__"):
+                    continue
+                spec = MatchSpec(spec_text)
+                name, version_spec = spec.name.normalized, spec.version or ""
+                if name not in machine:
+                    if kind == "depends":  # a constraint on an absent virtual package holds
+                        sentence = f"{owner} needs {name}, which this machine does not have"
+                        conflicts.setdefault(sentence, VirtualConflict(name, True, sentence))
+                elif version_spec and not VersionSpec(version_spec).matches(Version(machine[name])):
+                    sentence = f"{owner} needs {name} {version_spec}; this machine has {name} {machine[name]}"
+                    conflicts.setdefault(sentence, VirtualConflict(name, False, sentence))
+    return list(conflicts.values())
+
+
+def _fix_for_conflicts(conflicts: list[VirtualConflict]) -> str:
+    names = {c.package for c in conflicts}
+    if "__cuda" in names:
+        if any(c.missing for c in conflicts if c.package == "__cuda"):
+            return f"no NVIDIA driver is visible: check `nvidia-smi`; for a machine without a GPU: {MAKE_ENV_FIX}"
+        return f"upgrade the NVIDIA driver to one for the CUDA version named, or rebuild for this driver: {MAKE_ENV_FIX}"
+    if "__cuda_arch" in names:
+        return f"these builds do not support this GPU's compute capability: {MAKE_ENV_FIX}"
+    return f"recreate the environment for this machine: {MAKE_ENV_FIX}"
+
+
+def _empty_channel(root: Path, subdir: str):
+    from rattler import Channel, SparseRepoData
+
+    sparse = []
+    for name in dict.fromkeys((subdir, "noarch")):
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "repodata.json").write_text(json.dumps({"info": {"subdir": name}, "packages": {}, "packages.conda": {}}))
+    channel = Channel(str(root.resolve()))
+    for name in dict.fromkeys((subdir, "noarch")):
+        sparse.append(SparseRepoData(channel, name, str(root / name / "repodata.json")))
+    return sparse
+
+
+def resolve_offline(prefix: Path, subdir: str, virtual_packages: list[str], timeout_s: float = 60.0) -> str:
+    """Re-solve the installed records, each pinned, against an empty channel: "" when consistent, else why not."""
+    from rattler import (
+        BuildString,
+        GenericVirtualPackage,
+        MatchSpec,
+        PackageName,
+        PackageRecord,
+        PrefixRecord,
+        Version,
+        solve_with_sparse_repodata,
+    )
+    from rattler.exceptions import SolverError, ValidatePackageRecordsError
+
+    installed = [PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    try:
+        PackageRecord.validate(installed)
+    except ValidatePackageRecordsError as exc:
+        return str(exc)
+    machine = []
+    for text in virtual_packages:
+        name, version, build = (text.split("=") + ["", ""])[:3]
+        machine.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), BuildString(build or "0")))
+    with tempfile.TemporaryDirectory(prefix="solver-doctor-") as scratch:
+        sparse = _empty_channel(Path(scratch), subdir)
+        try:
+            asyncio.run(solve_with_sparse_repodata(
+                [MatchSpec(r.name.normalized) for r in installed], sparse, locked_packages=installed,
+                pinned_packages=installed, virtual_packages=machine, timeout=datetime.timedelta(seconds=timeout_s)))
+        except SolverError as exc:
+            return str(exc)
+    return ""
+
+
+def check_resolve(facts: Facts) -> list[Finding]:
+    conda = facts.conda
+    check = "conda.resolve"
+    if conda.prefix is None:
+        return [info(check, "not a conda environment; no records to re-solve")]
+    findings = []
+    if conda.read_errors:
+        findings.append(failed(check, f"{len(conda.read_errors)} conda-meta record(s) cannot be read",
+                               "; ".join(conda.read_errors[:3]),
+                               "reinstall the named packages (conda install --force-reinstall <name>)"))
+    if facts.rattler_missing:
+        return findings + [info(check, "py-rattler is not installed; the offline re-solve was skipped",
+                                facts.rattler_missing, "pip install 'py-rattler>=0.28,<0.29'")]
+    if facts.virtual_packages is None:
+        return findings + [warned(check, "this machine's virtual packages could not be detected; re-solve skipped",
+                                  facts.virtual_packages_error, "check CONDA_OVERRIDE_CUDA / CONDA_OVERRIDE_CUDA_ARCH")]
+    conflicts = virtual_package_conflicts(conda.records, facts.virtual_packages)
+    problem = resolve_in_child(conda.prefix, facts.platform, facts.virtual_packages)
+    machine = " ".join(facts.virtual_packages)
+    if conflicts:
+        sentences = [c.sentence for c in conflicts]
+        findings.append(failed(check, f"the environment does not fit this machine: {sentences[0]}",
+                               "; ".join(sentences[1:4] + [f"machine: {machine}"]), _fix_for_conflicts(conflicts)))
+    elif problem:
+        first = next((line for line in problem.splitlines() if line.strip()), problem)
+        missing = re.search(r"dependency '([^']+)'", problem)
+        fix = f'conda install "{missing.group(1)}"' if missing else f"conda update --all, or {MAKE_ENV_FIX}"
+        findings.append(failed(check, "the installed records are inconsistent", first[:300], fix))
+    else:
+        findings.append(passed(check, f"all {len(conda.records)} records re-solve offline against this machine",
+                               machine))
+    return findings
+
+
+def resolve_in_child(prefix: Path, subdir: str, virtual_packages: list[str], timeout_s: float = 90.0) -> str:
+    """resolve_offline() in a child interpreter: py-rattler can crash at interpreter exit after a solve
+    (reference rattler.md G4), which must not take doctor's own exit status with it."""
+    import os
+    import subprocess
+    import sys
+
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    request = json.dumps({"prefix": str(prefix), "subdir": subdir, "virtual_packages": virtual_packages})
+    try:
+        done = subprocess.run([sys.executable, "-m", "solver.doctor_checks.conda_env", request],
+                              capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return f"the offline re-solve did not finish within {timeout_s:g} s"
+    for line in reversed(done.stdout.splitlines()):
+        try:
+            return json.loads(line)["problem"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    return f"the offline re-solve failed: {(done.stderr or done.stdout).strip()[-400:]}"
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+
+    args = json.loads(sys.argv[1])
+    try:
+        outcome = resolve_offline(Path(args["prefix"]), args["subdir"], args["virtual_packages"])
+    except Exception as exc:  # report it to the parent as the problem found
+        outcome = f"{type(exc).__name__}: {exc}"
+    sys.stdout.write(json.dumps({"problem": outcome}) + "\n")
+    sys.stdout.flush()
+    os._exit(0)

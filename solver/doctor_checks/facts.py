@@ -1,0 +1,156 @@
+"""The facts doctor reasons about, as plain data.
+
+Gathering them (gather.py) touches the machine; the checks only read these objects, so a test can
+describe a broken machine (a prefix with conda-meta records, captured nvidia-smi text, Windows paths
+and DLL versions) without having one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class GpuFact:
+    name: str
+    compute_capability: str | None  # "9.0"; None when the source did not say
+
+
+@dataclass
+class DriverFacts:
+    version: str | None = None  # "580.159.04"
+    cuda: str | None = None  # newest CUDA the driver supports, "13.0"
+    gpus: list[GpuFact] = field(default_factory=list)
+    source: str = ""  # where the readings came from: "nvml", "nvidia-smi", "CONDA_OVERRIDE_CUDA"
+    error: str = ""  # why detection found nothing, when it did not
+
+
+@dataclass
+class TorchFacts:
+    importable: bool = False
+    version: str | None = None  # torch.__version__
+    cuda: str | None = None  # torch.version.cuda; None for a CPU build
+    arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list()
+    cuda_available: bool | None = None
+    device_capabilities: list[str] = field(default_factory=list)  # "9.0" per visible device
+    import_error: str = ""
+    cuda_error: str = ""  # torch.cuda raised while being asked
+    location: str = ""
+    cuda_visible_devices: str | None = None  # the CUDA_VISIBLE_DEVICES variable, when set
+
+
+@dataclass
+class PointopsFacts:
+    installed: bool = False
+    build_info: dict | None = None  # pointops.build_info()
+    error: str = ""  # import or build_info() failure text
+
+
+@dataclass
+class ToolchainFacts:
+    nvcc_path: str | None = None
+    nvcc_version: str | None = None  # "13.0"
+    gcc_path: str | None = None
+    gcc_version: str | None = None  # "12.2.0"
+    cuda_home: str | None = None  # CUDA_HOME / CUDA_PATH
+
+
+@dataclass
+class CondaRecord:
+    """One conda-meta/*.json record, reduced to what the checks read."""
+
+    name: str
+    version: str
+    build: str
+    depends: list[str] = field(default_factory=list)
+    constrains: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    channel: str = ""
+
+
+@dataclass
+class PythonDist:
+    """One installed Python distribution (a *.dist-info or *.egg-info folder in site-packages)."""
+
+    name: str  # normalised: lower case, '-' separated
+    version: str
+    installer: str  # "pip", "conda", "uv", ... ("" when the folder does not say)
+    path: str  # the metadata folder, relative to the prefix when inside it
+
+
+@dataclass
+class CondaFacts:
+    prefix: Path | None = None  # None: not a conda environment
+    records: list[CondaRecord] = field(default_factory=list)
+    dists: list[PythonDist] = field(default_factory=list)
+    read_errors: list[str] = field(default_factory=list)  # records that could not be parsed
+
+
+@dataclass
+class ImportFact:
+    """The outcome of importing one compiled extension module in a child interpreter."""
+
+    module: str
+    distribution: str = ""  # the distribution that ships it, when known
+    distribution_version: str = ""
+    error: str = ""  # "" when the import worked
+
+
+@dataclass
+class DllCopy:
+    path: str  # full path of the DLL file
+    version: tuple[int, ...] | None  # file version from its version resource
+
+
+@dataclass
+class WindowsFacts:
+    path_entries: list[str] = field(default_factory=list)  # PATH, in order
+    prefix: str = ""  # the Python environment doctor runs in
+    active_prefix: str = ""  # CONDA_PREFIX
+    conda_dll_search_modification: str | None = None  # CONDA_DLL_SEARCH_MODIFICATION_ENABLE
+    env_dlls: list[DllCopy] = field(default_factory=list)  # the environment's own CRT DLLs
+    path_dlls: list[DllCopy] = field(default_factory=list)  # CRT DLLs found in PATH directories
+    dll_directories: list[str] = field(default_factory=list)  # os.add_dll_directory() entries known
+
+
+@dataclass
+class ConfigSetting:
+    key: str
+    value: str
+    source: str  # the file or variable it came from
+
+
+@dataclass
+class ProbeResult:
+    url: str
+    ok: bool
+    detail: str  # HTTP status, or the error text
+
+
+@dataclass
+class NetworkFacts:
+    env: dict[str, str] = field(default_factory=dict)  # TLS and proxy variables that are set
+    settings: list[ConfigSetting] = field(default_factory=list)  # from pip, conda and rattler config
+    channels: list[str] = field(default_factory=list)  # channel URLs to probe
+    probes: list[ProbeResult] | None = None  # None: no probe was asked for
+
+
+@dataclass
+class Facts:
+    platform: str = ""  # conda subdir of this machine: "linux-64", "win-64", "osx-arm64"
+    driver: DriverFacts = field(default_factory=DriverFacts)
+    torch: TorchFacts = field(default_factory=TorchFacts)
+    pointops: PointopsFacts = field(default_factory=PointopsFacts)
+    toolchain: ToolchainFacts = field(default_factory=ToolchainFacts)
+    conda: CondaFacts = field(default_factory=CondaFacts)
+    imports: list[ImportFact] = field(default_factory=list)
+    windows: WindowsFacts | None = None  # None off Windows
+    network: NetworkFacts = field(default_factory=NetworkFacts)
+    virtual_packages: list[str] | None = None  # "__cuda=13.0=0"; None when they could not be detected
+    virtual_packages_error: str = ""
+    rattler_missing: str = ""  # why py-rattler could not be imported, when it could not
+
+    @property
+    def is_windows(self) -> bool:
+        return self.platform.startswith("win")

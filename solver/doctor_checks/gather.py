@@ -1,0 +1,144 @@
+"""Collect the facts of this machine and one Python environment (the only part of doctor that looks
+at the real machine; the checks read what this returns).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .conda_env import gather_conda, site_packages_dirs
+from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
+from .imports import discover_extensions
+from .network import gather_network, run_probes
+from .toolchain import gather_toolchain
+from .windows import gather_windows
+
+PROBE_SCRIPT = Path(__file__).with_name("runtime_probe.py")
+
+
+@dataclass
+class GatherOptions:
+    prefix: Path  # the environment to inspect
+    python: str  # its interpreter, which runs the runtime probe
+    env: Mapping[str, str]
+    home: Path
+    probe_network: bool = False
+    probe_urls: list[str] = field(default_factory=list)
+    probe_timeout_s: float = 5.0
+    extra_modules: list[str] = field(default_factory=list)
+    runtime_timeout_s: float = 180.0
+
+
+def python_of_prefix(prefix: Path) -> str | None:
+    for candidate in (prefix / "bin" / "python", prefix / "python.exe", prefix / "bin" / "python3"):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def gather_driver(env: Mapping[str, str]) -> DriverFacts:
+    from solver.detect import detect
+
+    found = detect(dict(env))
+    gpus = [GpuFact(g.name, g.compute_capability) for g in found.gpus]
+    return DriverFacts(version=found.driver_version, cuda=found.driver_cuda, gpus=gpus, source=found.source,
+                       error="; ".join(found.notes))
+
+
+def gather_virtual_packages(env: Mapping[str, str]) -> tuple[list[str] | None, str, str]:
+    """(virtual packages as 'name=version=build', why they are missing, why rattler is missing)."""
+    try:
+        from rattler import VirtualPackage, VirtualPackageOverrides
+    except ImportError as exc:
+        return None, "py-rattler is not installed", f"{type(exc).__name__}: {exc}"
+    try:
+        detected = VirtualPackage.detect(VirtualPackageOverrides.from_env())
+    except Exception as exc:  # DetectVirtualPackageError on a malformed CONDA_OVERRIDE_* value
+        return None, f"{type(exc).__name__}: {exc}", ""
+    return [str(v.into_generic()) for v in detected], "", ""
+
+
+def _decode(output: str | bytes | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode("utf-8", errors="replace")
+    return output or ""
+
+
+def run_runtime_probe(python: str, modules: list[tuple[str, str, str]], env: Mapping[str, str],
+                      timeout_s: float) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
+    """Run runtime_probe.py in the environment's Python; a crash or hang costs one module, not doctor."""
+    torch, pointops = TorchFacts(), PointopsFacts()
+    status = ""
+    try:
+        done = subprocess.run([python, str(PROBE_SCRIPT), *[m for m, _, _ in modules]], capture_output=True,
+                              timeout=timeout_s, env=dict(env))
+        output, code = _decode(done.stdout), done.returncode
+        if code < 0:
+            status = f"crashed the interpreter (signal {-code})"
+        elif code != 0:
+            status = f"crashed the interpreter (exit status {code}): {_decode(done.stderr).strip()[-300:]}"
+    except subprocess.TimeoutExpired as exc:
+        output, status = _decode(exc.stdout), f"timed out after {timeout_s:g} s"
+    except OSError as exc:
+        torch.import_error = f"could not run {python}: {exc.strerror or exc}"
+        return torch, pointops, []
+    started = None
+    results: dict[str, str] = {}
+    for line in output.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        kind = item.pop("kind", "")
+        if kind == "torch":
+            torch = TorchFacts(**{k: v for k, v in item.items() if k in TorchFacts.__dataclass_fields__})
+        elif kind == "pointops":
+            pointops = PointopsFacts(installed=item.get("installed", False), build_info=item.get("build_info"),
+                                     error=item.get("error", ""))
+        elif kind == "import-start":
+            started = item["module"]
+        elif kind == "import":
+            results[item["module"]] = item["error"]
+            started = None
+    if started is not None and status:
+        results[started] = status  # the module being imported when the child died
+    if not output.strip() and status:
+        torch.import_error = f"importing torch {status}"
+    imports = [ImportFact(module, dist, version, results[module]) for module, dist, version in modules
+               if module in results]
+    return torch, pointops, imports
+
+
+def gather(options: GatherOptions) -> Facts:
+    from solver.detect import host_platform
+
+    facts = Facts(platform=host_platform())
+    facts.driver = gather_driver(options.env)
+    facts.conda = gather_conda(options.prefix)
+    modules = discover_extensions(site_packages_dirs(options.prefix))
+    known = {m for m, _, _ in modules}
+    modules += [(m, "", "") for m in options.extra_modules if m not in known]
+    facts.torch, facts.pointops, facts.imports = run_runtime_probe(
+        options.python, modules, options.env, options.runtime_timeout_s)
+    facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")
+    facts.toolchain = gather_toolchain(options.env)
+    if facts.is_windows:
+        facts.windows = gather_windows(options.env, str(options.prefix))
+    facts.network = gather_network(options.env, options.home, options.prefix)
+    if options.probe_network:
+        facts.network.probes = run_probes(facts.network, options.probe_urls, options.probe_timeout_s)
+    facts.virtual_packages, facts.virtual_packages_error, facts.rattler_missing = gather_virtual_packages(options.env)
+    return facts
+
+
+def default_options(prefix: str | None, python: str | None, env: Mapping[str, str] | None = None) -> GatherOptions:
+    env = dict(os.environ if env is None else env)
+    chosen = Path(prefix).resolve() if prefix else Path(sys.prefix)
+    interpreter = python or (python_of_prefix(chosen) if prefix else None) or sys.executable
+    return GatherOptions(prefix=chosen, python=interpreter, env=env, home=Path.home())

@@ -1,0 +1,315 @@
+"""The GPU and driver against what is installed: a CPU torch on a GPU machine, a torch or cuda-version
+newer than the driver, and whether each GPU's compute capability is in the binaries (SASS, PTX only,
+or not at all: "no kernel image is available for execution on the device").
+"""
+
+from __future__ import annotations
+
+import re
+
+from solver.detect import normalize_compute_capability
+from solver.knowledge import ArchList, Knowledge, arch_coverage, os_of_platform, parse_version
+
+from .facts import CondaRecord, Facts
+from .findings import Finding, failed, info, passed, warned
+
+MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
+
+
+def _record(facts: Facts, *names: str) -> CondaRecord | None:
+    return next((r for r in facts.conda.records if r.name in names), None)
+
+
+def _gpu_text(facts: Facts) -> str:
+    gpus = ", ".join(f"{g.name} (sm_{(g.compute_capability or '?').replace('.', '')})" for g in facts.driver.gpus)
+    return f"{gpus}; driver {facts.driver.version or '?'} (CUDA {facts.driver.cuda or '?'})"
+
+
+def _os(facts: Facts) -> str:
+    try:
+        return os_of_platform(facts.platform)
+    except (KeyError, IndexError):
+        return "linux"
+
+
+def _torch_installer(facts: Facts) -> str:
+    """'conda' when conda-meta has pytorch and no pip copy replaced it, else 'pip'."""
+    if _record(facts, "pytorch") is None:
+        return "pip"
+    pip_torch = [d for d in facts.conda.dists if d.name == "torch" and d.installer.lower() not in ("conda", "")]
+    return "pip" if pip_torch else "conda"
+
+
+def _pip_wheel_tag(cuda: str) -> str:
+    return "cu" + cuda.replace(".", "")
+
+
+def _gpu_build_fix(facts: Facts, kb: Knowledge) -> str:
+    """What to install for a CUDA build that this driver runs."""
+    driver_cuda = facts.driver.cuda
+    if _torch_installer(facts) == "conda" or facts.conda.prefix is not None:
+        limit = f' "cuda-version<={driver_cuda}"' if driver_cuda else ""
+        return f'conda install "pytorch=*=cuda*"{limit}  (or: {MAKE_ENV_FIX})'
+    tag = _pip_wheel_tag(driver_cuda) if driver_cuda else "cu<driver CUDA>"
+    return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{tag}  "
+            f"(a CUDA build no newer than the driver's CUDA {driver_cuda or '?'})")
+
+
+# ---------------------------------------------------------------- driver and GPUs
+
+
+def check_driver(facts: Facts, kb: Knowledge) -> list[Finding]:
+    check = "gpu.driver"
+    driver = facts.driver
+    if not driver.gpus:
+        why = driver.error or "no NVIDIA driver answered"
+        return [info(check, "no NVIDIA GPU is visible; CUDA checks do not apply", why,
+                     "if this machine has a GPU: check `nvidia-smi` and the driver installation")]
+    findings = []
+    branch = kb.driver_branch(driver.version) if driver.version else None
+    for gpu in driver.gpus:
+        architecture = kb.architecture(gpu.compute_capability) if gpu.compute_capability else None
+        if branch and architecture and architecture.last_branch and branch.branch > architecture.last_branch:
+            findings.append(failed(
+                check, f"driver branch R{branch.branch} no longer supports {gpu.name} ({architecture.family})",
+                _gpu_text(facts), f"install an R{architecture.last_branch} driver, the last branch for {architecture.family}"))
+    if not findings:
+        findings.append(passed(check, f"{len(driver.gpus)} NVIDIA GPU(s) and a driver that answers", _gpu_text(facts)
+                               + (f"; from {driver.source}" if driver.source else "")))
+    return findings
+
+
+# ---------------------------------------------------------------- torch build and cuda-version
+
+
+def _driver_verdict(kb: Knowledge, facts: Facts, cuda: str) -> str | None:
+    try:
+        return kb.driver_runs_cuda(facts.driver.cuda, cuda, facts.driver.version, _os(facts))
+    except (KeyError, ValueError):
+        return "full"
+
+
+def _min_driver_text(kb: Knowledge, cuda: str, os_name: str) -> str:
+    try:
+        return f">= {kb.cuda_min_driver(cuda, os_name)}"
+    except KeyError:
+        return f"supporting CUDA {cuda}"
+
+
+def check_torch_build(facts: Facts, kb: Knowledge) -> list[Finding]:
+    check = "gpu.torch-build"
+    torch = facts.torch
+    if not torch.importable:
+        pytorch = _record(facts, "pytorch")
+        dist = next((d for d in facts.conda.dists if d.name == "torch"), None)
+        if pytorch is None and dist is None:
+            return [info(check, "torch is not installed in this environment", torch.import_error)]
+        version = pytorch.version if pytorch else dist.version
+        return [failed(check, f"torch {version} is installed but does not import", torch.import_error[:300],
+                       "reinstall it: " + ("conda install --force-reinstall pytorch" if pytorch else
+                                           "pip install --force-reinstall --no-cache-dir torch"))]
+    gpus = facts.driver.gpus
+    build = f"torch {torch.version}" + (f" (CUDA {torch.cuda})" if torch.cuda else " (CPU build)")
+    if not gpus:
+        if torch.cuda:
+            return [info(check, f"{build} on a machine with no visible GPU; it will run on the CPU only", build)]
+        return [passed(check, f"{build} on a machine without an NVIDIA GPU", build)]
+    if not torch.cuda:
+        return [failed(check, "CPU build of PyTorch on a machine with an NVIDIA GPU", f"{build}; {_gpu_text(facts)}",
+                       _gpu_build_fix(facts, kb))]
+    findings = []
+    verdict = _driver_verdict(kb, facts, torch.cuda) if facts.driver.cuda else "full"
+    if verdict is None:
+        findings.append(failed(
+            check, f"{build} needs a newer driver: CUDA driver version is insufficient", _gpu_text(facts),
+            f"upgrade the NVIDIA driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}"))
+    elif verdict == "mvc":
+        findings.append(warned(
+            check, f"{build} is newer than the driver's CUDA {facts.driver.cuda}; it runs only through minor-version "
+                   "compatibility (SASS only, no PTX JIT)", _gpu_text(facts),
+            f"upgrade the driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}"))
+    if torch.cuda_available is False and verdict is not None:
+        visible = torch.cuda_visible_devices
+        if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+            fix = "unset CUDA_VISIBLE_DEVICES (it hides every GPU)"
+        else:
+            fix = "run `python -c \"import torch; torch.cuda.init()\"` for the reason; check that /dev/nvidia* is accessible"
+        evidence = f"{build}; {_gpu_text(facts)}" + (f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")
+        findings.append(failed(check, "torch.cuda.is_available() is False although a GPU and a CUDA build are present",
+                               evidence + (f"; {torch.cuda_error}" if torch.cuda_error else ""), fix))
+    if not findings:
+        findings.append(passed(check, f"{build} fits the driver", _gpu_text(facts)))
+    return findings
+
+
+def check_cuda_version_package(facts: Facts, kb: Knowledge) -> list[Finding]:
+    """conda's cuda-version package sets the CUDA minor of every CUDA library in the environment."""
+    check = "gpu.cuda-version"
+    record = _record(facts, "cuda-version")
+    if record is None:
+        return []
+    if not facts.driver.gpus or not facts.driver.cuda:
+        return [info(check, f"cuda-version {record.version} is installed but no driver is visible to compare with")]
+    try:
+        wanted = ".".join(str(p) for p in parse_version(record.version)[:2])
+    except ValueError:
+        return [warned(check, f"cuda-version {record.version} is not a version number", record.build)]
+    verdict = _driver_verdict(kb, facts, wanted)
+    evidence = f"cuda-version {record.version}; {_gpu_text(facts)}"
+    if verdict is None:
+        return [failed(check, f"cuda-version {wanted} is newer than the driver supports", evidence,
+                       f"upgrade the driver to {_min_driver_text(kb, wanted, _os(facts))}, or "
+                       f'conda install "cuda-version<={facts.driver.cuda}"')]
+    if verdict == "mvc":
+        return [warned(check, f"cuda-version {wanted} is newer than the driver's CUDA {facts.driver.cuda}: "
+                              "fine for SASS, but PTX JIT fails (\"PTX was compiled with an unsupported toolchain\")",
+                       evidence, f'conda install "cuda-version<={facts.driver.cuda}", or upgrade the driver to '
+                                 f"{_min_driver_text(kb, wanted, _os(facts))}")]
+    return [passed(check, f"cuda-version {wanted} fits the driver (CUDA {facts.driver.cuda})", evidence)]
+
+
+# ---------------------------------------------------------------- compute capability vs archs
+
+
+def arch_list_from_names(names: list[str]) -> tuple[ArchList, set[str]]:
+    """torch-style arch names ('sm_90', 'sm_90a', 'compute_90', '9.0') -> (archs, arch-specific CCs).
+
+    'a' targets (sm_90a) run only on exactly that compute capability, so they are kept apart.
+    """
+    sass, ptx, exact = set(), [], set()
+    for raw in names:
+        text = str(raw).strip().lower()
+        match = re.match(r"^(sm|compute)_(\d+)([af]?)$", text)
+        if match:
+            cc = normalize_compute_capability(match.group(2))
+            if cc is None:
+                continue
+            if match.group(1) == "compute":
+                ptx.append(cc)
+            elif match.group(3) == "a":
+                exact.add(cc)
+            else:
+                sass.add(cc)
+        else:
+            cc = normalize_compute_capability(text.replace("+ptx", ""))
+            if cc:
+                sass.add(cc)
+                if text.endswith("+ptx"):
+                    ptx.append(cc)
+    ordered = tuple(sorted(sass, key=parse_version))
+    newest_ptx = max(ptx, key=parse_version) if ptx else None
+    return ArchList(sass=ordered, ptx=newest_ptx), exact
+
+
+def coverage(cc: str, archs: ArchList, exact: set[str]) -> str | None:
+    return "sass" if cc in exact else arch_coverage(cc, archs)
+
+
+def suggest_pytorch(kb: Knowledge, platform: str, cc: str, driver_cuda: str | None) -> str:
+    """The newest conda-forge pytorch build with SASS for this GPU that the driver runs in full."""
+    for release in kb.pytorch_releases:
+        for variant in release.variants(platform):
+            cuda = variant[len("cuda"):]
+            cuda = f"{cuda[:-1]}.{cuda[-1]}"
+            if driver_cuda and parse_version(cuda) > parse_version(driver_cuda):
+                continue
+            if arch_coverage(cc, release.cuda[platform][variant]) == "sass":
+                return f'conda install "pytorch={release.version}=*{variant}*"'
+    return MAKE_ENV_FIX
+
+
+def _arch_findings(check: str, what: str, archs: ArchList, exact: set[str], binary_cuda: str | None,
+                   facts: Facts, fix_for_gpu) -> list[Finding]:
+    findings = []
+    listed = archs.describe() + ("".join(f";{e}a" for e in sorted(exact)))
+    for gpu in facts.driver.gpus:
+        if not gpu.compute_capability:
+            findings.append(warned(check, f"compute capability of {gpu.name} is unknown; {what} not compared",
+                                   listed, "set CONDA_OVERRIDE_CUDA_ARCH=<major.minor> to state it"))
+            continue
+        cc = gpu.compute_capability
+        sm = f"sm_{cc.replace('.', '')}"
+        kind = coverage(cc, archs, exact)
+        evidence = f"{gpu.name} is {sm}; {what} carries {listed}"
+        if kind == "sass":
+            findings.append(passed(check, f"{what} has native code (SASS) for {gpu.name}", evidence))
+        elif kind == "ptx":
+            too_new = (binary_cuda and facts.driver.cuda
+                       and parse_version(binary_cuda)[:2] > parse_version(facts.driver.cuda)[:2])
+            if too_new:
+                findings.append(failed(
+                    check, f"{what} has only PTX for {gpu.name}, built by CUDA {binary_cuda}, newer than the "
+                           f"driver's CUDA {facts.driver.cuda}: the driver cannot JIT it", evidence, fix_for_gpu(cc)))
+            else:
+                findings.append(warned(
+                    check, f"{what} has only PTX for {gpu.name}: it runs after a JIT compile at first use (slow "
+                           "start, cached in ~/.nv/ComputeCache)", evidence, fix_for_gpu(cc)))
+        else:
+            findings.append(failed(
+                check, f"{what} has no code for {gpu.name}: \"no kernel image is available for execution on the "
+                       "device\"", evidence, fix_for_gpu(cc)))
+    return findings
+
+
+def check_torch_archs(facts: Facts, kb: Knowledge) -> list[Finding]:
+    check = "gpu.torch-archs"
+    torch = facts.torch
+    if not facts.driver.gpus or not torch.importable or not torch.cuda:
+        return []
+    if not torch.arch_list:
+        return [info(check, "torch.cuda.get_arch_list() is empty (CUDA not initialised); archs not compared",
+                     torch.cuda_error or f"torch {torch.version}")]
+    archs, exact = arch_list_from_names(torch.arch_list)
+    return _arch_findings(check, f"torch {torch.version}", archs, exact, torch.cuda, facts,
+                          lambda cc: suggest_pytorch(kb, facts.platform, cc, facts.driver.cuda))
+
+
+def pointops_archs(build_info: dict) -> tuple[str | None, ArchList, set[str]]:
+    """(cuda version, archs, arch-specific CCs) from pointops.build_info(), whatever the list spelling."""
+    cuda = build_info.get("cuda_version") or build_info.get("cuda")
+    if not isinstance(cuda, str):  # some spell "is this a CUDA build" as cuda: true/false
+        cuda = None
+    sass = build_info.get("sass_archs") or build_info.get("sass") or build_info.get("archs") or []
+    ptx = build_info.get("ptx_arch") or build_info.get("ptx")
+    if isinstance(sass, str):
+        sass = [s for s in re.split(r"[;, ]+", sass) if s]
+    ptx_names = [f"compute_{str(ptx).replace('.', '').replace('sm_', '').replace('compute_', '')}"] if ptx else []
+    archs, exact = arch_list_from_names(list(sass) + ptx_names)
+    return (str(cuda) if cuda else None), archs, exact
+
+
+def _describe_build(build_info: dict, cuda: str | None, archs: ArchList, exact: set[str]) -> str:
+    torch_target = build_info.get("torch_target_version") or build_info.get("torch_target") or "?"
+    built = build_info.get("built_against_torch")
+    text = f"torch target {torch_target}" + (f", built against torch {built}" if built else "")
+    if not cuda:
+        return text + ", CPU build"
+    listed = archs.describe() + "".join(f";{e}a" for e in sorted(exact))
+    return text + f", CUDA {cuda}, archs {listed or 'none listed'}"
+
+
+def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
+    check = "gpu.pointops-archs"
+    pointops = facts.pointops
+    if not pointops.installed:
+        return [info("pointops.build", "pointops is not installed", "",
+                     "conda install pointops (from the project channel) or pip install ./ops-src")]
+    if pointops.build_info is None:
+        return [failed("pointops.build", "pointops is installed but its build could not be read",
+                       pointops.error[:300], "reinstall pointops for this torch (pip install --force-reinstall ./ops-src)")]
+    cuda, archs, exact = pointops_archs(pointops.build_info)
+    summary = _describe_build(pointops.build_info, cuda, archs, exact)
+    findings = [passed("pointops.build", "pointops imports and reports its build", summary)]
+    if not facts.driver.gpus:
+        return findings
+    if not cuda:
+        findings.append(warned(check, "pointops is a CPU build on a machine with an NVIDIA GPU; its ops will not "
+                                      "accept CUDA tensors", summary, 'conda install "pointops=*=cuda*"'))
+        return findings
+    fix = 'conda install "pointops=*=cuda*" with the CUDA variant made for this GPU (' + MAKE_ENV_FIX + ")"
+    return findings + _arch_findings(check, "pointops", archs, exact, cuda, facts, lambda cc: fix)
+
+
+def check_gpu(facts: Facts, kb: Knowledge) -> list[Finding]:
+    return (check_driver(facts, kb) + check_torch_build(facts, kb) + check_cuda_version_package(facts, kb)
+            + check_torch_archs(facts, kb) + check_pointops(facts, kb))

@@ -1,0 +1,145 @@
+"""Compiled PyTorch extensions that fail to import, named by cause.
+
+`undefined symbol: _ZN3c10...` means the extension was built against another torch than the one
+installed (the C++ ABI of torch changes with every release); a missing `libcudart.so.11.0` means it
+was built for another CUDA; "DLL load failed" on Windows names the DLL that could not be found.
+"""
+
+from __future__ import annotations
+
+import re
+from email.parser import HeaderParser
+from pathlib import Path
+
+from .facts import Facts, ImportFact
+from .findings import Finding, failed, info, passed, warned
+
+MAX_MODULES = 40
+MAX_MODULES_PER_DISTRIBUTION = 4
+_EXTENSION_SUFFIX = re.compile(r"\.(so|pyd)$")
+_REQUIRES_TORCH = re.compile(r"^torch(\s|[<>=!~;(\[]|$)", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- gathering
+
+
+def _module_of(record_path: str) -> str | None:
+    """The top-level module to import for a compiled file: 'pointops/_C.abi3.so' -> 'pointops'.
+
+    Importing the package is what users do, and it is what loads extensions registered through
+    torch.ops.load_library (those .so files are not Python modules of their own).
+    """
+    parts = record_path.replace("\\", "/").split("/")
+    if ".." in parts or any(p.endswith((".libs", ".data", ".dist-info")) for p in parts[:-1]):
+        return None
+    top = parts[0] if len(parts) > 1 else parts[0].split(".")[0]
+    return top if top.isidentifier() else None
+
+
+def discover_extensions(site_dirs: list[Path]) -> list[tuple[str, str, str]]:
+    """(module, distribution, version) for compiled modules of distributions that require torch.
+
+    pointops is always included, as the project's own extension.
+    """
+    found: list[tuple[str, str, str]] = []
+    for site in site_dirs:
+        for meta_dir in sorted(site.glob("*.dist-info")):
+            try:
+                headers = HeaderParser().parsestr((meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace"))
+                record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            name = headers.get("Name", "")
+            requires = headers.get_all("Requires-Dist") or []
+            if name.lower() != "pointops" and not any(_REQUIRES_TORCH.match(r.strip()) for r in requires):
+                continue
+            modules = []
+            for line in record.splitlines():
+                path = line.split(",")[0]
+                module = _module_of(path) if _EXTENSION_SUFFIX.search(path) else None
+                if module and module not in modules:
+                    modules.append(module)
+            for module in modules[:MAX_MODULES_PER_DISTRIBUTION]:
+                if all(module != seen for seen, _, _ in found):
+                    found.append((module, name, headers.get("Version", "")))
+    return found[:MAX_MODULES]
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _torch_pin(version: str) -> str:
+    """A torch version often rides in a wheel's local version: '2.1.0+pt25cu121' -> 'torch 2.5'."""
+    match = re.search(r"pt(\d)(\d+)", version)
+    return f"built for torch {match.group(1)}.{match.group(2)}" if match else ""
+
+
+def classify_import_error(error: str) -> tuple[str, str]:
+    """(cause, detail) of an import failure: cause is one of
+    'abi', 'missing-library', 'dll', 'crash', 'timeout', 'other'."""
+    symbol = re.search(r"undefined symbol:\s*(\S+)", error)
+    if symbol:
+        return "abi", symbol.group(1)
+    if "procedure could not be located" in error.lower() or "specified procedure could not be found" in error.lower():
+        return "abi", "a procedure in a torch DLL"
+    library = re.search(r"(\S+\.so[.\d]*|\S+\.dylib): cannot open shared object file", error) or re.search(
+        r"Library not loaded: (\S+)", error)
+    if library:
+        return "missing-library", library.group(1)
+    dll = re.search(r"DLL load failed[^:]*:?\s*(.*)", error)
+    if dll:
+        named = re.search(r"([\w.-]+\.dll)", error, re.IGNORECASE)
+        return "dll", named.group(1) if named else dll.group(1).strip()
+    if error.startswith("crashed"):
+        return "crash", error
+    if error.startswith("timed out"):
+        return "timeout", error
+    return "other", error
+
+
+def _abi_detail(symbol: str) -> str:
+    if "c10" in symbol or "at6" in symbol or "torch" in symbol:
+        return f"missing torch symbol {symbol[:120]}"
+    return f"missing symbol {symbol[:120]}"
+
+
+def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda: str | None) -> Finding:
+    check = "extensions.import"
+    who = f"{result.module} ({result.distribution} {result.distribution_version})".replace(" ()", "")
+    if not result.error:
+        return passed(check, f"{who} imports", f"torch {torch_version}")
+    cause, detail = classify_import_error(result.error)
+    dist = result.distribution or result.module.split(".")[0]
+    installed = f"installed torch {torch_version or '?'}" + (f" (CUDA {torch_cuda})" if torch_cuda else " (CPU)")
+    pin = _torch_pin(result.distribution_version)
+    reinstall = (f"pip install --force-reinstall --no-cache-dir --no-deps {dist}  (a build for torch {torch_version}), "
+                 f"or rebuild it from source in this environment")
+    if cause == "abi":
+        versions = f"{dist} {result.distribution_version}".strip() + (f", {pin}" if pin else "")
+        return failed(check, f"{who}: torch/extension ABI mismatch; it was built against a different torch than the "
+                             f"{installed}", f"{_abi_detail(detail)}; {versions}", reinstall)
+    if cause == "missing-library":
+        if re.search(r"libcudart|libcublas|libcudnn|libnvrtc|libcusparse|libcufft|libcurand", detail):
+            what = f"built for another CUDA than the {installed}"
+        elif "torch" in detail or "c10" in detail:
+            what = f"built against another torch (its library {detail} is not in the {installed})"
+        else:
+            what = "a shared library it needs is missing"
+        return failed(check, f"{who}: {what}", f"cannot open {detail}", reinstall)
+    if cause == "dll":
+        fix = (f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
+               f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch {torch_version}")
+        return failed(check, f"{who}: DLL load failed ({detail})", result.error[:300], fix)
+    if cause == "crash":
+        return failed(check, f"{who}: importing it crashes Python", detail, reinstall)
+    if cause == "timeout":
+        return warned(check, f"{who}: import did not finish", detail, f"python -c 'import {result.module}' to see where it hangs")
+    return warned(check, f"{who} fails to import", result.error[:300], f"python -c 'import {result.module}' for the full error")
+
+
+def check_imports(facts: Facts) -> list[Finding]:
+    if not facts.torch.importable:
+        return [info("extensions.import", "torch does not import, so extensions were not tried")]
+    if not facts.imports:
+        return [info("extensions.import", "no compiled extension that requires torch is installed")]
+    return [finding_for_import(r, facts.torch.version, facts.torch.cuda) for r in facts.imports]
