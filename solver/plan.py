@@ -1,0 +1,310 @@
+"""Choose python, the pytorch release and build (CPU or CUDA variant), cuda-version and the
+pointops build for a Target, from the knowledge tables alone (no channel access).
+
+Rules (newest pytorch first, then newest CUDA, unless flags pin them):
+- a GPU target never gets a CPU pytorch; build strings are pinned (pytorch=2.13.*=cuda129*);
+- cuda-version within what the driver runs: fully, or through minor-version compatibility only
+  when pytorch and pointops both carry SASS for the GPU (an older driver cannot JIT newer PTX);
+- the GPU is covered by SASS of its major (lower minor is fine) or by PTX of a lower arch;
+- GPUs the driver branch no longer supports (Kepler after R470; Maxwell/Pascal/Volta after
+  R580) are refused with the driver to install.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver.knowledge import (
+    Knowledge,
+    PytorchRelease,
+    arch_coverage,
+    cuda_of_variant,
+    parse_version,
+    variant_of_cuda,
+)
+from solver.target import Target
+
+
+class PlanError(Exception):
+    """No consistent environment exists; the message names the cause and the fix."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Plan:
+    target: Target
+    python: str                    # "3.13"
+    pytorch_version: str           # release, e.g. "2.13.0"
+    variant: str                   # "cpu" or "cuda129"
+    cuda_version: str | None       # "12.9"; None for CPU
+    pointops_version: str
+    driver_mode: str | None = None             # "full" or "mvc"
+    coverage: dict[str, str] = field(default_factory=dict)  # package -> "sass" / "ptx"
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def pytorch_minor(self) -> str:
+        return ".".join(self.pytorch_version.split(".")[:2])
+
+    @property
+    def pytorch_build(self) -> str:
+        """Build-string pattern both pytorch and pointops are pinned to."""
+        return f"{self.variant}*"
+
+    def specs(self) -> list[str]:
+        """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
+        specs = [f"python={self.python}", f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"]
+        if self.cuda_version:
+            specs.append(f"cuda-version={self.cuda_version}")
+        specs.append(f"pointops={self.pointops_version}={self.pytorch_build}")
+        return specs
+
+
+@dataclass
+class _Rejection:
+    release: str
+    variant: str
+    kind: str        # "arch", "driver", "mvc-ptx", "glibc", "build"
+    detail: str
+    required_driver: str | None = None
+
+
+def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
+    """One release per pytorch minor (newest patch), >= pointops' minimum, matching --torch."""
+    minimum = parse_version(kb.pointops["torch_min"])
+    known = [r for r in kb.pytorch_releases if parse_version(r.version)[:2] >= minimum]
+    if torch is not None:
+        wanted = parse_version(torch)
+        if wanted[:2] < minimum:
+            raise PlanError(f"pointops needs pytorch >= {kb.pointops['torch_min']} (its stable-ABI floor); "
+                            f"--torch {torch} is older. Drop --torch or pass --torch {kb.pointops['torch_min']} or newer.")
+        matching = [r for r in known if parse_version(r.version)[:len(wanted)] == wanted]
+        if not matching:
+            versions = sorted({'.'.join(r.version.split('.')[:2]) for r in known}, key=parse_version)
+            raise PlanError(f"conda-forge has no pytorch {torch} that pointops supports (known: "
+                            f"{', '.join(versions)}). Pass one of those to --torch.")
+        known = matching
+    seen, result = set(), []
+    for release in known:
+        minor = parse_version(release.version)[:2]
+        if minor not in seen:
+            seen.add(minor)
+            result.append(release)
+    return result
+
+
+def _python_for(release: PytorchRelease, python: str | None, kb: Knowledge) -> str | None:
+    allowed = [p for p in release.pythons if parse_version(p) >= parse_version(kb.pointops["python_min"])]
+    if python is None:
+        return max(allowed, key=parse_version) if allowed else None
+    return python if python in allowed else None
+
+
+def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: str | None = None,
+              cuda: str | None = None) -> Plan:
+    """The newest consistent plan for the target, or PlanError saying why none exists."""
+    releases = _releases(kb, torch)
+    if not target.has_gpu:
+        if cuda is not None:
+            raise PlanError(f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
+                            "or pass --gpu NAME --driver VERSION.", exit_code=2)
+        return _cpu_plan(kb, target, releases, python)
+    return _gpu_plan(kb, target, releases, python, cuda)
+
+
+def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:
+    supported = sorted({p for r in releases for p in r.pythons}, key=parse_version)
+    return PlanError(f"--python {python} has no conda-forge pytorch build that pointops supports "
+                     f"(pytorch {releases[0].version.rsplit('.', 1)[0] if releases else ''} builds for Python "
+                     f"{', '.join(supported)}). Pass one of those.")
+
+
+def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None) -> Plan:
+    for release in releases:
+        if target.platform not in release.cpu_platforms:
+            continue
+        chosen_python = _python_for(release, python, kb)
+        if chosen_python is None:
+            continue
+        plan = Plan(target=target, python=chosen_python, pytorch_version=release.version, variant="cpu",
+                    cuda_version=None, pointops_version=kb.pointops["version"])
+        plan.reasons.extend(target.notes)
+        plan.reasons.append(f"pytorch {plan.pytorch_minor} CPU build: newest release pointops supports "
+                            f"on {target.platform}")
+        plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
+                            f"newest Python that pytorch {plan.pytorch_minor} is built for"))
+        return plan
+    if python is not None:
+        raise _no_python(python, releases)
+    raise PlanError(f"conda-forge has no CPU pytorch >= {kb.pointops['torch_min']} for {target.platform}.")
+
+
+def _describe_gpu(kb: Knowledge, target: Target) -> str:
+    cc = target.compute_capability
+    arch = kb.architecture(cc) if cc else None
+    family = f", {arch.family}" if arch else ""
+    return f"{target.gpu_name} (compute capability {cc or 'unknown'}{family})"
+
+
+def _driver_text(target: Target) -> str:
+    if target.driver_version:
+        return f"driver {target.driver_version}"
+    return f"a driver for CUDA {target.driver_cuda}"
+
+
+def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
+    """Refuse GPUs whose driver branch dropped them, and GPUs no CUDA 12+ build can target."""
+    cc = target.compute_capability
+    arch = kb.architecture(cc) if cc else None
+    os_word = "Windows" if target.os == "windows" else "Linux"
+    if target.driver_version and arch and arch.last_branch:
+        branch = kb.driver_branch(target.driver_version)
+        if branch and branch.branch > arch.last_branch:
+            raise PlanError(
+                f"driver {target.driver_version} (R{branch.branch}) no longer supports {_describe_gpu(kb, target)}; "
+                f"R{arch.last_branch} is the last driver branch for {arch.family}. Install an R{arch.last_branch} "
+                f"({arch.last_branch}.xx) driver, or pass --gpu none for a CPU environment.")
+    if target.driver_cuda is None:
+        minimum = kb.mvc_min_driver(12, target.os)
+        raise PlanError(
+            f"driver {target.driver_version} is older than every driver branch the solver knows (R450+); "
+            f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word}. "
+            "Upgrade the driver, or pass --gpu none for a CPU environment.")
+    if cc and parse_version(cc) < (5, 0):
+        family = arch.family if arch else "This"
+        raise PlanError(
+            f"{_describe_gpu(kb, target)} cannot run any pointops GPU build: {family} GPUs need CUDA <= 11.8 "
+            f"(and driver R{arch.last_branch if arch and arch.last_branch else 470} or older), while pointops' "
+            "GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
+
+
+def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None,
+              cuda: str | None) -> Plan:
+    if target.os == "osx":
+        raise PlanError("macOS has no CUDA: pass --gpu none for a CPU environment.")
+    _check_driver_supports_gpu(kb, target)
+    cc = target.compute_capability
+    wanted_variant = variant_of_cuda(cuda) if cuda else None
+    rejections: list[_Rejection] = []
+    python_missing = True
+    variant_seen = False
+    for release in releases:
+        chosen_python = _python_for(release, python, kb)
+        if chosen_python is None:
+            continue
+        python_missing = False
+        for variant in release.variants(target.platform):
+            if wanted_variant and variant != wanted_variant:
+                continue
+            variant_seen = True
+            cuda_version = cuda_of_variant(variant)
+            build = kb.pointops_build(target.platform, variant)
+            if build is None:
+                rejections.append(_Rejection(release.version, variant, "build",
+                                             f"pointops has no {variant} build for {target.platform}"))
+                continue
+            min_glibc = kb.min_glibc.get(variant)
+            if target.os == "linux" and target.glibc and min_glibc and \
+                    parse_version(target.glibc) < parse_version(min_glibc):
+                rejections.append(_Rejection(release.version, variant, "glibc",
+                                             f"CUDA {cuda_version} builds need glibc >= {min_glibc}, "
+                                             f"the target has {target.glibc}"))
+                continue
+            torch_cov = arch_coverage(cc, release.cuda[target.platform][variant]) if cc else "unknown"
+            ops_cov = arch_coverage(cc, build.archs) if cc else "unknown"
+            if torch_cov is None or ops_cov is None:
+                lacking = "pytorch" if torch_cov is None else "pointops"
+                archs = release.cuda[target.platform][variant] if torch_cov is None else build.archs
+                rejections.append(_Rejection(release.version, variant, "arch",
+                                             f"{lacking} {variant} carries {archs.describe()}"))
+                continue
+            both_sass = torch_cov == "sass" and ops_cov == "sass"
+            mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, target.driver_version, target.os)
+            required = (kb.mvc_min_driver(parse_version(cuda_version)[0], target.os) if both_sass
+                        else kb.cuda_min_driver(cuda_version, target.os))
+            if mode is None:
+                rejections.append(_Rejection(release.version, variant, "driver",
+                                             f"needs driver >= {required}", required))
+                continue
+            if mode == "mvc" and not both_sass:
+                rejections.append(_Rejection(release.version, variant, "mvc-ptx",
+                                             f"only PTX covers compute capability {cc} in the CUDA {cuda_version} "
+                                             "builds, and an older driver cannot JIT newer PTX",
+                                             kb.cuda_min_driver(cuda_version, target.os)))
+                continue
+            return _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch_cov, ops_cov,
+                               rejections)
+    if python_missing and python is not None:
+        raise _no_python(python, releases)
+    if wanted_variant and not variant_seen:
+        offered = sorted({cuda_of_variant(v) for r in releases for v in r.variants(target.platform)}, key=parse_version)
+        raise PlanError(f"conda-forge pytorch has no CUDA {cuda} build for {target.platform} "
+                        f"(it has {', '.join(offered) or 'none'}). Pass one of those to --cuda, or drop --cuda.")
+    raise PlanError(_explain(kb, target, rejections, cuda))
+
+
+def _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch_cov, ops_cov, rejections) -> Plan:
+    cuda_version = cuda_of_variant(variant)
+    plan = Plan(target=target, python=chosen_python, pytorch_version=release.version, variant=variant,
+                cuda_version=cuda_version, pointops_version=kb.pointops["version"], driver_mode=mode,
+                coverage={"pytorch": torch_cov, "pointops": ops_cov})
+    plan.reasons.append(f"GPU: {_describe_gpu(kb, target)}")
+    plan.reasons.append(f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}")
+    plan.reasons.extend(target.notes)
+    skipped = sorted({f"{cuda_of_variant(r.variant)} ({r.detail})" for r in rejections
+                      if r.release == release.version})
+    plan.reasons.append(f"pytorch {plan.pytorch_minor} {variant}: newest pytorch and CUDA that fit"
+                        + (f"; skipped CUDA {'; '.join(skipped)}" if skipped else ""))
+    if mode == "mvc":
+        plan.reasons.append(f"CUDA {cuda_version} runs on this driver through minor-version compatibility: "
+                            f"pytorch and pointops both carry SASS for {target.compute_capability}")
+    if "ptx" in (torch_cov, ops_cov):
+        which = " and ".join(k for k, v in (("pytorch", torch_cov), ("pointops", ops_cov)) if v == "ptx")
+        plan.warnings.append(f"only PTX covers compute capability {target.compute_capability} in {which} "
+                             f"{variant}: kernels are JIT-compiled by the driver on first use (slow first start)")
+    if torch_cov == "unknown":
+        plan.warnings.append("the GPU's compute capability is unknown, so arch coverage was not checked; "
+                             "pass --gpu 'NAME:X.Y' to check it")
+    arch = kb.architecture(target.compute_capability) if target.compute_capability else None
+    if arch and arch.last_branch and arch.last_branch >= 580:
+        plan.warnings.append(f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
+                             "builds no longer target them: this machine stays on CUDA 12 builds")
+    plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
+                        f"newest Python that pytorch {plan.pytorch_minor} is built for"))
+    return plan
+
+
+def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: str | None) -> str:
+    """One or two sentences: the system cause and the fix."""
+    gpu = _describe_gpu(kb, target)
+    os_word = "Windows" if target.os == "windows" else "Linux"
+    fix_cpu = "or pass --gpu none for a CPU environment."
+    driver_blocked = [r for r in rejections if r.kind in ("driver", "mvc-ptx") and r.required_driver]
+    if driver_blocked:
+        need = min(driver_blocked, key=lambda r: parse_version(r.required_driver))
+        need_cuda = cuda_of_variant(need.variant)
+        major = parse_version(need_cuda)[0]
+        # Through minor-version compatibility any driver of the major will do: name the major only.
+        what = f"CUDA {major}" if need.required_driver == kb.mvc_min_driver(major, target.os) else f"CUDA {need_cuda}"
+        ptx = " (only PTX covers this GPU there, and an older driver cannot JIT newer PTX)" \
+            if need.kind == "mvc-ptx" else ""
+        return (f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}; pointops' GPU builds for this GPU need "
+                f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word}. Upgrade the driver, {fix_cpu}")
+    arch_blocked = [r for r in rejections if r.kind == "arch"]
+    if arch_blocked:
+        details = sorted({r.detail for r in arch_blocked})
+        pinned = f" with --cuda {cuda}" if cuda else ""
+        fix = "Drop --cuda, or pass --gpu none" if cuda else "Pass --gpu none"
+        return (f"no pytorch/pointops CUDA build for {target.platform}{pinned} runs on {gpu}: "
+                f"{'; '.join(details)}. {fix} for a CPU environment.")
+    glibc_blocked = [r for r in rejections if r.kind == "glibc"]
+    if glibc_blocked:
+        return (f"{glibc_blocked[0].detail}, and no other CUDA build fits. Plan on a newer Linux "
+                f"(or set CONDA_OVERRIDE_GLIBC if the target differs), {fix_cpu}")
+    if rejections:
+        return f"{rejections[0].detail}. Pass --gpu none for a CPU environment."
+    return f"conda-forge has no CUDA pytorch build for {target.platform}. Pass --gpu none for a CPU environment."

@@ -1,0 +1,153 @@
+"""Solve a plan with py-rattler against the channels, using the target's virtual packages
+(__cuda, __cuda_arch, __glibc, __linux / __win / __osx) instead of this machine's.
+
+py-rattler is imported here only: the --offline path never pays for it. After a solve the
+interpreter may crash on exit (a py-rattler thread), so callers flush and os._exit (make_env).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver.plan import Plan
+from solver.target import DEFAULT_GLIBC, Target
+
+SOLVE_TIMEOUT_S = 120
+DEFAULT_CHANNELS = ("pointops", "conda-forge")
+
+
+class ChannelError(Exception):
+    """The channels could not be read; the message is one line with the cause and the fix."""
+
+
+class SolveError(Exception):
+    """The channels were read but hold no environment matching the plan."""
+
+
+@dataclass
+class SolveResult:
+    records: list          # rattler RepoDataRecord
+    channels: list[str]    # channel URLs as solved
+    virtual_packages: list[str]  # "__cuda=12.4=0", ...
+
+
+def channel_location(channel: str) -> str:
+    """A channel name, URL or local directory -> what rattler's Channel() accepts."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://", channel):
+        return channel
+    path = Path(channel).expanduser()
+    if channel.startswith((".", "/", "~")) or os.sep in channel or path.is_dir():
+        return str(path.resolve())
+    return channel
+
+
+def virtual_package_strings(target: Target) -> list[str]:
+    """Virtual packages of the target machine as name=version=build strings."""
+    arch = {"64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}[target.platform.split("-")[1]]
+    result = []
+    if target.os == "linux":
+        result += ["__unix=0=0", "__linux=5.15=0", f"__glibc={target.glibc or DEFAULT_GLIBC}=0"]
+    elif target.os == "windows":
+        result += ["__win=0=0"]
+    else:
+        result += ["__unix=0=0", f"__osx={'13.0' if arch == 'arm64' else '12.0'}=0"]
+    result.append(f"__archspec=1={arch}")
+    if target.has_gpu and target.driver_cuda:
+        result.append(f"__cuda={target.driver_cuda}=0")
+        if target.compute_capability:
+            result.append(f"__cuda_arch={target.compute_capability}=0")
+    return result
+
+
+def describe_channel_failure(message: str, channel_hint: str = "") -> str:
+    """rattler's multi-line GatewayError -> one line: what failed, why, and the fix."""
+    url_match = re.search(r"url \((\S+?)\)", message) or re.search(r"channel '([^']+)'", message)
+    where = url_match.group(1) if url_match else channel_hint
+    host = re.sub(r"^[a-z]+://([^/]+).*$", r"\1", where) if "://" in where else where
+    proxy = next((f"{k}={os.environ[k]}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                                                   "ALL_PROXY", "all_proxy") if os.environ.get(k)), None)
+    text = message.lower()
+    if "certificate" in text or "unknownissuer" in text or "usedasendentity" in text or "tls" in text:
+        return (f"the TLS certificate of {host} is not trusted ({_last_cause(message)}); if a corporate proxy "
+                "re-signs HTTPS, point SSL_CERT_FILE at its CA bundle (SSL_CERT_FILE=/path/to/corporate-ca.pem)")
+    if "404" in text or "no such file" in text or "could not find subdir" in text:
+        return (f"channel {where} was not found ({_last_cause(message)}); check the --channel name or URL")
+    if "dns" in text or "lookup address" in text or "name or service not known" in text:
+        return (f"cannot resolve {host} (no network or no DNS); connect to the network"
+                + (f" or check the proxy ({proxy})" if proxy else ", set HTTPS_PROXY if you need a proxy")
+                + ", or pass --offline")
+    if "connection refused" in text:
+        via = f" through the proxy {proxy}" if proxy else ""
+        return (f"the connection to {host} was refused{via}; check the network"
+                + (" and the proxy" if proxy else "") + ", or pass --offline")
+    if "timed out" in text or "timeout" in text:
+        return f"{host} did not answer in time; check the network or proxy, or pass --offline"
+    return f"cannot read channel {where}: {_last_cause(message)}; check the --channel value or pass --offline"
+
+
+def _last_cause(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    last = lines[-1] if lines else message
+    return last.removeprefix("Caused by:").strip()
+
+
+def solve_plan(plan: Plan, channels: list[str], timeout_s: float = SOLVE_TIMEOUT_S) -> SolveResult:
+    """Solve the plan's specs for its target. Raises ChannelError or SolveError."""
+    return asyncio.run(_solve(plan, channels, timeout_s))
+
+
+async def _solve(plan: Plan, channels: list[str], timeout_s: float) -> SolveResult:
+    from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Version, solve
+    from rattler.exceptions import GatewayError, SolverError
+
+    target = plan.target
+    locations = [channel_location(c) for c in channels]
+    try:
+        rattler_channels = [Channel(loc) for loc in locations]
+    except Exception as exc:
+        raise ChannelError(f"invalid channel ({exc}); pass a channel name, URL or directory") from None
+    vps = virtual_package_strings(target)
+    virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b))
+               for n, v, b in (s.split("=") for s in vps)]
+    # MatchSpec objects, not strings: solve() parses strings strictly and rejects "pytorch=*=cuda*".
+    specs = [MatchSpec(s) for s in plan.specs()]
+    try:
+        records = await solve(rattler_channels, specs, platforms=[target.platform, "noarch"],
+                              virtual_packages=virtual, timeout=datetime.timedelta(seconds=timeout_s))
+    except GatewayError as exc:
+        raise ChannelError(describe_channel_failure(str(exc), locations[0])) from None
+    except SolverError as exc:
+        if "cancelled" in str(exc):
+            raise SolveError(f"the solve did not finish within {timeout_s:g} s; retry, or pass --offline") from None
+        raise SolveError(await _explain_unsat(plan, rattler_channels, specs, vps, str(exc))) from None
+    except Exception as exc:  # e.g. FetchRepoDataError, IoError: still a channel problem
+        raise ChannelError(describe_channel_failure(str(exc), locations[0])) from None
+    return SolveResult(records=list(records), channels=[c.base_url for c in rattler_channels],
+                       virtual_packages=vps)
+
+
+async def _explain_unsat(plan: Plan, channels, specs, vps: list[str], solver_text: str) -> str:
+    """Name the planned spec the channels cannot satisfy, or the virtual package in the way."""
+    from rattler import Gateway, MatchSpec
+
+    gateway = Gateway()
+    platforms = [plan.target.platform, "noarch"]
+    for spec, text in zip(specs, plan.specs(), strict=True):
+        name = text.split("=")[0]
+        found = await gateway.query(channels, platforms, [spec], recursive=False)
+        if not any(len(per_channel) for per_channel in found):
+            everything = await gateway.query(channels, platforms, [MatchSpec(name)], recursive=False)
+            builds = sorted({f"{r.version} {r.build.split('_h')[0]}" for per in everything for r in per
+                             if r.name.normalized == name})
+            have = f"; they have {', '.join(builds[:8])}" if builds else "; they have none at all"
+            return (f"the channels hold no {name} matching {text} for {plan.target.platform}{have}. "
+                    "Pass --channel for a channel that has it, or other --torch/--cuda/--python pins.")
+    first = next((line.strip() for line in solver_text.splitlines() if "__" in line), "")
+    return (f"the channels hold every planned package, but none combine on a machine with "
+            f"{', '.join(v.rsplit('=', 1)[0] for v in vps if v.startswith('__cuda') or v.startswith('__glibc'))}"
+            + (f" ({first})" if first else "") + ". Check --driver and --gpu, or pass --gpu none.")

@@ -1,0 +1,189 @@
+"""The machine to plan for: detected (`--gpu auto`) or given by flags (`--gpu`, `--driver`,
+`--platform`), so a laptop can plan for a cluster node without a GPU of its own."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from solver.knowledge import PLATFORMS, Knowledge, os_of_platform, parse_version
+
+DEFAULT_GLIBC = "2.28"  # assumed for Linux targets that are not this machine
+
+
+class TargetError(Exception):
+    """A flag is malformed (exit_code 2) or the target cannot have CUDA at all (exit_code 1)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Target:
+    platform: str                       # conda subdir, e.g. "linux-64"
+    os: str                             # "linux", "windows" or "osx"
+    glibc: str | None                   # None on Windows/macOS
+    gpu_name: str | None                # None: plan a CPU environment
+    compute_capability: str | None      # "8.6"; None when a GPU of unknown capability was detected
+    driver_version: str | None          # "550.54.14"; None when only its CUDA version is known
+    driver_cuda: str | None             # highest CUDA the driver runs
+    source: str                         # "detected", "flags" or "override"
+    driver_assumed: bool = False        # no driver given: the newest branch for this GPU is assumed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_name is not None
+
+
+_DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
+
+
+def parse_driver_flag(text: str) -> str:
+    value = text.strip()
+    if not _DRIVER_RE.match(value):
+        raise TargetError(f"--driver {text!r} is not an NVIDIA driver version; expected e.g. 550.54.14 (Linux) "
+                          "or 566.03 (Windows), as nvidia-smi prints it.")
+    return value
+
+
+def parse_platform_flag(text: str) -> str:
+    if text not in PLATFORMS:
+        raise TargetError(f"--platform {text!r} is not supported; use one of: {', '.join(PLATFORMS)}.")
+    return text
+
+
+def parse_gpu_flag(text: str) -> tuple[str, str | None, str | None]:
+    """--gpu value -> (kind, name, compute capability); kind is 'auto', 'none' or 'given'.
+
+    Accepted: auto, none, a compute capability (8.6, sm_86), a GPU name ("RTX 4090"), or a
+    name with its compute capability ("My GPU:8.6") for GPUs the table does not know.
+    """
+    from solver.detect import normalize_compute_capability
+
+    value = text.strip()
+    if value.lower() in ("auto", "none", "cpu"):
+        return ("none" if value.lower() == "cpu" else value.lower(), None, None)
+    cc = normalize_compute_capability(value)
+    if cc is not None:
+        return ("given", None, cc)
+    if ":" in value:
+        name, _, cc_text = value.rpartition(":")
+        cc = normalize_compute_capability(cc_text)
+        if cc is None or not name.strip():
+            raise TargetError(f"--gpu {text!r}: after ':' give a compute capability such as 8.6 or sm_86.")
+        return ("given", name.strip(), cc)
+    if not value:
+        raise TargetError("--gpu needs a value: auto, none, a GPU name, or a compute capability such as 8.6.")
+    return ("given", value, None)
+
+
+def _glibc_override() -> str | None:
+    value = os.environ.get("CONDA_OVERRIDE_GLIBC", "").strip()
+    return value if re.match(r"^\d+\.\d+$", value) else None
+
+
+def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
+                 platform: str | None = None, detector=None) -> Target:
+    """Resolve the flags (and, for --gpu auto, this machine) into a Target."""
+    kind, name, cc = parse_gpu_flag(gpu)
+    driver = parse_driver_flag(driver) if driver is not None else None
+    platform = parse_platform_flag(platform) if platform is not None else None
+
+    if kind == "auto":
+        return _detected_target(kb, driver, platform, detector)
+
+    from solver.detect import host_platform
+
+    platform = platform or host_platform()
+    if platform not in PLATFORMS:
+        raise TargetError(f"this machine ({platform}) is not a conda platform pointops supports; "
+                          f"pass --platform with one of: {', '.join(PLATFORMS)}.")
+    os_name = os_of_platform(platform)
+    glibc = (_glibc_override() or DEFAULT_GLIBC) if os_name == "linux" else None
+    target = Target(platform=platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
+                    driver_version=None, driver_cuda=None, source="flags")
+    if kind == "none":
+        target.notes.append("--gpu none: CPU environment")
+        if driver:
+            target.notes.append(f"--driver {driver} ignored: no GPU was asked for")
+        return target
+
+    if name is not None and cc is None:
+        cc = kb.gpu_compute_capability(name)
+        if cc is None:
+            raise TargetError(f"unknown GPU {name!r}; give its compute capability too, e.g. --gpu '{name}:8.6' "
+                              "(nvidia-smi --query-gpu=compute_cap --format=csv prints it).")
+    if os_name == "osx":
+        raise TargetError("macOS has no CUDA: pytorch and pointops run on the CPU there. "
+                          "Pass --gpu none, or --platform linux-64/win-64 for an NVIDIA machine.", exit_code=1)
+    entry = kb.gpu_lookup(name) if name else None
+    target.gpu_name = entry.name if entry else (name or f"GPU with compute capability {cc}")
+    target.compute_capability = cc
+    _set_driver(kb, target, driver)
+    return target
+
+
+def _set_driver(kb: Knowledge, target: Target, driver: str | None) -> None:
+    if driver is not None:
+        target.driver_version = driver
+        target.driver_cuda = kb.driver_max_cuda(driver)
+        return
+    override = os.environ.get("CONDA_OVERRIDE_CUDA", "").strip()
+    if re.match(r"^\d+\.\d+$", override):
+        target.driver_cuda = override
+        target.notes.append(f"driver CUDA version {override} from CONDA_OVERRIDE_CUDA")
+        return
+    # No driver given: assume the newest branch that still supports this GPU.
+    arch = kb.architecture(target.compute_capability) if target.compute_capability else None
+    branches = kb.branches
+    if arch and arch.last_branch:
+        branches = [b for b in branches if b.branch <= arch.last_branch]
+    newest = branches[-1]
+    target.driver_cuda = newest.max_cuda
+    target.driver_assumed = True
+    target.notes.append(f"no --driver given: assuming a current driver for this GPU (R{newest.branch}, "
+                        f"CUDA {newest.max_cuda}); pass --driver to plan for an older one")
+
+
+def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, detector) -> Target:
+    from solver.detect import detect
+
+    info = (detector or detect)()
+    plan_platform = platform or info.platform
+    if plan_platform not in PLATFORMS:
+        raise TargetError(f"this machine ({info.platform}) is not a conda platform pointops supports; "
+                          f"pass --platform with one of: {', '.join(PLATFORMS)}.")
+    os_name = os_of_platform(plan_platform)
+    same_machine = plan_platform == info.platform
+    glibc = None
+    if os_name == "linux":
+        glibc = _glibc_override() or (info.glibc if same_machine else None) or DEFAULT_GLIBC
+    target = Target(platform=plan_platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
+                    driver_version=driver or info.driver_version, driver_cuda=info.driver_cuda,
+                    source="override" if info.source == "override" else "detected", notes=list(info.notes))
+    if driver is not None:
+        target.driver_cuda = kb.driver_max_cuda(driver)
+    if os_name == "osx" or (info.driver_cuda is None and driver is None) or not info.gpus:
+        why = "; ".join(info.notes) or "no NVIDIA driver answered"
+        target.driver_version = target.driver_cuda = None
+        target.notes = [f"no usable NVIDIA GPU found ({why}): CPU environment; "
+                        "pass --gpu NAME --driver VERSION to plan for another machine"]
+        return target
+    lowest = info.min_compute_capability
+    chosen = next((g for g in info.gpus if g.compute_capability == lowest), info.gpus[0])
+    target.gpu_name, target.compute_capability = chosen.name, chosen.compute_capability
+    distinct = {g.compute_capability for g in info.gpus}
+    if len(distinct) > 1:
+        target.notes.append(f"{len(info.gpus)} GPUs with compute capabilities {sorted(distinct, key=str)}: "
+                            f"planning for the lowest ({lowest})")
+    if target.compute_capability is None:
+        target.notes.append(f"the compute capability of {chosen.name} is unknown: arch coverage is not checked")
+    if target.driver_version:
+        try:
+            parse_version(target.driver_version)
+        except ValueError:
+            target.driver_version = None
+    return target

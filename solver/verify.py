@@ -1,0 +1,65 @@
+"""Check a solved environment against the planning rules, independently of how it was found:
+no CPU pytorch for a GPU target, the planned CUDA variant and cuda-version, a cuda-version the
+driver runs, the planned Python, and __cuda_arch constraints the GPU satisfies."""
+
+from __future__ import annotations
+
+import re
+
+from solver.knowledge import Knowledge, parse_version
+from solver.plan import Plan
+
+
+def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
+    """Problems found in the solved records (rattler RepoDataRecords); empty when all is well."""
+    by_name = {r.name.normalized: r for r in records}
+    problems = []
+    target = plan.target
+    for name in ("python", "pytorch", "pointops"):
+        if name not in by_name:
+            problems.append(f"the solution has no {name}")
+    if problems:
+        return problems
+
+    python = str(by_name["python"].version)
+    if parse_version(python)[:2] != parse_version(plan.python)[:2]:
+        problems.append(f"python {python} was solved, {plan.python} was planned")
+    torch = by_name["pytorch"]
+    if parse_version(str(torch.version))[:2] != parse_version(plan.pytorch_minor):
+        problems.append(f"pytorch {torch.version} was solved, {plan.pytorch_minor} was planned")
+
+    for name in ("pytorch", "libtorch", "pointops"):
+        record = by_name.get(name)
+        if record is None:
+            continue
+        if target.has_gpu and record.build.startswith("cpu"):
+            problems.append(f"{name} {record.version} {record.build} is a CPU build, but a GPU was asked for")
+        elif not record.build.startswith(plan.variant):
+            problems.append(f"{name} build {record.build} is not the planned {plan.variant} variant")
+
+    cuda_record = by_name.get("cuda-version")
+    if plan.cuda_version:
+        if cuda_record is None:
+            problems.append("the solution has no cuda-version package")
+        else:
+            solved = ".".join(str(cuda_record.version).split(".")[:2])
+            if solved != plan.cuda_version:
+                problems.append(f"cuda-version {solved} was solved, {plan.cuda_version} was planned")
+            mode = kb.driver_runs_cuda(target.driver_cuda, solved, target.driver_version, target.os)
+            if mode is None:
+                problems.append(f"cuda-version {solved} is newer than the driver runs (CUDA <= {target.driver_cuda})")
+            elif mode == "mvc" and set(plan.coverage.values()) != {"sass"}:
+                problems.append(f"cuda-version {solved} needs minor-version compatibility, which needs SASS for "
+                                f"compute capability {target.compute_capability}")
+    elif cuda_record is not None and target.has_gpu:
+        problems.append(f"cuda-version {cuda_record.version} in a plan without CUDA")
+
+    if target.compute_capability:
+        cc = parse_version(target.compute_capability)
+        for record in records:
+            for constraint in list(record.constrains) + list(record.depends):
+                match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", constraint)
+                if match and cc < parse_version(match.group(1)):
+                    problems.append(f"{record.name.normalized} {record.build} needs compute capability >= "
+                                    f"{match.group(1)}, the GPU has {target.compute_capability}")
+    return problems
