@@ -76,14 +76,21 @@ def _max_jobs() -> int:
 
 
 def _find_cuda_home(cpp_extension) -> Path | None:
-    for name in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(name):
-            return Path(os.environ[name])
+    """The toolkit root: CUDA_HOME / CUDA_PATH, torch's guess, /usr/local/cuda, or the root of
+    the nvcc on PATH (following a wrapper script through `nvcc --dryrun`'s TOP= line)."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                  getattr(cpp_extension, "CUDA_HOME", None), "/usr/local/cuda"]
     nvcc = shutil.which("nvcc")
-    if getattr(cpp_extension, "CUDA_HOME", None):
-        return Path(cpp_extension.CUDA_HOME)
     if nvcc:
-        return Path(nvcc).resolve().parent.parent
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "bin" / ("nvcc.exe" if IS_WINDOWS else "nvcc")).exists():
+            return Path(candidate)
+    if nvcc:
+        out = subprocess.run([nvcc, "--dryrun", "x.cu"], capture_output=True, text=True)
+        m = re.search(r"TOP=(\S+)", out.stdout + out.stderr)
+        if m:
+            return Path(m.group(1).strip('"'))
     return None
 
 
