@@ -140,14 +140,19 @@ def render_matrix(platforms: tuple[str, ...] | list[str] = PLATFORMS, **paths: P
 
 
 # Runs in a child process: rattler-build prints the solved render as JSON on its stdout.
+# It leaves through os._exit: the rattler runtime can crash while the interpreter shuts down
+# after a solve, which would turn a good run into a failed one.
 _SOLVE_RENDER_SCRIPT = """
-import json, sys, warnings
+import json, os, sys, warnings
 warnings.simplefilter("ignore")
 from rattler_build import build_recipes
 args = json.loads(sys.argv[1])
 build_recipes([args["recipe"]], target_platform=args["platform"], build_platform=args["platform"],
               channel=args["channels"], variant_config=[args["variant_config"]],
               render_only=True, with_solve=True)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 
 

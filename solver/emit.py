@@ -98,7 +98,7 @@ def json_document(plan: Plan | None, target, channels: list[str], verified: bool
         "errors": errors,
     }
     if solved_records is not None:
-        doc["solution"] = [{"name": r.name.normalized, "version": str(r.version), "build": r.build,
+        doc["solution"] = [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build),
                             "url": str(r.url), "sha256": r.sha256.hex() if r.sha256 else None}
                            for r in solved_records]
     return doc

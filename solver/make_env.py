@@ -133,8 +133,9 @@ def make_env(args) -> int:
                                                    [message]), indent=2))
                 return 1
             verified = True
-            status = (f"solved against {', '.join(channels)} with "
-                      f"{' '.join(v for v in solve_result.virtual_packages if not v.startswith(('__unix', '__archspec')))}")
+            shown = [v.rsplit("=", 1)[0] for v in solve_result.virtual_packages
+                     if not v.startswith(("__unix", "__archspec"))]
+            status = f"solved against {', '.join(channels)} with {' '.join(shown)}"
 
     return _emit(args, kb, plan, channels, verified, status, warnings, records, solve_result)
 
@@ -145,9 +146,11 @@ def _emit(args, kb, plan, channels, verified, status, warnings, records, solve_r
     solved = None
     if records is not None:
         wanted = ("python", "pytorch", "libtorch", "cuda-version", "pointops")
-        solved = [f"{r.name.normalized} {r.version} {r.build}" for r in sorted(records, key=lambda r: r.name.normalized)
+        solved = [f"{r.name.normalized} {r.version} {str(r.build)}" for r in sorted(records, key=lambda r: r.name.normalized)
                   if r.name.normalized in wanted]
-    text = env_yml(plan, channels, args.name, verified, status, solved)
+    from solver.solve import channel_for_env_file
+
+    text = env_yml(plan, [channel_for_env_file(c) for c in channels], args.name, verified, status, solved)
     for reason in plan.reasons:
         _err(reason)
     for warning in plan.warnings:
@@ -188,6 +191,9 @@ def run(args) -> int:
         rc = make_env(args)
     except KeyboardInterrupt:
         rc = 130
+    except Exception as exc:  # a bug: say so in one line instead of a traceback
+        _err(f"internal error ({type(exc).__name__}: {exc}); please report it with the command line used.")
+        rc = 1
     if _solved:
         # py-rattler can crash in a background thread while the interpreter exits: flush and leave now.
         sys.stdout.flush()

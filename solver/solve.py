@@ -46,6 +46,12 @@ def channel_location(channel: str) -> str:
     return channel
 
 
+def channel_for_env_file(channel: str) -> str:
+    """Channel as env.yml should list it: names and URLs as given, local directories as file:// URLs."""
+    location = channel_location(channel)
+    return Path(location).as_uri() if location.startswith("/") else location
+
+
 def virtual_package_strings(target: Target) -> list[str]:
     """Virtual packages of the target machine as name=version=build strings."""
     arch = {"64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}[target.platform.split("-")[1]]
@@ -142,7 +148,7 @@ async def _explain_unsat(plan: Plan, channels, specs, vps: list[str], solver_tex
         found = await gateway.query(channels, platforms, [spec], recursive=False)
         if not any(len(per_channel) for per_channel in found):
             everything = await gateway.query(channels, platforms, [MatchSpec(name)], recursive=False)
-            builds = sorted({f"{r.version} {r.build.split('_h')[0]}" for per in everything for r in per
+            builds = sorted({f"{r.version} {str(r.build).split('_h')[0]}" for per in everything for r in per
                              if r.name.normalized == name})
             have = f"; they have {', '.join(builds[:8])}" if builds else "; they have none at all"
             return (f"the channels hold no {name} matching {text} for {plan.target.platform}{have}. "

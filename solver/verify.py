@@ -32,10 +32,11 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
         record = by_name.get(name)
         if record is None:
             continue
-        if target.has_gpu and record.build.startswith("cpu"):
-            problems.append(f"{name} {record.version} {record.build} is a CPU build, but a GPU was asked for")
-        elif not record.build.startswith(plan.variant):
-            problems.append(f"{name} build {record.build} is not the planned {plan.variant} variant")
+        build = str(record.build)
+        if target.has_gpu and build.startswith("cpu"):
+            problems.append(f"{name} {record.version} {build} is a CPU build, but a GPU was asked for")
+        elif not build.startswith(plan.variant):
+            problems.append(f"{name} build {build} is not the planned {plan.variant} variant")
 
     cuda_record = by_name.get("cuda-version")
     if plan.cuda_version:
@@ -58,7 +59,7 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
         cc = parse_version(target.compute_capability)
         for record in records:
             for constraint in list(record.constrains) + list(record.depends):
-                match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", constraint)
+                match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", str(constraint))
                 if match and cc < parse_version(match.group(1)):
                     problems.append(f"{record.name.normalized} {record.build} needs compute capability >= "
                                     f"{match.group(1)}, the GPU has {target.compute_capability}")
