@@ -234,9 +234,9 @@ def index_channel(channel_dir: Path) -> None:
 
 
 def current_platform() -> str:
-    from rattler import Platform
+    from rattler import Subdir
 
-    return str(Platform.current())
+    return str(Subdir.current())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,168 @@
+"""The offline path, end to end: the pointops built here (by tests/run.sh) is packaged into a real
+.conda with py-rattler-build's package assembler, using the metadata the recipe renders for this
+platform's cpu variant; the channel is indexed with py-rattler; py-rattler solves and installs it
+into a fresh prefix; and Python imports it from there and runs an op.
+
+torch cannot be installed as a conda package offline, so the dependencies come from a local
+channel of metadata-only `python` and `pytorch` packages (conda-forge's names and build-string
+conventions): the solve still has to honour the package's real requirements (python >=3.10,
+pytorch >=2.10 of the cpu kind), and the import then runs with this venv's Python and torch,
+which the stable ABI makes a valid stand-in for any torch >= 2.10.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from recipe_stub_channels import index, write_stub_package
+
+from solver import cli
+from solver.channel import ChannelError, current_platform, package_local, render_platform
+
+HERE = Path(__file__).resolve().parent
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+needs_local_build = pytest.mark.skipif(
+    importlib.util.find_spec("pointops") is None,
+    reason="pointops is not installed here (tests/run.sh builds it from ops-src)",
+)
+
+
+@pytest.fixture(scope="module")
+def local_channel(tmp_path_factory) -> Path:
+    channel = tmp_path_factory.mktemp("pointops-channel")
+    package_local(channel, "cpu", from_installed=True)
+    return channel
+
+
+@pytest.fixture(scope="module")
+def dependency_channel(tmp_path_factory) -> Path:
+    channel = tmp_path_factory.mktemp("deps")
+    subdir = current_platform()
+    write_stub_package(channel, subdir, "python", f"{PY}.7", "h0_cpython")
+    write_stub_package(channel, subdir, "pytorch", "2.13.0", f"cpu_generic_py{PY.replace('.', '')}_h0_0", 0,
+                       [f"python >={PY},<3.{sys.version_info.minor + 1}.0a0"])
+    write_stub_package(channel, subdir, "pytorch", "2.13.0", f"cuda129_generic_py{PY.replace('.', '')}_h0_200", 200,
+                       ["__cuda"])
+    index(channel)
+    return channel
+
+
+def rattler_install(channels: list[Path], specs: list[str], prefix: Path, virtual: list[str]) -> tuple[int, object]:
+    args = {"channels": [c.as_uri() for c in channels], "specs": specs, "prefix": str(prefix),
+            "virtual_packages": virtual, "cache": str(prefix.parent / "pkgs-cache")}
+    proc = subprocess.run([sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip(), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+LINUX_NO_GPU = ["__unix=0", "__linux=6.1", "__glibc=2.36"]
+
+
+@needs_local_build
+def test_package_carries_the_rendered_metadata(local_channel):
+    platform = current_platform()
+    cpu = {b.variant: b for b in render_platform(platform)}["cpu"]
+    repodata = json.loads((local_channel / platform / "repodata.json").read_text())
+    (filename, record), = repodata["packages.conda"].items()
+    assert filename == f"pointops-0.1.0-{cpu.build_string}.conda"
+    assert record["build"] == cpu.build_string and record["build_number"] == cpu.build_number
+    assert record["depends"] == list(cpu.run)
+    assert record.get("constrains", []) == list(cpu.run_constraints)
+    # CEP 20: abi3 packages are noarch: python in metadata but live in the platform's subdir.
+    assert record["subdir"] == platform and record["noarch"] == "python"
+    with zipfile.ZipFile(local_channel / platform / filename) as conda:
+        assert any(n.startswith("pkg-") for n in conda.namelist())
+
+
+@needs_local_build
+@pytest.mark.skipif(not current_platform().startswith("linux"), reason="the stand-in channel describes Linux")
+def test_install_into_a_prefix_and_import(local_channel, dependency_channel, tmp_path):
+    prefix = tmp_path / "env"
+    code, records = rattler_install([local_channel, dependency_channel], ["pointops"], prefix, LINUX_NO_GPU)
+    assert code == 0, records
+    builds = {r["name"]: r["build"] for r in records}
+    assert set(builds) == {"pointops", "python", "pytorch"}
+    assert builds["pytorch"].startswith("cpu_")
+    site = prefix / "lib" / f"python{PY}" / "site-packages"
+    assert (site / "pointops" / "_C.abi3.so").is_file()
+    assert (prefix / "conda-meta").is_dir() and list((prefix / "conda-meta").glob("pointops-0.1.0-*.json"))
+
+    probe = (
+        "import torch, pointops, sys\n"
+        f"assert pointops.__file__.startswith({str(site)!r}), pointops.__file__\n"
+        "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
+        "print(torch.ops.pointops.furthest_point_sample(xyz, 3, None, 0).tolist())\n"
+        "print(pointops.build_info()['cuda'])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[[0,", "3,", "1]]", "False"]
+
+
+@needs_local_build
+def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
+    channel = tmp_path / "cuda-only"
+    subdir = current_platform()
+    write_stub_package(channel, subdir, "python", f"{PY}.7", "h0_cpython")
+    write_stub_package(channel, subdir, "pytorch", "2.13.0", "cuda129_generic_h0_200", 200)
+    index(channel)
+    code, result = rattler_install([local_channel, channel], ["pointops"], tmp_path / "env",
+                                   LINUX_NO_GPU + ["__cuda=12.9"])
+    assert code == 3 and "pytorch" in result["error"], result
+
+
+def fake_wheel(path: Path, files: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+    return path
+
+
+def test_a_per_python_build_is_refused(tmp_path):
+    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp311-cp311-linux_x86_64.whl",
+                       {"pointops/__init__.py": "", "pointops/_C.cpython-311-x86_64-linux-gnu.so": "ELF"})
+    with pytest.raises(ChannelError, match="stable ABI"):
+        package_local(tmp_path / "channel", "cpu", wheel=wheel)
+    assert not list((tmp_path / "channel").rglob("*.conda"))
+
+
+def test_a_cpu_build_cannot_pose_as_a_cuda_variant(tmp_path):
+    variant = next(b.variant for b in render_platform(current_platform()) if b.cuda_version) \
+        if current_platform() not in ("osx-64", "osx-arm64") else None
+    if variant is None:
+        pytest.skip("no CUDA variant on this platform")
+    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
+                       {"pointops/__init__.py": "", "pointops/_C.abi3.so": "ELF",
+                        "pointops/_build_info.json": json.dumps({"cuda_version": None})})
+    with pytest.raises(ChannelError, match="CPU-only"):
+        package_local(tmp_path / "channel", variant, wheel=wheel)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["channel", "package-local", "--wheel", "/nonexistent/pointops.whl"], 1, "is not a wheel file"),
+        (["channel", "package-local", "--from-installed", "--variant", "cuda999"], 1, "no 'cuda999' variant"),
+        (["channel", "build", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
+        (["channel", "index", "/nonexistent/channel"], 1, "is not a directory"),
+        (["channel"], 2, "choose an action"),
+    ],
+)
+def test_cli_errors_name_the_problem(argv, code, message, capsys):
+    assert cli.main(argv) == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_render_only_prints_the_matrix(capsys):
+    assert cli.main(["channel", "--render-only"]) == 0
+    rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()[1:] if not line.startswith(" ")]
+    assert len(rows) == 11 and ["win-64", "cuda128"] in rows and ["osx-arm64", "cpu"] in rows
