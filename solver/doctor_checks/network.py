@@ -171,8 +171,9 @@ def gather_network(env: Mapping[str, str], home: Path, prefix: Path | None) -> N
 def probe_url(url: str, timeout: float) -> ProbeResult:
     """One HEAD request through the proxies the environment names; any HTTP answer means reachable."""
     request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "solver-doctor"})
+    opener = urllib.request.build_opener()  # a fresh opener reads the proxy variables as they are now
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return ProbeResult(url, True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
         # 404 means the server answered but the channel or subdir is not there.
