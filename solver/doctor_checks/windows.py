@@ -66,7 +66,7 @@ def gather_windows(env: Mapping[str, str], prefix: str) -> WindowsFacts:
         prefix=prefix,
         active_prefix=env.get("CONDA_PREFIX", ""),
         conda_dll_search_modification=env.get("CONDA_DLL_SEARCH_MODIFICATION_ENABLE"),
-        env_dlls=_dll_copies([prefix, ntpath.join(prefix, "Library", "bin")]),
+        env_dlls=_dll_copies([prefix, str(Path(prefix, "Library", "bin"))]),
         path_dlls=_dll_copies(list(dict.fromkeys(path_entries))),
     )
 
