@@ -1,0 +1,107 @@
+"""pointnet2_ops-compatible API (`from pointops.compat import pointnet2_utils`).
+
+Same names, argument order and conventions as pointnet2_ops.pointnet2_utils: int32 indices,
+Euclidean (not squared) distances from three_nn, ball_query with a strict d^2 < r^2 test, short
+balls padded with their first hit and an empty ball giving index 0.
+
+Deliberate differences (pointnet2_ops behaviour we do not reproduce):
+- furthest_point_sample never skips points: pointnet2_ops ignores points with |p|^2 <= 1e-3
+  (points at or near the origin are never picked). When npoint exceeds the cloud size the extra
+  slots hold index 0.
+- three_interpolate has a real gradient w.r.t. the weights (pointnet2_ops returns zeros).
+- CPU tensors and float64 work; CUDA also takes float16/bfloat16.
+- Backward passes are deterministic (no float atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .. import ops
+
+_ops = torch.ops.pointops
+
+
+def _int32(idx: Tensor) -> Tensor:
+    """Native -1 ("no point") becomes 0, as in pointnet2_ops; indices become int32."""
+    return idx.clamp_min(0).to(torch.int32)
+
+
+def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
+    """xyz [B, N, 3] -> int32 indices [B, npoint], starting at point 0."""
+    return _int32(ops.furthest_point_sample(xyz, npoint))
+
+
+def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
+    """features [B, C, N], idx [B, npoint] -> [B, C, npoint]."""
+    return ops.gather_points(features, idx)
+
+
+def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
+    """The three nearest `known` points of each `unknown` point: (dist [B, n, 3] Euclidean,
+    idx [B, n, 3] int32). With fewer than 3 known points the missing slots are idx 0, dist inf."""
+    dist2, idx = ops.three_nn(unknown, known)
+    return torch.sqrt(dist2), _int32(idx)
+
+
+def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
+    """features [B, C, m], idx [B, n, 3], weight [B, n, 3] -> [B, C, n]."""
+    return ops.three_interpolate(features, idx, weight)
+
+
+def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
+    """features [B, C, N], idx [B, npoint, nsample] -> [B, C, npoint, nsample]."""
+    return ops.group_points(features, idx)
+
+
+def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
+    each new_xyz point; short balls repeat their first hit, an empty ball is all 0."""
+    xyz, new_xyz = ops._pair(xyz, new_xyz)
+    if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not radius >= 0:
+        raise ValueError(f"pointops: radius must be a number >= 0, got {radius!r}")
+    nsample = ops._positive_int(nsample, "nsample")
+    idx, _, _ = _ops.ball_query(xyz, new_xyz, float(radius), nsample, None, None, False, False)
+    return _int32(idx)
+
+
+class QueryAndGroup(nn.Module):
+    """Groups points in a ball around each centroid: forward(xyz [B, N, 3], new_xyz [B, npoint, 3],
+    features [B, C, N] or None) -> [B, 3 + C, npoint, nsample] (xyz relative to the centroid
+    first when use_xyz)."""
+
+    def __init__(self, radius: float, nsample: int, use_xyz: bool = True):
+        super().__init__()
+        self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
+
+    def forward(self, xyz: Tensor, new_xyz: Tensor, features: Tensor | None = None) -> Tensor:
+        idx = ball_query(self.radius, self.nsample, xyz, new_xyz)
+        grouped_xyz = grouping_operation(xyz.transpose(1, 2), idx)
+        grouped_xyz = grouped_xyz - new_xyz.transpose(1, 2).unsqueeze(-1)
+        if features is None:
+            if not self.use_xyz:
+                raise ValueError("pointops: QueryAndGroup(use_xyz=False) needs features")
+            return grouped_xyz
+        grouped_features = grouping_operation(features, idx)
+        if self.use_xyz:
+            return torch.cat([grouped_xyz, grouped_features], dim=1)
+        return grouped_features
+
+
+class GroupAll(nn.Module):
+    """Groups all points into one group: forward(xyz [B, N, 3], new_xyz (ignored), features
+    [B, C, N] or None) -> [B, 3 + C, 1, N]."""
+
+    def __init__(self, use_xyz: bool = True):
+        super().__init__()
+        self.use_xyz = use_xyz
+
+    def forward(self, xyz: Tensor, new_xyz: Tensor | None = None, features: Tensor | None = None) -> Tensor:
+        grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
+        if features is None:
+            return grouped_xyz
+        grouped_features = features.unsqueeze(2)
+        if self.use_xyz:
+            return torch.cat([grouped_xyz, grouped_features], dim=1)
+        return grouped_features
