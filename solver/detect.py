@@ -266,6 +266,6 @@ def _apply_overrides(info: Detection, env) -> None:
                 for gpu in info.gpus:
                     gpu.compute_capability = cc
             else:
-                info.gpus = [GpuInfo(index=0, name=f"GPU with compute capability {cc}", compute_capability=cc)]
+                info.gpus = [GpuInfo(index=0, name=f"sm_{cc.replace('.', '')} GPU", compute_capability=cc)]
             info.source = "override"
             info.notes.append(f"CONDA_OVERRIDE_CUDA_ARCH={arch}: compute capability {cc}")

@@ -78,6 +78,11 @@ def describe_channel_failure(message: str, channel_hint: str = "") -> str:
     proxy = next((f"{k}={os.environ[k]}" for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
                                                    "ALL_PROXY", "all_proxy") if os.environ.get(k)), None)
     text = message.lower()
+    for variable in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        value = os.environ.get(variable)
+        if value and not os.path.exists(value) and ("builder error" in text or "certificate" in text or "tls" in text):
+            return (f"{variable}={value} does not exist, so no HTTPS client could be set up; "
+                    f"point {variable} at your CA bundle or unset it")
     if "certificate" in text or "unknownissuer" in text or "usedasendentity" in text or "tls" in text:
         return (f"the TLS certificate of {host} is not trusted ({_last_cause(message)}); if a corporate proxy "
                 "re-signs HTTPS, point SSL_CERT_FILE at its CA bundle (SSL_CERT_FILE=/path/to/corporate-ca.pem)")
@@ -153,7 +158,19 @@ async def _explain_unsat(plan: Plan, channels, specs, vps: list[str], solver_tex
             have = f"; they have {', '.join(builds[:8])}" if builds else "; they have none at all"
             return (f"the channels hold no {name} matching {text} for {plan.target.platform}{have}. "
                     "Pass --channel for a channel that has it, or other --torch/--cuda/--python pins.")
-    first = next((line.strip() for line in solver_text.splitlines() if "__" in line), "")
-    return (f"the channels hold every planned package, but none combine on a machine with "
-            f"{', '.join(v.rsplit('=', 1)[0] for v in vps if v.startswith('__cuda') or v.startswith('__glibc'))}"
-            + (f" ({first})" if first else "") + ". Check --driver and --gpu, or pass --gpu none.")
+    missing = []
+    for line in solver_text.splitlines():
+        match = re.search(r"([^\s\u2500-\u257f][^,]*), for which no candidates were found", line)
+        if match and match.group(1).strip() not in missing:
+            missing.append(match.group(1).strip())
+    virtual = [m for m in missing if m.startswith("__")]
+    real = [m for m in missing if not m.startswith("__")]
+    if real:
+        return (f"the channels lack packages the planned ones depend on: {', '.join(real[:4])}. "
+                "Add the channel that has them with --channel (conda-forge by default).")
+    have = ", ".join(v.rsplit("=", 1)[0] for v in vps if v.startswith("__"))
+    if virtual:
+        return (f"the solved packages need {', '.join(virtual[:3])}, but the target machine has {have}. "
+                "Check --driver and --gpu, or pass --gpu none.")
+    first = next((line.strip() for line in solver_text.splitlines() if line.strip()), "")
+    return f"the solver found no environment for the plan on a machine with {have} ({first}). Check the channels."

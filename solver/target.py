@@ -120,7 +120,7 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
         raise TargetError("macOS has no CUDA: pytorch and pointops run on the CPU there. "
                           "Pass --gpu none, or --platform linux-64/win-64 for an NVIDIA machine.", exit_code=1)
     entry = kb.gpu_lookup(name) if name else None
-    target.gpu_name = entry.name if entry else (name or f"GPU with compute capability {cc}")
+    target.gpu_name = entry.name if entry else (name or f"sm_{cc.replace('.', '')} GPU")
     target.compute_capability = cc
     _set_driver(kb, target, driver)
     return target
