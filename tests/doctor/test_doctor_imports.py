@@ -1,0 +1,114 @@
+"""Extension import failures: a real shared library with an undefined torch symbol, a module that
+crashes the interpreter and one that hangs, each imported by the runtime probe in a child process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from doctor_helpers import write_dist
+
+from solver.doctor_checks.facts import Facts, ImportFact, TorchFacts
+from solver.doctor_checks.gather import run_runtime_probe
+from solver.doctor_checks.imports import (
+    check_imports,
+    classify_import_error,
+    discover_extensions,
+    finding_for_import,
+)
+
+TORCH_SYMBOL = "_ZN3c1015SmallVectorBaseIjE8grow_podEPKvmm"
+
+
+def _site_with(tmp_path, name: str, init_code: str, requires=("torch>=2.4",), version="0.3.1+pt24cu121"):
+    site = write_dist(tmp_path, name, version, "pip", requires=requires,
+                      record_files=[f"{name}/__init__.py", f"{name}/_C.abi3.so"])
+    package = site / name
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(init_code)
+    return site
+
+
+def _env(site, without_torch=False):
+    """The child's environment: the test site first; optionally a torch that refuses to import, so that
+    tests of crash and hang handling do not wait for the real torch to load."""
+    paths = [str(site)]
+    if without_torch:
+        (site.parent / "notorch" / "torch").mkdir(parents=True, exist_ok=True)
+        (site.parent / "notorch" / "torch" / "__init__.py").write_text("raise ImportError('torch left out')\n")
+        paths.insert(0, str(site.parent / "notorch"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the broken extension")
+def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
+    site = _site_with(tmp_path, "oldext", "from . import _C\n")
+    source = tmp_path / "ext.c"
+    # A library built against another torch: it references a libc10 symbol the installed torch lacks.
+    source.write_text(f"extern void {TORCH_SYMBOL}(void);\nvoid oldext_entry(void) {{ {TORCH_SYMBOL}(); }}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True)
+    modules = discover_extensions([site])
+    assert modules == [("oldext", "oldext", "0.3.1+pt24cu121")]
+    torch, _, imports = run_runtime_probe(sys.executable, modules, _env(site), timeout_s=120)
+    [result] = imports
+    assert f"undefined symbol: {TORCH_SYMBOL}" in result.error
+    finding = finding_for_import(result, torch.version or "2.13.0", torch.cuda)
+    assert finding.status == "fail" and "ABI mismatch" in finding.summary
+    assert TORCH_SYMBOL in finding.evidence and "built for torch 2.4" in finding.evidence
+    assert f"installed torch {torch.version}" in finding.summary
+    assert finding.fix.startswith("pip install --force-reinstall --no-cache-dir --no-deps oldext")
+
+
+def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
+    crash_site = _site_with(tmp_path / "a", "crashext", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    modules = discover_extensions([crash_site])
+    torch, _, imports = run_runtime_probe(sys.executable, modules, _env(crash_site, without_torch=True), timeout_s=60)
+    assert torch.import_error == "ImportError: torch left out"  # reported before the crash
+    [crashed] = imports
+    assert crashed.error == f"crashed the interpreter (signal {int(__import__('signal').SIGSEGV)})"
+    assert finding_for_import(crashed, torch.version, torch.cuda).status == "fail"
+
+    hang_site = _site_with(tmp_path / "b", "hangext", "import time\ntime.sleep(60)\n")
+    _, _, imports = run_runtime_probe(sys.executable, discover_extensions([hang_site]),
+                                      _env(hang_site, without_torch=True), timeout_s=3)
+    [hung] = imports
+    assert hung.error.startswith("timed out after 3 s")
+    assert finding_for_import(hung, "2.13.0", None).status == "warn"
+
+
+def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
+    site = _site_with(tmp_path, "numlike", "", requires=("numpy",))
+    write_dist(tmp_path, "torchext", "1.0", "pip", requires=["torch ; extra == 'gpu'", "numpy"],
+               record_files=["torchext/_ops.cpython-311-x86_64-linux-gnu.so", "torchext.libs/libgomp.so.1",
+                             "top_level_ext.cpython-311-x86_64-linux-gnu.so"])
+    assert discover_extensions([site]) == [("torchext", "torchext", "1.0"), ("top_level_ext", "torchext", "1.0")]
+
+
+@pytest.mark.parametrize(("error", "cause", "detail"), [
+    (f"ImportError: /x/_C.so: undefined symbol: {TORCH_SYMBOL}", "abi", TORCH_SYMBOL),
+    ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "missing-library",
+     "libcudart.so.11.0"),
+    ("ImportError: DLL load failed while importing _ext: The specified module could not be found. (fbgemm.dll)",
+     "dll", "fbgemm.dll"),
+    ("ImportError: DLL load failed while importing _ext: The specified procedure could not be found.", "abi",
+     "a procedure in a torch DLL"),
+    ("ModuleNotFoundError: No module named 'yaml'", "other", "ModuleNotFoundError: No module named 'yaml'"),
+])
+def test_classify_import_errors(error, cause, detail):
+    assert classify_import_error(error) == (cause, detail)
+
+
+def test_missing_cuda_runtime_names_a_cuda_mismatch():
+    result = ImportFact("mmcv", "mmcv", "2.1.0", "ImportError: libcudart.so.11.0: cannot open shared object file")
+    finding = finding_for_import(result, "2.5.1", "12.4")
+    assert finding.status == "fail" and "built for another CUDA than the installed torch 2.5.1 (CUDA 12.4)" in finding.summary
+
+
+def test_no_extensions_or_no_torch_are_notes():
+    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=False)))] == ["info"]
+    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")))] == ["info"]
