@@ -7,6 +7,7 @@
     solver channel package-local [--wheel W | --from-installed] [--variant cpu] [--output DIR]
                                                         offline: a local pointops build -> .conda
     solver channel index DIR                            write repodata for a channel directory
+    solver channel upload DIR [--owner pointops]        upload its packages to anaconda.org
 
 The recipe (recipes/pointops/recipe.yaml) and the matrix (conda_build_config.yaml) are the only
 sources of truth: everything here renders them with py-rattler-build rather than repeating
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -464,6 +466,23 @@ def build_channel(output: Path, channels: list[str], variants: list[str] | None 
     return packages
 
 
+def upload_channel(channel_dir: Path, owner: str, api_key: str | None) -> list[Path]:
+    """Upload every .conda under <channel_dir>/<subdir>/ to anaconda.org/<owner>."""
+    from rattler_build import upload_package_to_anaconda
+
+    packages = sorted(Path(channel_dir).glob("*/*.conda"))
+    if not packages:
+        raise ChannelError(f"no .conda packages under {channel_dir}/<subdir>/; build or package them first")
+    if not api_key:
+        raise ChannelError("set ANACONDA_API_KEY to an anaconda.org token that may upload to "
+                           f"the {owner} channel")
+    try:
+        upload_package_to_anaconda([str(p) for p in packages], owner, api_key=api_key)
+    except Exception as exc:
+        raise ChannelError(f"uploading to anaconda.org/{owner} failed: {exc}") from exc
+    return packages
+
+
 # ---------------------------------------------------------------------------------------------
 # CLI
 
@@ -494,6 +513,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     index = sub.add_parser("index", help="write repodata for a channel directory")
     index.add_argument("directory", type=Path)
+
+    upload = sub.add_parser("upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)")
+    upload.add_argument("directory", type=Path)
+    upload.add_argument("--owner", default="pointops", help="anaconda.org channel (default: %(default)s)")
 
 
 def _print_matrix(builds: list[RenderedBuild]) -> None:
@@ -540,7 +563,12 @@ def run(args: argparse.Namespace) -> int:
             index_channel(args.directory)
             print(f"indexed {args.directory}", file=sys.stderr)
             return 0
-        print("solver channel: choose an action: render, build, package-local or index (see --help)", file=sys.stderr)
+        if action == "upload":
+            packages = upload_channel(args.directory, args.owner, os.environ.get("ANACONDA_API_KEY"))
+            print(f"uploaded {len(packages)} packages to anaconda.org/{args.owner}", file=sys.stderr)
+            return 0
+        print("solver channel: choose an action: render, build, package-local, index or upload (see --help)",
+              file=sys.stderr)
         return 2
     except ChannelError as exc:
         print(f"solver channel: error: {exc}", file=sys.stderr)

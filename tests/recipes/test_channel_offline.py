@@ -154,12 +154,20 @@ def test_a_cpu_build_cannot_pose_as_a_cuda_variant(tmp_path):
         (["channel", "build", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
         (["channel", "index", "/nonexistent/channel"], 1, "is not a directory"),
         (["channel"], 2, "choose an action"),
+        (["channel", "upload", "/nonexistent/channel"], 1, "no .conda packages"),
     ],
 )
 def test_cli_errors_name_the_problem(argv, code, message, capsys):
     assert cli.main(argv) == code
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@needs_local_build
+def test_upload_needs_a_token(local_channel, monkeypatch, capsys):
+    monkeypatch.delenv("ANACONDA_API_KEY", raising=False)
+    assert cli.main(["channel", "upload", str(local_channel)]) == 1
+    assert "set ANACONDA_API_KEY" in capsys.readouterr().err
 
 
 def test_render_only_prints_the_matrix(capsys):
