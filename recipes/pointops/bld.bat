@@ -10,8 +10,8 @@ if not defined MAX_JOBS (
 )
 
 if "%POINTOPS_CUDA%"=="1" (
-    :: nvcc is in the build prefix; the CUDA headers and import libraries in the host prefix.
-    if not defined CUDA_HOME set "CUDA_HOME=%BUILD_PREFIX%\Library"
+    :: nvcc and the static CUDA runtime are in the build prefix; the headers in the host prefix.
+    set "CUDA_HOME=%BUILD_PREFIX%\Library"
     :: cuda-nvcc's activation does not add the target include dir to nvcc's flags on Windows.
     set "INCLUDE=%LIBRARY_INC%\targets\x64;%INCLUDE%"
 )

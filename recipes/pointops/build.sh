@@ -13,8 +13,9 @@ if [[ -z "${MAX_JOBS:-}" ]]; then
 fi
 
 if [[ "${POINTOPS_CUDA}" == "1" ]]; then
-  # nvcc comes from the build prefix (cuda-nvcc), headers and libcudart from the host prefix.
-  export CUDA_HOME="${CUDA_HOME:-${BUILD_PREFIX}}"
+  # nvcc and the static CUDA runtime come from the build prefix (cuda-nvcc, cuda-cudart-static);
+  # the CUDA headers from the host prefix, through the flags cuda-nvcc's activation sets.
+  export CUDA_HOME="${BUILD_PREFIX}"
   # torch's cpp_extension caps the host compiler per CUDA version below conda-forge's gcc; the
   # pinned gcc is the one nvcc is validated with by cuda-nvcc's own constraints.
   export TORCH_DONT_CHECK_COMPILER_ABI=1

@@ -67,8 +67,10 @@ def test_compilers_and_stdlib(matrix, platform):
                                    f"macosx_deployment_target_{platform} 12.0.*")
         else:  # vs2022 is what run-exports vc14_runtime and ucrt (see the solve test below)
             assert b.build[:3] == ("vs2022_win-64", "vs2022_win-64", "vs_win-64")
-        nvcc = [s for s in b.build if s.startswith("cuda-nvcc_")]
-        assert nvcc == ([f"cuda-nvcc_{platform} {b.cuda_version}.*"] if b.cuda_version else [])
+        cuda_build = [s for s in b.build if s.startswith("cuda-")]
+        assert cuda_build == ([f"cuda-nvcc_{platform} {b.cuda_version}.*", "cuda-cudart-static",
+                               f"cuda-version =={b.cuda_version}"]
+                              if b.cuda_version else [])
         arm_variant = [s for s in b.build if s.startswith("arm-variant")]
         assert arm_variant == (["arm-variant * sbsa"] if platform == "linux-aarch64" and b.cuda_version else [])
 
