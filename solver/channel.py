@@ -306,10 +306,16 @@ def _check_staged(site: Path, version: str, build: RenderedBuild) -> None:
                                "rebuild ops-src or update the recipe version")
     info_file = package / "_build_info.json"
     if info_file.is_file():
-        built_cuda = _none_if_unset(json.loads(info_file.read_text()).get("cuda_version") or None)
-        if bool(built_cuda) != bool(build.cuda_version):
-            raise ChannelError(f"the local build is {'CUDA ' + str(built_cuda) if built_cuda else 'CPU-only'} "
+        info = json.loads(info_file.read_text())
+        built_cuda = _none_if_unset(info.get("cuda_version"))
+        if built_cuda != build.cuda_version:
+            raise ChannelError(f"the local build is {'CUDA ' + built_cuda if built_cuda else 'CPU-only'} "
                                f"but variant {build.variant} was asked for; pass the matching --variant")
+        built_archs = (tuple(info.get("sass_archs") or ()), _none_if_unset(info.get("ptx_arch")))
+        if build.cuda_version and built_archs != (build.sass_archs, build.ptx_arch):
+            raise ChannelError(f"the local build has SASS {';'.join(built_archs[0])} and PTX {built_archs[1]}, "
+                               f"variant {build.variant} promises {build.arch_list}; rebuild with "
+                               f"TORCH_CUDA_ARCH_LIST=\"{build.arch_list}\"")
 
 
 def package_local(

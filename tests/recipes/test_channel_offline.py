@@ -146,6 +146,26 @@ def test_a_cpu_build_cannot_pose_as_a_cuda_variant(tmp_path):
         package_local(tmp_path / "channel", variant, wheel=wheel)
 
 
+def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
+    cuda = {b.variant: b for b in render_platform("linux-64")}["cuda130"]
+    files = {"pointops/__init__.py": "", "pointops/_C.abi3.so": "ELF"}
+    few_archs = {"cuda_version": "13.0", "sass_archs": ["9.0"], "ptx_arch": "9.0"}
+    wheel = fake_wheel(tmp_path / "a.whl", {**files, "pointops/_build_info.json": json.dumps(few_archs)})
+    with pytest.raises(ChannelError, match="promises 7.5;8.0"):
+        package_local(tmp_path / "channel", "cuda130", wheel=wheel, platform="linux-64")
+    wrong_cuda = {"cuda_version": "12.9", "sass_archs": list(cuda.sass_archs), "ptx_arch": cuda.ptx_arch}
+    wheel = fake_wheel(tmp_path / "b.whl", {**files, "pointops/_build_info.json": json.dumps(wrong_cuda)})
+    with pytest.raises(ChannelError, match="CUDA 12.9 but variant cuda130"):
+        package_local(tmp_path / "channel", "cuda130", wheel=wheel, platform="linux-64")
+    right = {"cuda_version": "13.0", "sass_archs": list(cuda.sass_archs), "ptx_arch": cuda.ptx_arch}
+    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
+                       {**files, "pointops/_build_info.json": json.dumps(right)})
+    package = package_local(tmp_path / "channel", "cuda130", wheel=wheel, platform="linux-64")
+    record = json.loads((tmp_path / "channel" / "linux-64" / "repodata.json").read_text())["packages.conda"]
+    assert record[package.name]["constrains"] == ["__cuda_arch >=7.5"]
+    assert record[package.name]["build"] == cuda.build_string
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
