@@ -175,3 +175,18 @@ def test_readme_first_command_on_this_machine(solver_cli):
     env = yaml.safe_load(result.stdout)
     assert any(d.startswith("pytorch=") and d.endswith("=cpu*") for d in env["dependencies"])
     assert "Traceback" not in result.stderr
+
+
+def test_large_generated_channel_solves(solver_cli, tmp_path):
+    """The benchmark's generated channel (hand-written repodata.json, filler packages) is valid."""
+    import channels as channel_factory
+
+    root = channel_factory.write_large_repodata(tmp_path / "big", 2000)
+    result = solver_cli("make-env", *GPU_4090, "--channel", str(root), "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.json["verified"] is True
+    import json
+
+    linux = json.loads((root / "linux-64" / "repodata.json").read_text())["packages"]
+    noarch = json.loads((root / "noarch" / "repodata.json").read_text())["packages"]
+    assert len(linux) + len(noarch) == 2000

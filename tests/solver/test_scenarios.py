@@ -167,7 +167,8 @@ def test_macos_with_a_gpu_is_refused():
 def test_never_a_cpu_build_for_a_gpu_target():
     """Across every known GPU and driver branch, a plan for a GPU is always a CUDA build."""
     kb = load()
-    for gpu in kb.gpus:
+    one_per_capability = {gpu.compute_capability: gpu for gpu in kb.gpus}.values()
+    for gpu in one_per_capability:
         for branch in kb.branches:
             for platform in ("linux-64", "win-64"):
                 target = build_target(kb, gpu=f"{gpu.name}:{gpu.compute_capability}",
