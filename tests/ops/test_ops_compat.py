@@ -1,0 +1,97 @@
+"""pointops.compat.pointnet2_utils against pointnet2_ops' documented conventions."""
+
+import pointops
+import pytest
+import torch
+from ops_data import cloud
+from pointops.compat import pointnet2_utils as pn2
+
+
+def pn2_ball_query_model(radius, nsample, xyz, new_xyz):
+    """pointnet2_ops semantics: first nsample points with d^2 < r^2, pad with the first hit,
+    an empty ball gives all 0; int32."""
+    B, M = new_xyz.shape[:2]
+    out = torch.zeros(B, M, nsample, dtype=torch.int32)
+    for b in range(B):
+        for m in range(M):
+            d = xyz[b] - new_xyz[b, m]
+            d2 = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] + d[:, 2] * d[:, 2]
+            hits = torch.nonzero(d2 < radius * radius).flatten()[:nsample]
+            if hits.numel():
+                out[b, m] = hits[0]
+                out[b, m, : hits.numel()] = hits
+    return out
+
+
+def test_ball_query_strict_radius_padding_and_empty_ball(device):
+    xyz = torch.tensor([[[0.0, 0, 0], [1, 0, 0], [0.5, 0, 0], [3, 3, 3]]])
+    new_xyz = torch.tensor([[[0.0, 0, 0], [10, 10, 10]]])
+    idx = pn2.ball_query(1.0, 3, xyz.to(device), new_xyz.to(device))
+    assert idx.dtype == torch.int32
+    # point 1 sits exactly on the radius: excluded by the strict test
+    assert idx.cpu().tolist() == [[[0, 2, 0], [0, 0, 0]]]
+
+
+@pytest.mark.parametrize("kind", ["random", "grid", "duplicates"])
+def test_ball_query_matches_pointnet2_model(device, kind):
+    xyz = cloud(kind, 2, 30, dtype=torch.float32)
+    new_xyz = cloud(kind, 2, 7, dtype=torch.float32, seed=9)
+    got = pn2.ball_query(0.4 if kind != "grid" else 1.0, 5, xyz.to(device), new_xyz.to(device))
+    assert torch.equal(got.cpu(), pn2_ball_query_model(0.4 if kind != "grid" else 1.0, 5, xyz, new_xyz))
+
+
+def test_three_nn_returns_euclidean_distances_and_int32(device):
+    known = cloud("random", 2, 6, dtype=torch.float32)
+    unknown = cloud("random", 2, 4, dtype=torch.float32, seed=2)
+    dist, idx = pn2.three_nn(unknown.to(device), known.to(device))
+    dist2, idx64 = pointops.three_nn(unknown, known)
+    assert idx.dtype == torch.int32 and torch.equal(idx.cpu().long(), idx64)
+    torch.testing.assert_close(dist.cpu(), dist2.sqrt())
+    dist, idx = pn2.three_nn(unknown.to(device), known[:, :2].to(device))
+    assert (idx.cpu()[..., 2] == 0).all() and torch.isinf(dist.cpu()[..., 2]).all()
+
+
+def test_fps_starts_at_zero_and_does_not_skip_the_origin(device):
+    xyz = torch.tensor([[[0.0, 0, 0], [0.01, 0, 0], [1, 1, 1], [0.02, 0.0, 0.0]]])
+    idx = pn2.furthest_point_sample(xyz.to(device), 3)
+    assert idx.dtype == torch.int32
+    # pointnet2_ops never picks points with |p|^2 <= 1e-3 (indices 1 and 3 here); we do
+    assert idx.cpu().tolist() == [[0, 2, 3]]
+    assert pn2.furthest_point_sample(xyz.to(device), 6).cpu().tolist() == [[0, 2, 3, 1, 0, 0]]
+
+
+def test_gather_and_grouping_accept_int32(device):
+    feat = torch.randn(2, 3, 8, device=device)
+    idx = torch.randint(0, 8, (2, 5), dtype=torch.int32, device=device)
+    torch.testing.assert_close(pn2.gather_operation(feat, idx), pointops.gather_points(feat, idx.long()))
+    gidx = torch.randint(0, 8, (2, 5, 4), dtype=torch.int32, device=device)
+    out = pn2.grouping_operation(feat, gidx)
+    assert out.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(out[1, :, 2, 3], feat[1, :, gidx[1, 2, 3]])
+
+
+def test_three_interpolate_has_a_weight_gradient(device):
+    feat = torch.randn(1, 2, 5, device=device)
+    idx = torch.tensor([[[0, 1, 2], [2, 3, 4]]], dtype=torch.int32, device=device)
+    weight = torch.rand(1, 2, 3, device=device, requires_grad=True)
+    pn2.three_interpolate(feat, idx, weight).sum().backward()
+    assert weight.grad.abs().sum() > 0
+
+
+def test_query_and_group_and_group_all(device):
+    xyz = cloud("random", 2, 20, dtype=torch.float32).to(device)
+    new_xyz = xyz[:, :4].clone()
+    feat = torch.randn(2, 5, 20, device=device)
+    out = pn2.QueryAndGroup(0.5, 6)(xyz, new_xyz, feat)
+    assert out.shape == (2, 8, 4, 6)
+    idx = pn2.ball_query(0.5, 6, xyz, new_xyz)
+    expected_xyz = pn2.grouping_operation(xyz.transpose(1, 2).contiguous(), idx) - new_xyz.transpose(1, 2).unsqueeze(-1)
+    torch.testing.assert_close(out[:, :3], expected_xyz)
+    torch.testing.assert_close(out[:, 3:], pn2.grouping_operation(feat, idx))
+    # every centre is a point of the cloud, so its own relative position (0) is in its group
+    assert (out[:, :3].abs().sum(1).min(-1).values == 0).all()
+    assert pn2.QueryAndGroup(0.5, 6, use_xyz=False)(xyz, new_xyz, feat).shape == (2, 5, 4, 6)
+    all_out = pn2.GroupAll()(xyz, None, feat)
+    assert all_out.shape == (2, 8, 1, 20)
+    torch.testing.assert_close(all_out[:, :3, 0], xyz.transpose(1, 2))
+    assert pn2.GroupAll()(xyz).shape == (2, 3, 1, 20)
