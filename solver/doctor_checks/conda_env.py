@@ -80,7 +80,10 @@ def gather_conda(prefix: Path) -> CondaFacts:
 
 
 def _owned_by_conda(dist: PythonDist, conda_files: set[str]) -> bool:
-    return dist.installer.lower() == "conda" or f"{dist.path}/METADATA" in conda_files
+    """INSTALLER decides when present (pip rewrites it when it reinstalls the same version over conda's)."""
+    if dist.installer:
+        return dist.installer.lower() == "conda"
+    return f"{dist.path}/METADATA" in conda_files
 
 
 def check_pip_shadowing(conda: CondaFacts) -> list[Finding]:
