@@ -275,10 +275,11 @@ def _build_wheel(source: Path, workdir: Path) -> Path:
         raise ChannelError(f"{source} has no setup.py or pyproject.toml; pass the ops-src directory")
     print(f"building a pointops wheel from {source} (this compiles the extension) ...", file=sys.stderr, flush=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(workdir), str(source)]
-    proc = subprocess.run(cmd, text=True, capture_output=True)
+    # pip's own output goes to stderr as it comes: compiling CUDA kernels takes minutes.
+    proc = subprocess.run(cmd, stdout=2)  # stdout onto our stderr (fd 2); stdout stays for the result
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise ChannelError(f"building the wheel failed (`{' '.join(cmd)}`):\n{tail}")
+        raise ChannelError(f"building the wheel failed (`{' '.join(cmd)}`, exit {proc.returncode}); "
+                           "pip's messages are above")
     wheels = sorted(workdir.glob("pointops-*.whl"))
     if not wheels:
         raise ChannelError(f"pip wheel produced no pointops wheel in {workdir}")

@@ -119,6 +119,17 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
     assert code == 3 and "pytorch" in result["error"], result
 
 
+@needs_local_build
+@pytest.mark.slow  # compiles ops-src unless tests/run.sh left its build directory behind
+def test_package_local_builds_a_wheel_from_source(tmp_path, capsys):
+    assert cli.main(["channel", "package-local", "--source", str(HERE.parents[1] / "ops-src"),
+                     "--output", str(tmp_path / "channel")]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path.is_file() and path.parent == tmp_path / "channel" / current_platform()
+    with zipfile.ZipFile(path) as conda:
+        assert any(n.startswith("pkg-pointops-0.1.0-cpu_") for n in conda.namelist())
+
+
 def fake_wheel(path: Path, files: dict[str, str]) -> Path:
     with zipfile.ZipFile(path, "w") as wheel:
         for name, text in files.items():
