@@ -542,6 +542,7 @@ def run(args: argparse.Namespace) -> int:
             platforms = getattr(args, "platform", None) or list(PLATFORMS)
             if getattr(args, "solve", False):
                 channels = args.channel or list(DEFAULT_CHANNELS)
+                check_reachable(channels)
                 solved = {p: render_with_solve(p, channels) for p in platforms}
                 print(json.dumps(solved, indent=2))
                 return 0

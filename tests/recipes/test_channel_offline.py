@@ -184,6 +184,7 @@ def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
         (["channel", "package-local", "--from-installed", "--variant", "cuda999"], 1, "no 'cuda999' variant"),
         (["channel", "build", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
         (["channel", "index", "/nonexistent/channel"], 1, "is not a directory"),
+        (["channel", "render", "--solve", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
         (["channel"], 2, "choose an action"),
         (["channel", "upload", "/nonexistent/channel"], 1, "no .conda packages"),
     ],
