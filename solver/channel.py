@@ -97,7 +97,8 @@ def render_platform(platform: str, recipe: Path = RECIPE, variant_config: Path =
         raise ChannelError(f"unknown platform {platform!r}; choose one of: {', '.join(PLATFORMS)}")
     for path in (recipe, variant_config):
         if not path.is_file():
-            raise ChannelError(f"{path} does not exist; run from a pointops checkout or pass --recipe/--variant-config")
+            raise ChannelError(f"{path} does not exist: `solver channel` works from a pointops source checkout "
+                               "(pip install -e .), where recipes/ and conda_build_config.yaml live")
     platform_config = PlatformConfig(target_platform=platform)
     try:
         variants = VariantConfig.from_conda_build_config(str(variant_config), JinjaConfig(platform=platform_config))
