@@ -232,6 +232,9 @@ def check_resolve(facts: Facts) -> list[Finding]:
     conda = facts.conda
     check = "conda.resolve"
     if conda.prefix is None:
+        if facts.rattler_missing:
+            return [info(check, "not a conda environment, and py-rattler is not installed: no offline re-solve",
+                         facts.rattler_missing, "")]
         return [info(check, "not a conda environment; no records to re-solve")]
     findings = []
     if conda.read_errors:

@@ -18,6 +18,13 @@ MAX_MODULES = 40
 MAX_MODULES_PER_DISTRIBUTION = 4
 _EXTENSION_SUFFIX = re.compile(r"\.(so|pyd)$")
 _REQUIRES_TORCH = re.compile(r"^torch(\s|[<>=!~;(\[]|$)", re.IGNORECASE)
+_ONLY_FOR_AN_EXTRA = re.compile(r";.*\bextra\s*==")
+
+
+def _needs_torch(requirement: str) -> bool:
+    """A hard requirement on torch; `torch; extra == "torch"` (safetensors, say) is an optional one."""
+    text = requirement.strip()
+    return bool(_REQUIRES_TORCH.match(text)) and not _ONLY_FOR_AN_EXTRA.search(text)
 
 
 # ---------------------------------------------------------------- gathering
@@ -51,7 +58,7 @@ def discover_extensions(site_dirs: list[Path]) -> list[tuple[str, str, str]]:
                 continue
             name = headers.get("Name", "")
             requires = headers.get_all("Requires-Dist") or []
-            if name.lower() != "pointops" and not any(_REQUIRES_TORCH.match(r.strip()) for r in requires):
+            if name.lower() != "pointops" and not any(_needs_torch(r) for r in requires):
                 continue
             modules = []
             for line in record.splitlines():

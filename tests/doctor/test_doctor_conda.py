@@ -62,6 +62,10 @@ def test_pip_torch_in_a_conda_env_without_conda_pytorch_warns(tmp_path):
 def test_not_a_conda_environment(tmp_path):
     assert statuses(check_pip_shadowing(CondaFacts()), "conda.pip-shadowing") == ["info"]
     assert statuses(check_resolve(facts_for_prefix(tmp_path, LINUX)), "conda.resolve") == ["info"]
+    without_rattler = facts_for_prefix(tmp_path, None)
+    without_rattler.rattler_missing = "ModuleNotFoundError: No module named 'rattler'"
+    [finding] = check_resolve(without_rattler)
+    assert finding.status == "info" and "py-rattler is not installed" in finding.summary
 
 
 def test_environment_that_fits_the_machine_resolves(tmp_path):

@@ -83,7 +83,9 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
 
 def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
     site = _site_with(tmp_path, "numlike", "", requires=("numpy",))
-    write_dist(tmp_path, "torchext", "1.0", "pip", requires=["torch ; extra == 'gpu'", "numpy"],
+    write_dist(tmp_path, "safetensors", "0.8.0", "pip", requires=["torch>=1.10 ; extra == 'torch'"],
+               record_files=["safetensors/_safetensors_rust.abi3.so"])
+    write_dist(tmp_path, "torchext", "1.0", "pip", requires=["torch (>=2.4) ; python_version >= '3.10'", "numpy"],
                record_files=["torchext/_ops.cpython-311-x86_64-linux-gnu.so", "torchext.libs/libgomp.so.1",
                              "top_level_ext.cpython-311-x86_64-linux-gnu.so"])
     assert discover_extensions([site]) == [("torchext", "torchext", "1.0"), ("top_level_ext", "torchext", "1.0")]
