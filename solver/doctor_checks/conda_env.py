@@ -136,6 +136,7 @@ class VirtualConflict:
     package: str  # the virtual package, e.g. "__cuda"
     missing: bool  # True: the machine lacks it; False: it has the wrong version
     sentence: str
+    spec: str = ""  # the version it needs, e.g. ">=12.6"
 
 
 def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list[str]) -> list[VirtualConflict]:
@@ -165,16 +166,36 @@ def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list
                         conflicts.setdefault(sentence, VirtualConflict(name, True, sentence))
                 elif version_spec and not VersionSpec(version_spec).matches(Version(machine[name])):
                     sentence = f"{owner} needs {name} {version_spec}; this machine has {name} {machine[name]}"
-                    conflicts.setdefault(sentence, VirtualConflict(name, False, sentence))
+                    conflicts.setdefault(sentence, VirtualConflict(name, False, sentence, version_spec))
     return list(conflicts.values())
 
 
-def _fix_for_conflicts(conflicts: list[VirtualConflict]) -> str:
+def _driver_for(conflicts: list[VirtualConflict], platform: str) -> str:
+    """'>= 575.51.03' for the highest `__cuda >=X.Y` asked for, from the knowledge tables; '' if unknown."""
+    from solver.knowledge import load, os_of_platform, parse_version
+
+    wanted = []
+    for conflict in conflicts:
+        match = re.search(r">=\s*(\d+(?:\.\d+)?)", conflict.spec) if conflict.package == "__cuda" else None
+        if match:
+            wanted.append(match.group(1) if "." in match.group(1) else match.group(1) + ".0")
+    if not wanted:
+        return ""
+    cuda = max(wanted, key=parse_version)
+    try:
+        return f"{load().cuda_min_driver(cuda, os_of_platform(platform))} (CUDA {cuda})"
+    except (KeyError, ValueError):
+        return ""
+
+
+def _fix_for_conflicts(conflicts: list[VirtualConflict], platform: str) -> str:
     names = {c.package for c in conflicts}
     if "__cuda" in names:
         if any(c.missing for c in conflicts if c.package == "__cuda"):
             return f"no NVIDIA driver is visible: check `nvidia-smi`; for a machine without a GPU: {MAKE_ENV_FIX}"
-        return f"upgrade the NVIDIA driver to one for the CUDA version named, or rebuild for this driver: {MAKE_ENV_FIX}"
+        driver = _driver_for(conflicts, platform)
+        target = f"driver >= {driver}" if driver else "driver for the CUDA version named"
+        return f"upgrade the NVIDIA {target}, or rebuild the environment for this driver: {MAKE_ENV_FIX}"
     if "__cuda_arch" in names:
         return f"these builds do not support this GPU's compute capability: {MAKE_ENV_FIX}"
     return f"recreate the environment for this machine: {MAKE_ENV_FIX}"
@@ -253,7 +274,7 @@ def check_resolve(facts: Facts) -> list[Finding]:
     if conflicts:
         sentences = [c.sentence for c in conflicts]
         findings.append(failed(check, f"the environment does not fit this machine: {sentences[0]}",
-                               "; ".join(sentences[1:4] + [f"machine: {machine}"]), _fix_for_conflicts(conflicts)))
+                               "; ".join(sentences[1:4] + [f"machine: {machine}"]), _fix_for_conflicts(conflicts, facts.platform)))
     elif problem:
         first = next((line for line in problem.splitlines() if line.strip()), problem)
         missing = re.search(r"dependency '([^']+)'", problem)

@@ -81,7 +81,7 @@ def test_driver_too_old_for_the_environment(tmp_path):
     [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=11.4=0"])), "conda.resolve")
     assert finding.status == "fail"
     assert "cuda-version 12.8 (h0_3) needs __cuda >=12; this machine has __cuda 11.4" in finding.summary
-    assert finding.fix.startswith("upgrade the NVIDIA driver")
+    assert finding.fix.startswith("upgrade the NVIDIA driver >= 525.60.13 (CUDA 12.0)")
 
 
 def test_cuda_environment_on_a_machine_without_a_driver(tmp_path):
