@@ -153,7 +153,7 @@ def _describe_gpu(kb: Knowledge, target: Target) -> str:
 def _driver_text(target: Target) -> str:
     if target.driver_version:
         return f"driver {target.driver_version}"
-    return f"a driver for CUDA {target.driver_cuda}"
+    return "the driver"
 
 
 def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
@@ -230,6 +230,12 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
                 rejections.append(_Rejection(release.version, variant, "driver",
                                              f"needs driver >= {required}", required))
                 continue
+            if mode == "mvc" and cc is None:
+                rejections.append(_Rejection(release.version, variant, "mvc-unknown",
+                                             f"CUDA {cuda_version} would need minor-version compatibility, which "
+                                             "needs SASS for the GPU, and its compute capability is unknown",
+                                             kb.cuda_min_driver(cuda_version, target.os)))
+                continue
             if mode == "mvc" and not both_sass:
                 rejections.append(_Rejection(release.version, variant, "mvc-ptx",
                                              f"only PTX covers compute capability {cc} in the CUDA {cuda_version} "
@@ -283,7 +289,13 @@ def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: 
     gpu = _describe_gpu(kb, target)
     os_word = "Windows" if target.os == "windows" else "Linux"
     fix_cpu = "or pass --gpu none for a CPU environment."
-    driver_blocked = [r for r in rejections if r.kind in ("driver", "mvc-ptx") and r.required_driver]
+    unknown = [r for r in rejections if r.kind == "mvc-unknown"]
+    if unknown and not [r for r in rejections if r.kind == "arch"]:
+        return (f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}, so the CUDA "
+                f"{cuda_of_variant(unknown[0].variant)} builds need minor-version compatibility, which is safe only "
+                "for a GPU with SASS in them, and the GPU's compute capability is unknown. Give it "
+                f"(CONDA_OVERRIDE_CUDA_ARCH=8.6, or --gpu 'NAME:8.6'), {fix_cpu}")
+    driver_blocked = [r for r in rejections if r.kind in ("driver", "mvc-ptx", "mvc-unknown") and r.required_driver]
     if driver_blocked:
         need = min(driver_blocked, key=lambda r: parse_version(r.required_driver))
         need_cuda = cuda_of_variant(need.variant)

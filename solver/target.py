@@ -166,6 +166,12 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
                     source="override" if info.source == "override" else "detected", notes=list(info.notes))
     if driver is not None:
         target.driver_cuda = kb.driver_max_cuda(driver)
+    if info.driver_cuda and not info.gpus and info.source == "override" and os_name != "osx":
+        # CONDA_OVERRIDE_CUDA without CONDA_OVERRIDE_CUDA_ARCH: a GPU of unknown capability.
+        target.gpu_name = "unidentified GPU"
+        target.notes.append("CONDA_OVERRIDE_CUDA_ARCH is not set: the GPU's compute capability is unknown, "
+                            "so arch coverage is not checked")
+        return target
     if os_name == "osx" or (info.driver_cuda is None and driver is None) or not info.gpus:
         why = "; ".join(info.notes) or "no NVIDIA driver answered"
         target.driver_version = target.driver_cuda = None

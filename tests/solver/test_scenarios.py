@@ -271,3 +271,19 @@ def test_env_override_without_gpu_gives_cpu(capsys, monkeypatch):
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
     code, out, err = _cli(capsys, "--offline", "--gpu", "auto", "--platform", "linux-64")
     assert code == 0 and "pytorch=2.13.*=cpu*" in out
+
+
+def test_cuda_override_without_arch(capsys, monkeypatch, tmp_path):
+    """CONDA_OVERRIDE_CUDA alone: a GPU of unknown capability. Full compatibility works (with a
+    warning); minor-version compatibility is refused because SASS coverage cannot be known."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.9")
+    code, out, err = _cli(capsys, "--offline", "--platform", "linux-64", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["pytorch_build"] == "cuda129*"
+    assert doc["gpu"] == {"name": "unidentified GPU", "compute_capability": None}
+    assert any("arch coverage was not checked" in w for w in doc["warnings"])
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.4")
+    code, out, err = _cli(capsys, "--offline", "--platform", "linux-64")
+    assert code == 1 and out == ""
+    assert "the driver runs CUDA <= 12.4" in err and "CONDA_OVERRIDE_CUDA_ARCH" in err
