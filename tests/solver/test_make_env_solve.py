@@ -117,6 +117,15 @@ def test_refused_connection_gives_plan_marked_unverified(solver_cli, refused_url
     assert "Traceback" not in result.stderr
 
 
+def test_dead_proxy_is_named(solver_cli, refused_url):
+    proxy = refused_url
+    result = solver_cli("make-env", "--gpu", "none", "--channel", "https://conda.anaconda.org/conda-forge",
+                        env={"HTTPS_PROXY": proxy, "NO_PROXY": ""})
+    assert result.returncode == 0
+    notice = _one_line_notice(result)
+    assert "refused" in notice and f"HTTPS_PROXY={proxy}" in notice
+
+
 def test_refused_connection_json(solver_cli, refused_url):
     result = solver_cli("make-env", *GPU_4090, "--channel", refused_url, "--json")
     assert result.returncode == 0
