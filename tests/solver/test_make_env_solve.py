@@ -87,6 +87,13 @@ def test_explicit_and_lock_files(solver_cli, local_channel, tmp_path):
         location, digest = url.split("#sha256:")
         path = Path(location.removeprefix("file://"))
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    from rattler import LockFile
+    from rattler.explicit_environment import ExplicitEnvironmentSpec
+
+    parsed = ExplicitEnvironmentSpec.from_str(explicit.read_text())
+    assert str(parsed.platform) == "linux-64" and len(parsed.packages) == 8
+    locked = LockFile.from_path(lock).default_environment()
+    assert locked is not None and len(locked.platforms()) == 1
     data = yaml.safe_load(lock.read_text())
     assert data["version"] == 7
     assert "__cuda=12.4=0" in data["platforms"][0]["virtual-packages"]
