@@ -155,6 +155,18 @@ def _from_nvml() -> tuple[str, str, list[GpuInfo]] | str:
             pass
 
 
+# WSL ships nvidia-smi with the Windows driver here, often outside PATH.
+_EXTRA_NVIDIA_SMI = ("/usr/lib/wsl/lib/nvidia-smi",)
+
+
+def _nvidia_smi() -> str:
+    import shutil
+
+    if shutil.which("nvidia-smi"):
+        return "nvidia-smi"
+    return next((path for path in _EXTRA_NVIDIA_SMI if os.access(path, os.X_OK)), "nvidia-smi")
+
+
 def _run(cmd: list[str], timeout: float) -> tuple[int, str] | str:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -169,13 +181,14 @@ def _run(cmd: list[str], timeout: float) -> tuple[int, str] | str:
 
 def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo]] | str:
     fields = QUERY_FIELDS
-    result = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"], timeout)
+    smi = _nvidia_smi()
+    result = _run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"], timeout)
     if isinstance(result, str):
         return result
     code, out = result
     if code != 0 and "compute_cap" in out:  # old nvidia-smi: ask again without it
         fields = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
-        result = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"], timeout)
+        result = _run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"], timeout)
         if isinstance(result, str):
             return result
         code, out = result
@@ -187,7 +200,7 @@ def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo]] | 
     position = fields.index("driver_version")
     candidate = first_row[position] if len(first_row) > position else ""
     driver = candidate if re.match(r"^\d+(\.\d+)+$", candidate) else None
-    header = _run(["nvidia-smi"], timeout)
+    header = _run([smi], timeout)
     cuda = parse_nvidia_smi_cuda(header[1]) if isinstance(header, tuple) else None
     if driver is None:
         return "nvidia-smi reported no driver version"

@@ -172,7 +172,11 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         target.notes.append("CONDA_OVERRIDE_CUDA_ARCH is not set: the GPU's compute capability is unknown, "
                             "so arch coverage is not checked")
         return target
-    if os_name == "osx" or (info.driver_cuda is None and driver is None) or not info.gpus:
+    if os_name == "osx":
+        target.driver_version = target.driver_cuda = None
+        target.notes = ["macOS has no CUDA: CPU environment"]
+        return target
+    if (info.driver_cuda is None and driver is None) or not info.gpus:
         why = "; ".join(info.notes) or "no NVIDIA driver answered"
         target.driver_version = target.driver_cuda = None
         target.notes = [f"no usable NVIDIA GPU found ({why}): CPU environment; "

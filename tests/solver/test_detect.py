@@ -121,3 +121,61 @@ def test_override_replaces_detected_values(tmp_path, monkeypatch):
     info = detect(env={"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"}, use_nvml=False)
     assert info.driver_cuda == "12.8" and info.gpus[0].compute_capability == "8.0"
     assert info.gpus[0].name == "NVIDIA H200"
+
+
+class _FakeNvml:
+    """Stands in for nvidia-ml-py (no GPU in CI), replaying the readings captured on the H200."""
+
+    def __init__(self, readings: dict):
+        self.readings = readings
+        self.shut = False
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.readings["driver"]
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return self.readings["cuda_driver_version"]
+
+    def nvmlDeviceGetCount(self):
+        return len(self.readings["gpus"])
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetName(self, handle):
+        return self.readings["gpus"][handle]["name"].encode()  # older bindings return bytes
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        return tuple(self.readings["gpus"][handle]["cc"])
+
+
+def test_detect_through_nvml(monkeypatch):
+    import json
+    import sys
+
+    fake = _FakeNvml(json.loads((DEVICE / "nvml.json").read_text()))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    info = detect(env={})
+    assert (info.source, info.driver_version, info.driver_cuda) == ("nvml", "580.159.04", "13.0")
+    assert info.gpus == [GpuInfo(index=0, name="NVIDIA H200", compute_capability="9.0")]
+    assert fake.shut
+
+
+def test_nvml_failure_falls_back_to_nvidia_smi(monkeypatch, tmp_path):
+    import sys
+
+    class Broken(_FakeNvml):
+        def nvmlInit(self):
+            raise RuntimeError("Driver Not Loaded")
+
+    monkeypatch.setitem(sys.modules, "pynvml", Broken({}))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    info = detect(env={})
+    assert info.source == "none"
+    assert info.notes[:2] == ["NVML unavailable (Driver Not Loaded)", "nvidia-smi not found"]
