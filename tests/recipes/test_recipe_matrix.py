@@ -142,3 +142,45 @@ def test_windows_crt_and_cuda_pins_come_from_run_exports(win_dependency_channel:
     assert not [d for d in solved["cpu"]["depends"] if d.startswith("cuda")]
     assert solved["cuda128"]["constrains"] == ["__cuda_arch >=5.0"]
     assert solved["cpu"]["constrains"] == []
+
+
+@pytest.fixture
+def served_channel(win_dependency_channel: Path):
+    """The win-64 dependency channel served over loopback HTTP, as a remote channel would be."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class QuietHandler(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(win_dependency_channel)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_render_with_solve_over_http(served_channel):
+    from solver.channel import check_reachable
+
+    check_reachable([served_channel])
+    solved = render_with_solve("win-64", [served_channel])
+    assert {r["build_string"].split("_h")[0] for r in solved} == {"cpu", "cuda128", "cuda130"}
+    assert all("vc14_runtime >=14.44.35208" in r["depends"] for r in solved)
+
+
+def test_an_unreachable_channel_is_named():
+    import socket
+
+    from solver.channel import ChannelError, check_reachable
+
+    with socket.socket() as probe:  # a loopback port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ChannelError, match=rf"cannot reach http://127.0.0.1:{port}/.*package-local"):
+        check_reachable([f"http://127.0.0.1:{port}/"], timeout_s=5)
