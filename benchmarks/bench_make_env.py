@@ -58,7 +58,7 @@ def main() -> int:
                             "--offline"], args.repeat, env)
     ok = report("make-env --offline, flag-given target", offline, 1.0)
 
-    import channels as channel_factory
+    import local_channels as channel_factory
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "channel"

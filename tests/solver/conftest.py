@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import channels as channel_factory  # noqa: E402
+import local_channels as channel_factory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -195,7 +195,7 @@ def test_readme_first_command_on_this_machine(solver_cli):
 
 def test_large_generated_channel_solves(solver_cli, tmp_path):
     """The benchmark's generated channel (hand-written repodata.json, filler packages) is valid."""
-    import channels as channel_factory
+    import local_channels as channel_factory
 
     root = channel_factory.write_large_repodata(tmp_path / "big", 2000)
     result = solver_cli("make-env", *GPU_4090, "--channel", str(root), "--json")
