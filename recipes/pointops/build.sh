@@ -21,4 +21,7 @@ if [[ "${POINTOPS_CUDA}" == "1" ]]; then
   export TORCH_DONT_CHECK_COMPILER_ABI=1
 fi
 
+# A source tree copied from a developer checkout may hold objects of another configuration.
+rm -rf build ./*.egg-info
+
 "${PYTHON}" -m pip install . -vv --no-deps --no-build-isolation
