@@ -7,8 +7,6 @@ interpreter may crash on exit (a py-rattler thread), so callers flush and os._ex
 
 from __future__ import annotations
 
-import asyncio
-import datetime
 import os
 import re
 from dataclasses import dataclass
@@ -109,10 +107,14 @@ def _last_cause(message: str) -> str:
 
 def solve_plan(plan: Plan, channels: list[str], timeout_s: float = SOLVE_TIMEOUT_S) -> SolveResult:
     """Solve the plan's specs for its target. Raises ChannelError or SolveError."""
+    import asyncio
+
     return asyncio.run(_solve(plan, channels, timeout_s))
 
 
 async def _solve(plan: Plan, channels: list[str], timeout_s: float) -> SolveResult:
+    import datetime
+
     from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Version, solve
     from rattler.exceptions import GatewayError, SolverError
 
