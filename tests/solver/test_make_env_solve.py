@@ -206,3 +206,26 @@ def test_large_generated_channel_solves(solver_cli, tmp_path):
     linux = json.loads((root / "linux-64" / "repodata.json").read_text())["packages"]
     noarch = json.loads((root / "noarch" / "repodata.json").read_text())["packages"]
     assert len(linux) + len(noarch) == 2000
+
+
+def test_gpu_auto_detects_through_nvidia_smi(solver_cli, local_channel, tmp_path):
+    """--gpu auto on a machine whose nvidia-smi reports the captured H200 (a stand-in: no GPU in CI)."""
+    import os
+    import sys
+
+    device = Path(__file__).parent / "data" / "device"
+    query = (device / "nvidia-smi-query-header.csv").read_text().splitlines()[1]
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    script = fake_bin / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) echo "{query}";; '
+                      f'*) cat "{device / "nvidia-smi.txt"}";; esac\n')
+    script.chmod(0o755)
+    path = os.pathsep.join([str(fake_bin), os.path.dirname(sys.executable), "/usr/bin", "/bin"])
+    result = solver_cli("make-env", "--gpu", "auto", "--platform", "linux-64", "--channel", str(local_channel),
+                        "--json", env={"PATH": path})
+    assert result.returncode == 0, result.stderr
+    doc = result.json
+    assert doc["gpu"] == {"name": "NVIDIA H200", "compute_capability": "9.0"}
+    assert doc["driver"]["version"] == "580.159.04" and doc["driver"]["cuda"] == "13.0"
+    assert doc["verified"] is True and doc["pytorch_build"] == "cuda130*"
