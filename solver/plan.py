@@ -119,8 +119,7 @@ def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: s
 def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:
     supported = sorted({p for r in releases for p in r.pythons}, key=parse_version)
     return PlanError(f"--python {python} has no conda-forge pytorch build that pointops supports "
-                     f"(pytorch {releases[0].version.rsplit('.', 1)[0] if releases else ''} builds for Python "
-                     f"{', '.join(supported)}). Pass one of those.")
+                     f"(those are built for Python {', '.join(supported)}). Pass one of those to --python.")
 
 
 def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None) -> Plan:
