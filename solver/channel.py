@@ -249,8 +249,11 @@ def current_platform() -> str:
 def _stage_from_wheel(wheel: Path, stage: Path) -> None:
     if not wheel.is_file() or wheel.suffix != ".whl":
         raise ChannelError(f"{wheel} is not a wheel file; build one with `pip wheel --no-build-isolation ./ops-src`")
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(stage / "site-packages")
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(stage / "site-packages")
+    except zipfile.BadZipFile as exc:
+        raise ChannelError(f"{wheel} is not a valid wheel (zip) file: {exc}") from exc
 
 
 def _stage_from_installed(stage: Path) -> None:
@@ -266,8 +269,9 @@ def _stage_from_installed(stage: Path) -> None:
     site = stage / "site-packages"
     shutil.copytree(package_dir, site / "pointops", ignore=shutil.ignore_patterns("__pycache__"))
     dist = importlib.metadata.distribution("pointops")
-    dist_info = Path(str(dist._path))  # the .dist-info directory (or .egg-link for editable installs)
-    if dist_info.is_dir() and dist_info.name.endswith(".dist-info"):
+    metadata = next((f for f in dist.files or [] if f.name == "METADATA" and f.parent.name.endswith(".dist-info")), None)
+    if metadata is not None:  # keep pip's record of the install, so `pip list` sees it in the env
+        dist_info = Path(dist.locate_file(metadata)).parent
         shutil.copytree(dist_info, site / dist_info.name)
 
 
@@ -288,13 +292,18 @@ def _build_wheel(source: Path, workdir: Path) -> Path:
 
 
 def _check_staged(site: Path, version: str, build: RenderedBuild) -> None:
-    """Refuse a build that cannot be what the recipe promises: abi3 binary, right version/variant."""
+    """Refuse a build that cannot be what the recipe promises: abi3 binary for this platform,
+    right version, CUDA version and arch list."""
     package = site / "pointops"
     if not package.is_dir():
         raise ChannelError(f"no pointops package in the staged files ({sorted(p.name for p in site.iterdir())})")
     extensions = [p for p in package.rglob("*") if p.suffix in (".so", ".pyd")]
     if not extensions:
         raise ChannelError("the pointops build has no compiled extension; build ops-src with a C++ compiler first")
+    wrong_os = [p.name for p in extensions if (p.suffix == ".pyd") != build.platform.startswith("win")]
+    if wrong_os:
+        raise ChannelError(f"{', '.join(wrong_os)} is not a {build.platform} extension; package a build made on "
+                           f"{build.platform}")
     not_abi3 = [p.name for p in extensions if ".cpython-" in p.name or ".cp3" in p.name]
     if not_abi3:
         raise ChannelError(f"{', '.join(not_abi3)} is built for one Python version, not the stable ABI (abi3); "

@@ -92,6 +92,7 @@ def test_install_into_a_prefix_and_import(local_channel, dependency_channel, tmp
     assert builds["pytorch"].startswith("cpu_")
     site = prefix / "lib" / f"python{PY}" / "site-packages"
     assert (site / "pointops" / "_C.abi3.so").is_file()
+    assert (site / "pointops-0.1.0.dist-info" / "METADATA").is_file()  # pip sees it in the env
     assert (prefix / "conda-meta").is_dir() and list((prefix / "conda-meta").glob("pointops-0.1.0-*.json"))
 
     probe = (
@@ -143,6 +144,17 @@ def test_a_per_python_build_is_refused(tmp_path):
     with pytest.raises(ChannelError, match="stable ABI"):
         package_local(tmp_path / "channel", "cpu", wheel=wheel)
     assert not list((tmp_path / "channel").rglob("*.conda"))
+
+
+def test_a_windows_build_is_refused_for_linux_and_a_broken_wheel_is_named(tmp_path):
+    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-win_amd64.whl",
+                       {"pointops/__init__.py": "", "pointops/_C.pyd": "MZ"})
+    with pytest.raises(ChannelError, match="_C.pyd is not a linux-64 extension"):
+        package_local(tmp_path / "channel", "cpu", wheel=wheel, platform="linux-64")
+    broken = tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl"
+    broken.write_text("not a zip")
+    with pytest.raises(ChannelError, match="is not a valid wheel"):
+        package_local(tmp_path / "channel", "cpu", wheel=broken, platform="linux-64")
 
 
 def test_a_cpu_build_cannot_pose_as_a_cuda_variant(tmp_path):
