@@ -64,9 +64,11 @@ def prepare_dll_search_path(platform: str, torch_dir: Path, prefix: Path,
 
 
 def missing_dlls(required: Iterable[str], search_dirs: Iterable[Path], path_env: str,
-                 system_dir: Path | None, exists: Callable[[Path], bool] = Path.exists) -> list[str]:
-    """The DLLs of `required` found in none of the search dirs, PATH entries or system dir."""
-    dirs = list(search_dirs) + [Path(p) for p in path_env.split(";") if p]
+                 system_dir: Path | None, exists: Callable[[Path], bool] = Path.exists,
+                 make_path: Callable[[str], Path] = Path) -> list[str]:
+    """The DLLs of `required` found in none of the search dirs, PATH entries (';'-separated, as
+    on Windows) or the system dir."""
+    dirs = list(search_dirs) + [make_path(p) for p in path_env.split(";") if p]
     if system_dir is not None:
         dirs.append(system_dir)
     return [dll for dll in required if not any(exists(d / dll) for d in dirs)]

@@ -1,0 +1,75 @@
+"""Build checks: the CUDA sources compile with this machine's nvcc, the binding's CUDA branch
+compiles, and the installed binary needs nothing from torch beyond the stable C shim."""
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pointops
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CSRC = REPO / "ops-src" / "csrc"
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_cuda_sources_compile_for_sm90(tmp_path):
+    sources = sorted((CSRC / "cuda").glob("*.cu"))
+    assert sources, "ops-src/csrc/cuda has no .cu files"
+
+    def compile_one(src):
+        cmd = [NVCC, "-c", "-arch=sm_90", "-std=c++17", "-O1", "--expt-relaxed-constexpr",
+               "-DPOINTOPS_WITH_CUDA=1", f"-I{CSRC}", str(src), "-o", str(tmp_path / (src.stem + ".o"))]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        return src.name, result.returncode, result.stdout + result.stderr
+
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        results = list(pool.map(compile_one, sources))
+    failures = [f"{name}:\n{log}" for name, rc, log in results if rc != 0]
+    assert not failures, "nvcc failed:\n" + "\n".join(failures)
+
+
+def test_binding_cuda_branch_compiles():
+    from torch.utils import cpp_extension
+
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None or sys.platform == "win32":
+        pytest.skip("needs a Unix C++ compiler")
+    includes = [f"-I{p}" for p in [str(CSRC), *cpp_extension.include_paths()]]
+    cmd = [cxx, "-fsyntax-only", "-std=c++17", "-DPOINTOPS_WITH_CUDA=1",
+           "-DTORCH_TARGET_VERSION=0x020a000000000000", *includes, str(CSRC / "binding.cpp")]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("nm") is None,
+                    reason="ELF symbol check (Linux, binutils)")
+def test_binary_needs_only_stable_torch_symbols():
+    so = pointops._EXTENSION_PATH
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(so)], capture_output=True, text=True,
+                         check=True).stdout
+    symbols = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    torch_like = [s for s in symbols if not s.startswith(("_Z", "__", "_ITM", "_Unwind"))
+                  and "@" not in s]
+    assert torch_like, "expected the torch C shim symbols"
+    unstable = [s for s in torch_like if not s.startswith(("aoti_torch_", "torch_"))]
+    assert not unstable, f"symbols outside the stable C shim: {unstable}"
+    assert not [s for s in symbols if s.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch"))]
+    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
+    assert "libtorch_cuda" not in needed and "libc10_cuda" not in needed and "libcudart.so" not in needed
+
+
+def test_build_info_describes_the_binary():
+    info = pointops.build_info()
+    assert info["torch_target_version"] == "2.10"
+    assert info["python_abi"].startswith("abi3")
+    assert isinstance(info["cuda"], bool) and info["compiler"]
+    if info["cuda"]:
+        assert info["cuda_version"] and info["sass_archs"]
+        assert info["cuda_runtime_version"] // 1000 == int(info["cuda_version"].split(".")[0])
+    else:
+        assert info["cuda_runtime_version"] == 0 and info["sass_archs"] == [] and info["ptx_arch"] is None
