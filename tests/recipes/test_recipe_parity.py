@@ -99,9 +99,10 @@ def comparable_meta(meta: dict) -> dict:
         "run": [normalise_spec(s) for s in reqs.get("run") or []],
         "run_constraints": [normalise_spec(s) for s in reqs.get("run_constrained") or []],
         "imports": test.get("imports", []),
-        "test_requires": test.get("requires", []),
+        "pip_check": "pip check" in test.get("commands", []) and "pip" in test.get("requires", []),
+        "test_requires": [r for r in test.get("requires", []) if r != "pip"],
         "test_files": test.get("files", []),
-        "test_commands": test.get("commands", []),
+        "test_commands": [c for c in test.get("commands", []) if c != "pip check"],
         "license": meta["about"]["license"],
         "license_file": meta["about"]["license_file"],
         "summary": meta["about"]["summary"],
@@ -131,6 +132,7 @@ def comparable_recipe(stage1: dict, variant: dict) -> dict:
         "run": [normalise_spec(s) for s in reqs.get("run", [])],
         "run_constraints": [normalise_spec(s) for s in reqs.get("run_constraints", [])],
         "imports": [m for t in python_tests for m in t["imports"]],
+        "pip_check": all(t.get("pip_check", True) for t in python_tests),  # rattler-build's default
         "test_requires": [r for t in script_tests for r in t.get("requirements", {}).get("run", [])],
         "test_files": [f for t in script_tests for f in t.get("files", {}).get("recipe", [])],
         "test_commands": [fill(s) for t in script_tests
