@@ -1,7 +1,12 @@
 // Ball query on CUDA: the first K points (ascending index) within the radius of each query.
 //
-// General path: one thread per query scans its cloud in index order and stops after K hits.
+// Small clouds: one thread per query; the block's queries share tiles of the cloud staged in
+// shared memory and scan them in index order, stopping once every query has K hits.
+// Large clouds (float accumulation): a uniform grid with cells no smaller than the radius, so a
+// query scans the 27 cells around its own; it keeps the K smallest hit indices (sorted, in its
+// idx row) because cells are not visited in index order.
 #include "common.cuh"
+#include "spatial_grid.cuh"
 
 namespace pointops {
 namespace {
@@ -9,75 +14,202 @@ namespace {
 using namespace cuda_detail;
 
 constexpr int kThreads = 256;
+constexpr int kTile = 1024;
+constexpr int64_t kGridMinPoints = 32768;  // below this, scanning the cloud is cheaper
+
+template <class A>
+struct alignas(4 * sizeof(A)) Point4 {
+  A x, y, z, pad;
+};
+
+template <class A>
+__device__ __forceinline__ bool in_ball(A d, A r2, bool inclusive) {
+  return inclusive ? d <= r2 : d < r2;
+}
+
+// Pads a row after the search: repeat the first hit, or -1/+inf for an empty ball.
+template <class T>
+__device__ __forceinline__ void finish_row(int64_t hits, int64_t K, int64_t* out_i, T* out_d,
+                                           acc_t<T> first_d) {
+  if (hits == 0) {
+    for (int64_t k = 0; k < K; ++k) {
+      out_i[k] = -1;
+      if (out_d) out_d[k] = from_acc<T>(acc_inf<acc_t<T>>());
+    }
+    return;
+  }
+  const int64_t first = out_i[0];
+  for (int64_t k = hits; k < K; ++k) out_i[k] = first;
+  if (out_d) {
+    for (int64_t k = hits; k < K; ++k) out_d[k] = from_acc<T>(first_d);
+  }
+}
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    ball_query_scan_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
-                           const int64_t* __restrict__ lengths,
-                           const int64_t* __restrict__ query_lengths, int64_t B, int64_t N,
-                           int64_t M, acc_t<T> r2, bool inclusive, int64_t K,
-                           int64_t* __restrict__ idx, int64_t* __restrict__ count,
-                           T* __restrict__ dist2_out) {
+    ball_query_tiled_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
+                            const int64_t* __restrict__ lengths,
+                            const int64_t* __restrict__ query_lengths, int64_t B, int64_t N,
+                            int64_t M, acc_t<T> r2, bool inclusive, int64_t K,
+                            int64_t* __restrict__ idx, int64_t* __restrict__ count,
+                            T* __restrict__ dist2_out) {
   using A = acc_t<T>;
+  __shared__ Point4<A> tile[kTile];
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
+    const int64_t n = clamped_length(lengths, b, N);
+    const int64_t mq = clamped_length(query_lengths, b, M);
+    const int64_t m = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+    const int64_t q = b * M + m;
+    const bool active = m < mq;
+    A qx = 0, qy = 0, qz = 0;
+    if (active) {
+      qx = to_acc(query[q * 3]);
+      qy = to_acc(query[q * 3 + 1]);
+      qz = to_acc(query[q * 3 + 2]);
+    }
+    int64_t* out_i = idx + q * K;
+    T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
+    int64_t hits = 0;
+    A first_d = 0;
+    const T* pts = xyz + b * N * 3;
+    for (int64_t base = 0; base < n; base += kTile) {
+      // Also the barrier that lets the previous tile be overwritten.
+      if (__syncthreads_and(!active || hits >= K)) break;
+      for (int t = threadIdx.x; t < kTile && base + t < n; t += kThreads) {
+        const int64_t j = base + t;
+        tile[t] = Point4<A>{to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), A(0)};
+      }
+      __syncthreads();
+      if (active && hits < K) {
+        const int len = static_cast<int>(n - base < kTile ? n - base : kTile);
+        for (int t = 0; t < len; ++t) {
+          const Point4<A> p = tile[t];
+          const A d = dist2(p.x, p.y, p.z, qx, qy, qz);
+          if (in_ball(d, r2, inclusive)) {
+            if (hits == 0) first_d = d;
+            out_i[hits] = base + t;
+            if (out_d) out_d[hits] = from_acc<T>(d);
+            if (++hits == K) break;
+          }
+        }
+      }
+    }
+    if (m < M) {
+      if (active) {
+        count[q] = hits;
+        finish_row<T>(hits, K, out_i, out_d, first_d);
+      } else {
+        count[q] = 0;
+        finish_row<T>(0, K, out_i, out_d, first_d);
+      }
+    }
+    __syncthreads();  // the next cloud reuses the tile
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    ball_query_grid_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
+                           const int64_t* __restrict__ query_lengths, int64_t B, int64_t N,
+                           int64_t M, float r2, bool inclusive, int64_t K,
+                           const GridParams* __restrict__ params,
+                           const int* __restrict__ cell_start, int64_t cells,
+                           const float4* __restrict__ sorted, int64_t* __restrict__ idx,
+                           int64_t* __restrict__ count, T* __restrict__ dist2_out) {
   const int64_t total = B * M;
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t b = q / M, m = q - b * M;
-    const int64_t n = clamped_length(lengths, b, N);
-    const int64_t mq = clamped_length(query_lengths, b, M);
     int64_t* out_i = idx + q * K;
     T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
-    int64_t hits = 0;
-    if (m < mq) {
-      const A qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
-      const T* pts = xyz + b * N * 3;
-      for (int64_t j = 0; j < n && hits < K; ++j) {
-        const A d = dist2(to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), qx, qy, qz);
-        if (inclusive ? d <= r2 : d < r2) {
-          out_i[hits] = j;
-          if (out_d) out_d[hits] = from_acc<T>(d);
-          ++hits;
+    if (m >= clamped_length(query_lengths, b, M)) {
+      count[q] = 0;
+      finish_row<T>(0, K, out_i, out_d, 0.f);
+      continue;
+    }
+    const float qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
+    const GridParams g = params[b];
+    const int cx = cell_coord(g, 0, qx), cy = cell_coord(g, 1, qy), cz = cell_coord(g, 2, qz);
+    const int* starts = cell_start + b * (cells + 1);
+    const int x0 = cx > 0 ? cx - 1 : 0, x1 = cx + 1 < g.dims[0] ? cx + 1 : g.dims[0] - 1;
+    int64_t hits = 0;  // entries in the sorted list out_i[0..hits)
+    for (int z = (cz > 0 ? cz - 1 : 0); z <= cz + 1 && z < g.dims[2]; ++z) {
+      for (int y = (cy > 0 ? cy - 1 : 0); y <= cy + 1 && y < g.dims[1]; ++y) {
+        const int end = starts[cell_index(g, x1, y, z) + 1];
+        for (int r = starts[cell_index(g, x0, y, z)]; r < end; ++r) {
+          const float4 p = sorted[r];
+          const float d = dist2(p.x, p.y, p.z, qx, qy, qz);
+          if (!in_ball(d, r2, inclusive)) continue;
+          const int64_t j = __float_as_int(p.w);
+          if (hits == K && j > out_i[K - 1]) continue;
+          // Insert j into the ascending list, dropping the largest when full.
+          int64_t pos = hits < K ? hits : K - 1;
+          while (pos > 0 && out_i[pos - 1] > j) {
+            out_i[pos] = out_i[pos - 1];
+            --pos;
+          }
+          out_i[pos] = j;
+          if (hits < K) ++hits;
         }
       }
     }
     count[q] = hits;
-    if (hits == 0) {
-      for (int64_t k = 0; k < K; ++k) {
-        out_i[k] = -1;
-        if (out_d) out_d[k] = from_acc<T>(acc_inf<A>());
-      }
-    } else {
-      const int64_t first = out_i[0];
-      const T first_d = out_d ? out_d[0] : T();
-      for (int64_t k = hits; k < K; ++k) {
-        out_i[k] = first;
-        if (out_d) out_d[k] = first_d;
+    float first_d = 0.f;
+    if (out_d != nullptr) {  // distances of the kept hits, computed exactly as in the search
+      const T* pts = xyz + b * N * 3;
+      for (int64_t k = 0; k < hits; ++k) {
+        const int64_t j = out_i[k];
+        const float d = dist2(to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), qx, qy, qz);
+        if (k == 0) first_d = d;
+        out_d[k] = from_acc<T>(d);
       }
     }
+    finish_row<T>(hits, K, out_i, out_d, first_d);
   }
 }
 
 }  // namespace
 
+// The path is chosen from the sizes alone, so the workspace size and the launch agree.
+static bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
+  return dt != Dtype::Float64 && N >= kGridMinPoints && B * N < (int64_t{1} << 31) && M > 0;
+}
+
 size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
                                        int64_t K) {
-  (void)dt, (void)B, (void)N, (void)M, (void)radius, (void)K;
-  return 0;
+  (void)radius, (void)K;
+  if (!use_grid(dt, B, N, M)) return 0;
+  return carve_grid(nullptr, B, N).bytes;
 }
 
 Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
                        const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
                        double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
                        void* dist2, void* workspace, void* stream) {
-  (void)workspace;
   if (B == 0 || M == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool grid = use_grid(dt, B, N, M);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
     using A = acc_t<T>;
     // radius*radius in double, rounded once to the accumulation type (the contract's rule).
     const A r2 = static_cast<A>(radius * radius);
-    ball_query_scan_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
+    if constexpr (!std::is_same<T, double>::value) {
+      if (grid) {
+        const SpatialGrid g = carve_grid(workspace, B, N);
+        if (Status st = build_grid<T>(g, static_cast<const T*>(xyz), lengths, B, N,
+                                      static_cast<float>(radius), 0.f, s)) {
+          return st;
+        }
+        ball_query_grid_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
+            static_cast<const T*>(xyz), static_cast<const T*>(query), query_lengths, B, N, M, r2, inclusive, K, g.params,
+            g.cell_start, g.cells, g.sorted, idx, count, static_cast<T*>(dist2));
+        return launch_status();
+      }
+    }
+    const dim3 blocks(static_cast<unsigned int>(ceil_div(M, kThreads)),
+                      static_cast<unsigned int>(B < 65535 ? B : 65535));
+    ball_query_tiled_kernel<T><<<blocks, kThreads, 0, s>>>(
         static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M,
         r2, inclusive, K, idx, count, static_cast<T*>(dist2));
     return launch_status();

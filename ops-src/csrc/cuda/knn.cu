@@ -1,8 +1,14 @@
 // k nearest neighbours on CUDA, sorted by (squared distance, index).
 //
-// General path (any K): one thread per query scans its cloud in index order and keeps a sorted
-// list of the K best in the workspace (distances in the accumulation type) and in idx.
+// The K best of each query live in a TopK list ordered by (d2, index): in registers for
+// K <= 32 (sizes 4/8/16/32, unrolled so the arrays never leave registers), else in the
+// workspace (distances) and the idx row.
+// Small clouds: one thread per query; the block's queries share tiles of the cloud staged in
+// shared memory. Large clouds (float accumulation): a uniform grid of about two points per cell;
+// each query visits rings of cells around its own until the K-th distance is below the distance
+// to every unvisited cell.
 #include "common.cuh"
+#include "spatial_grid.cuh"
 
 namespace pointops {
 namespace {
@@ -10,58 +16,283 @@ namespace {
 using namespace cuda_detail;
 
 constexpr int kThreads = 256;
+constexpr int kTile = 1024;
+constexpr int64_t kGridMinPoints = 65536;  // below this, scanning the cloud is cheaper
 
-template <class T>
+template <class A>
+__device__ __forceinline__ bool before(A d, int64_t i, A od, int64_t oi) {
+  return d < od || (d == od && i < oi);
+}
+
+// K <= KMAX best in registers, ascending by (d, i). Slots k >= K are unused.
+template <class A, int KMAX>
+struct RegisterTopK {
+  A d[KMAX];
+  int i[KMAX];  // 32-bit: the host sends clouds of 2^31 points or more to MemoryTopK
+  int K;
+  A worst_d;
+  int worst_i;
+
+  __device__ __forceinline__ void init(int k_, int64_t /*q*/, A* /*work_d*/, int64_t* /*idx*/) {
+    K = k_;
+#pragma unroll
+    for (int s = 0; s < KMAX; ++s) {
+      d[s] = acc_inf<A>();
+      i[s] = INT32_MAX;
+    }
+    worst_d = acc_inf<A>();
+    worst_i = INT32_MAX;
+  }
+  __device__ __forceinline__ bool accepts(A dd, int64_t ii) const { return before(dd, ii, worst_d, worst_i); }
+  __device__ __forceinline__ void insert(A dd, int64_t ii) {
+    bool placed = false;
+#pragma unroll
+    for (int s = KMAX - 1; s >= 0; --s) {
+      if (s < K && !placed) {
+        if (s > 0 && before(dd, ii, d[s - 1], i[s - 1])) {
+          d[s] = d[s - 1];
+          i[s] = i[s - 1];
+        } else {
+          d[s] = dd;
+          i[s] = static_cast<int>(ii);
+          placed = true;
+        }
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < KMAX; ++s) {
+      if (s == K - 1) {
+        worst_d = d[s];
+        worst_i = i[s];
+      }
+    }
+  }
+  __device__ __forceinline__ A kth() const { return worst_d; }
+  template <class T>
+  __device__ __forceinline__ void write(T* out_d, int64_t* out_i) const {
+#pragma unroll
+    for (int s = 0; s < KMAX; ++s) {
+      if (s < K) {
+        const bool found = i[s] != INT32_MAX;
+        out_d[s] = from_acc<T>(found ? d[s] : acc_inf<A>());
+        out_i[s] = found ? i[s] : -1;
+      }
+    }
+  }
+};
+
+// Any K: distances in the workspace, indices in the query's idx row.
+template <class A>
+struct MemoryTopK {
+  A* d;
+  int64_t* i;
+  int64_t K, filled;
+
+  __device__ __forceinline__ void init(int64_t k_, int64_t q, A* work_d, int64_t* idx) {
+    K = k_;
+    filled = 0;
+    d = work_d + q * K;
+    i = idx + q * K;
+  }
+  __device__ __forceinline__ bool accepts(A dd, int64_t ii) const {
+    return filled < K || before(dd, ii, d[K - 1], i[K - 1]);
+  }
+  __device__ __forceinline__ void insert(A dd, int64_t ii) {
+    int64_t pos = filled < K ? filled : K - 1;
+    while (pos > 0 && before(dd, ii, d[pos - 1], i[pos - 1])) {
+      d[pos] = d[pos - 1];
+      i[pos] = i[pos - 1];
+      --pos;
+    }
+    d[pos] = dd;
+    i[pos] = ii;
+    if (filled < K) ++filled;
+  }
+  __device__ __forceinline__ A kth() const { return filled < K ? acc_inf<A>() : d[K - 1]; }
+  template <class T>
+  __device__ __forceinline__ void write(T* out_d, int64_t* out_i) const {
+    for (int64_t s = 0; s < K; ++s) {
+      if (s < filled) {
+        out_d[s] = from_acc<T>(d[s]);
+      } else {
+        out_d[s] = from_acc<T>(acc_inf<A>());
+        out_i[s] = -1;
+      }
+    }
+  }
+};
+
+template <class A>
+struct alignas(4 * sizeof(A)) Point4 {
+  A x, y, z, pad;
+};
+
+template <class T, class TopK>
 __global__ void __launch_bounds__(kThreads)
-    knn_scan_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
-                    const int64_t* __restrict__ lengths, const int64_t* __restrict__ query_lengths,
-                    int64_t B, int64_t N, int64_t M, int64_t K, T* __restrict__ dist2_out,
-                    int64_t* __restrict__ idx, acc_t<T>* __restrict__ work_d) {
+    knn_tiled_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
+                     const int64_t* __restrict__ lengths, const int64_t* __restrict__ query_lengths,
+                     int64_t B, int64_t N, int64_t M, int64_t K, T* __restrict__ dist2_out,
+                     int64_t* __restrict__ idx, acc_t<T>* __restrict__ work_d) {
   using A = acc_t<T>;
+  __shared__ Point4<A> tile[kTile];
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
+    const int64_t n = clamped_length(lengths, b, N);
+    const int64_t mq = clamped_length(query_lengths, b, M);
+    const int64_t m = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+    const int64_t q = b * M + m;
+    const bool active = m < mq;
+    A qx = 0, qy = 0, qz = 0;
+    if (active) {
+      qx = to_acc(query[q * 3]);
+      qy = to_acc(query[q * 3 + 1]);
+      qz = to_acc(query[q * 3 + 2]);
+    }
+    TopK top;
+    top.init(static_cast<int>(K), active ? q : 0, work_d, idx);
+    const T* pts = xyz + b * N * 3;
+    // Queries past query_lengths still help stage tiles; the block scans only if one is active.
+    const int64_t scan_n = __syncthreads_or(active) ? n : 0;
+    for (int64_t base = 0; base < scan_n; base += kTile) {
+      __syncthreads();  // the previous tile may be overwritten now
+      for (int t = threadIdx.x; t < kTile && base + t < n; t += kThreads) {
+        const int64_t j = base + t;
+        tile[t] = Point4<A>{to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), A(0)};
+      }
+      __syncthreads();
+      if (active) {
+        const int len = static_cast<int>(n - base < kTile ? n - base : kTile);
+        for (int t = 0; t < len; ++t) {
+          const Point4<A> p = tile[t];
+          const A d = dist2(p.x, p.y, p.z, qx, qy, qz);
+          if (top.accepts(d, base + t)) top.insert(d, base + t);
+        }
+      }
+    }
+    if (m < M) {
+      if (active) {
+        top.write(dist2_out + q * K, idx + q * K);
+      } else {
+        for (int64_t k = 0; k < K; ++k) {
+          dist2_out[q * K + k] = from_acc<T>(acc_inf<A>());
+          idx[q * K + k] = -1;
+        }
+      }
+    }
+    __syncthreads();  // the next cloud reuses the tile
+  }
+}
+
+// Visits the cells (x0..x1, y, z) of one grid row, clipped to the grid.
+template <class TopK>
+__device__ __forceinline__ void visit_run(const GridParams& g, const int* starts,
+                                          const float4* sorted, int x0, int x1, int y, int z,
+                                          float qx, float qy, float qz, TopK& top) {
+  if (y < 0 || y >= g.dims[1] || z < 0 || z >= g.dims[2]) return;
+  x0 = x0 < 0 ? 0 : x0;
+  x1 = x1 >= g.dims[0] ? g.dims[0] - 1 : x1;
+  if (x0 > x1) return;
+  const int end = starts[cell_index(g, x1, y, z) + 1];
+  for (int r = starts[cell_index(g, x0, y, z)]; r < end; ++r) {
+    const float4 p = sorted[r];
+    const float d = dist2(p.x, p.y, p.z, qx, qy, qz);
+    const int64_t j = __float_as_int(p.w);
+    if (top.accepts(d, j)) top.insert(d, j);
+  }
+}
+
+template <class T, class TopK>
+__global__ void __launch_bounds__(kThreads)
+    knn_grid_kernel(const T* __restrict__ query, const int64_t* __restrict__ query_lengths,
+                    int64_t B, int64_t M, int64_t K, const GridParams* __restrict__ params,
+                    const int* __restrict__ cell_start, int64_t cells,
+                    const float4* __restrict__ sorted, T* __restrict__ dist2_out,
+                    int64_t* __restrict__ idx, float* __restrict__ work_d) {
   const int64_t total = B * M;
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t b = q / M, m = q - b * M;
-    const int64_t n = clamped_length(lengths, b, N);
-    const int64_t mq = clamped_length(query_lengths, b, M);
-    int64_t* out_i = idx + q * K;
-    A* wd = work_d + q * K;
-    int64_t filled = 0;
-    if (m < mq) {
-      const A qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
-      const T* pts = xyz + b * N * 3;
-      for (int64_t j = 0; j < n; ++j) {
-        const A d = dist2(to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), qx, qy, qz);
-        if (filled == K && !(d < wd[K - 1])) continue;  // equal distance: the older, lower index wins
-        int64_t pos = filled < K ? filled : K - 1;
-        while (pos > 0 && wd[pos - 1] > d) {
-          wd[pos] = wd[pos - 1];
-          out_i[pos] = out_i[pos - 1];
-          --pos;
-        }
-        wd[pos] = d;
-        out_i[pos] = j;
-        if (filled < K) ++filled;
+    if (m >= clamped_length(query_lengths, b, M)) {
+      for (int64_t k = 0; k < K; ++k) {
+        dist2_out[q * K + k] = from_acc<T>(acc_inf<float>());
+        idx[q * K + k] = -1;
       }
+      continue;
     }
-    T* out_d = dist2_out + q * K;
-    for (int64_t k = 0; k < K; ++k) {
-      if (k < filled) {
-        out_d[k] = from_acc<T>(wd[k]);
-      } else {
-        out_d[k] = from_acc<T>(acc_inf<A>());
-        out_i[k] = -1;
+    const float qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
+    const GridParams g = params[b];
+    const int* starts = cell_start + b * (cells + 1);
+    const int cx = cell_coord(g, 0, qx), cy = cell_coord(g, 1, qy), cz = cell_coord(g, 2, qz);
+    TopK top;
+    top.init(static_cast<int>(K), q, work_d, idx);
+    const int max_ring = max(max(g.dims[0], g.dims[1]), g.dims[2]);
+    for (int R = 0; R <= max_ring; ++R) {
+      for (int z = cz - R; z <= cz + R; ++z) {
+        for (int y = cy - R; y <= cy + R; ++y) {
+          if (R == 0 || z == cz - R || z == cz + R || y == cy - R || y == cy + R) {
+            visit_run(g, starts, sorted, cx - R, cx + R, y, z, qx, qy, qz, top);
+          } else {
+            visit_run(g, starts, sorted, cx - R, cx - R, y, z, qx, qy, qz, top);
+            visit_run(g, starts, sorted, cx + R, cx + R, y, z, qx, qy, qz, top);
+          }
+        }
       }
+      // Unvisited points lie beyond a face of the visited box that is not a grid border.
+      const int c[3] = {cx, cy, cz};
+      const float qc[3] = {qx, qy, qz};
+      double bound = INFINITY;
+      bool everything = true;
+#pragma unroll
+      for (int a = 0; a < 3; ++a) {
+        if (c[a] - R > 0) {
+          everything = false;
+          bound = fmin(bound, static_cast<double>(qc[a]) - (g.lo[a] + static_cast<double>(c[a] - R) * g.cell));
+        }
+        if (c[a] + R < g.dims[a] - 1) {
+          everything = false;
+          bound = fmin(bound, (g.lo[a] + static_cast<double>(c[a] + R + 1) * g.cell) - static_cast<double>(qc[a]));
+        }
+      }
+      if (everything) break;
+      // A small margin covers the rounding of float distances against the exact bound.
+      if (bound > 0.0 && static_cast<double>(top.kth()) < bound * bound * (1.0 - 1e-5)) break;
+    }
+    top.write(dist2_out + q * K, idx + q * K);
+  }
+}
+
+// The path is chosen from the sizes alone, so the workspace size and the launch agree.
+bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
+  return dt != Dtype::Float64 && N >= kGridMinPoints && B * N < (int64_t{1} << 31) && M > 0;
+}
+
+template <class T, class TopK>
+Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
+                  const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
+                  int64_t M, int64_t K, T* dist2, int64_t* idx, acc_t<T>* work_d, cudaStream_t s) {
+  if constexpr (!std::is_same<T, double>::value) {
+    if (grid) {
+      if (Status st = build_grid<T>(g, xyz, lengths, B, N, 0.f, 2.f, s)) return st;
+      knn_grid_kernel<T, TopK><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
+          query, query_lengths, B, M, K, g.params, g.cell_start, g.cells, g.sorted, dist2, idx,
+          work_d);
+      return launch_status();
     }
   }
+  const dim3 blocks(static_cast<unsigned int>(ceil_div(M, kThreads)),
+                    static_cast<unsigned int>(B < 65535 ? B : 65535));
+  knn_tiled_kernel<T, TopK><<<blocks, kThreads, 0, s>>>(xyz, query, lengths, query_lengths, B, N,
+                                                       M, K, dist2, idx, work_d);
+  return launch_status();
 }
 
 }  // namespace
 
 size_t knn_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
-  (void)N;
-  return align_up(static_cast<size_t>(B) * static_cast<size_t>(M) * static_cast<size_t>(K) *
-                  dtype_acc_bytes(dt));
+  WorkspaceCarver carve(nullptr);
+  if (K > 32) carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt));
+  size_t bytes = carve.used();
+  if (use_grid(dt, B, N, M)) bytes += carve_grid(nullptr, B, N).bytes;
+  return bytes;
 }
 
 Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
@@ -69,12 +300,29 @@ Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* len
                 void* dist2, int64_t* idx, void* workspace, void* stream) {
   if (B == 0 || M == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool grid = use_grid(dt, B, N, M);
+  WorkspaceCarver carve(workspace);
+  char* work_d = K > 32 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
+  char* grid_base = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + carve.used();
+  const SpatialGrid g = grid ? carve_grid(grid_base, B, N) : SpatialGrid{};
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
-    knn_scan_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-        static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M,
-        K, static_cast<T*>(dist2), idx, static_cast<acc_t<T>*>(workspace));
-    return launch_status();
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(xyz);
+    const T* qy = static_cast<const T*>(query);
+    T* d = static_cast<T*>(dist2);
+    A* wd = reinterpret_cast<A*>(work_d);
+    auto run = [&](auto top_tag) -> Status {
+      using TopK = decltype(top_tag);
+      return launch_knn<T, TopK>(grid, g, x, qy, lengths, query_lengths, B, N, M, K, d, idx, wd, s);
+    };
+    const bool small_index = N < INT32_MAX;
+    if (!small_index) return run(MemoryTopK<A>{});
+    if (K <= 4) return run(RegisterTopK<A, 4>{});
+    if (K <= 8) return run(RegisterTopK<A, 8>{});
+    if (K <= 16) return run(RegisterTopK<A, 16>{});
+    if (K <= 32) return run(RegisterTopK<A, 32>{});
+    return run(MemoryTopK<A>{});
   });
 }
 
