@@ -1,0 +1,148 @@
+"""CUDA-only checks (skipped without a GPU): agreement with CPU, reduced precision, streams,
+CUDA-graph capture, 64-bit sizes. The device-parametrized tests of the other files also run on
+CUDA when one is present."""
+
+import ops_reference as ref
+import pointops
+import pytest
+import torch
+from ops_data import cloud
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not (torch.cuda.is_available() and pointops.build_info()["cuda"]),
+                       reason="needs a CUDA device and a CUDA build of pointops"),
+]
+
+
+def _all_ops(xyz, q, feat, idx3, w):
+    """Every op once; returns a dict of outputs (moved to CPU by the caller)."""
+    out = {"fps": pointops.furthest_point_sample(xyz, 64)}
+    out["bq_idx"], out["bq_count"], out["bq_d2"] = pointops.ball_query(xyz, q, 0.15, 16, return_dist2=True)
+    out["knn_d2"], out["knn_idx"] = pointops.knn(xyz, q, 10)
+    out["gather"] = pointops.gather_points(feat, out["fps"])
+    out["group"] = pointops.group_points(feat, out["bq_idx"])
+    out["interp"] = pointops.three_interpolate(feat, idx3, w)
+    return out
+
+
+def _inputs(dtype=torch.float32, B=3, N=3000, M=700, C=8, seed=0):
+    xyz = cloud("random", B, N, dtype=dtype, seed=seed)
+    q = cloud("random", B, M, dtype=dtype, seed=seed + 1)
+    g = torch.Generator().manual_seed(seed)
+    feat = torch.randn(B, C, N, generator=g).to(dtype)
+    idx3 = torch.randint(-1, N, (B, M, 3), generator=g)
+    w = torch.rand(B, M, 3, generator=g).to(dtype)
+    return xyz, q, feat, idx3, w
+
+
+def test_cuda_matches_cpu_on_data_without_ties():
+    inputs = _inputs()
+    cpu = _all_ops(*inputs)
+    gpu = _all_ops(*(t.cuda() for t in inputs))
+    for name in ("fps", "bq_idx", "bq_count", "knn_idx"):
+        assert torch.equal(gpu[name].cpu(), cpu[name]), name
+    for name in ("bq_d2", "knn_d2", "gather", "group", "interp"):
+        torch.testing.assert_close(gpu[name].cpu(), cpu[name], rtol=1e-6, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision_matches_float32_of_the_same_values(dtype):
+    xyz, q, feat, idx3, w = _inputs(B=2, N=1500, M=300)
+    xyz, q, feat, w = xyz.to(dtype), q.to(dtype), feat.to(dtype), w.to(dtype)
+    gpu = _all_ops(*(t.cuda() for t in (xyz, q, feat, idx3, w)))
+    # the kernels read reduced precision and accumulate in float32: the float32 CPU run on the
+    # same (rounded) values gives the same neighbours
+    cpu = _all_ops(xyz.float(), q.float(), feat.float(), idx3, w.float())
+    assert torch.equal(gpu["fps"].cpu(), cpu["fps"])
+    assert torch.equal(gpu["knn_idx"].cpu(), cpu["knn_idx"])
+    assert torch.equal(gpu["bq_idx"].cpu(), cpu["bq_idx"])
+    for name in ("knn_d2", "bq_d2", "gather", "group", "interp"):
+        assert gpu[name].dtype == dtype
+        torch.testing.assert_close(gpu[name].cpu().float(), cpu[name].to(dtype).float(),
+                                   rtol=1e-2, atol=1e-2, msg=name)
+
+
+def test_reduced_precision_gradients():
+    feat = torch.randn(2, 4, 50, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    idx = torch.randint(0, 50, (2, 30, 3), device="cuda")
+    w = torch.rand(2, 30, 3, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    pointops.three_interpolate(feat, idx, w).float().sum().backward()
+    f32 = feat.detach().float().requires_grad_()
+    w32 = w.detach().float().requires_grad_()
+    pointops.three_interpolate(f32, idx, w32).sum().backward()
+    torch.testing.assert_close(feat.grad.float(), f32.grad, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(w.grad.float(), w32.grad, rtol=2e-2, atol=2e-2)
+
+
+def test_ops_run_on_the_current_stream():
+    xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=2000, M=400))
+    expected = {k: v.cpu() for k, v in _all_ops(xyz, q, feat, idx3, w).items()}
+    stale = [torch.zeros_like(t) for t in (xyz, q, feat, w)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        targets = [s.clone() for s in stale]
+        torch.cuda._sleep(50_000_000)  # keep the side stream busy before the copies land
+        for target, source in zip(targets, (xyz, q, feat, w), strict=True):
+            target.copy_(source)
+        # an op on another stream would read the zeros before the copies complete
+        got = _all_ops(targets[0], targets[1], targets[2], idx3, targets[3])
+    side.synchronize()
+    for name, value in got.items():
+        torch.testing.assert_close(value.cpu(), expected[name], msg=name)
+
+
+def test_cuda_graph_capture_and_replay():
+    xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=1000, M=200))
+    _all_ops(xyz, q, feat, idx3, w)  # warm up outside the graph
+    static = [t.clone() for t in (xyz, q, feat, w)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _all_ops(static[0], static[1], static[2], idx3, static[3])
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = _all_ops(static[0], static[1], static[2], idx3, static[3])
+    xyz2, q2, feat2, _, w2 = (t.cuda() for t in _inputs(B=2, N=1000, M=200, seed=5))
+    for target, source in zip(static, (xyz2, q2, feat2, w2), strict=True):
+        target.copy_(source)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = _all_ops(xyz2, q2, feat2, idx3, w2)
+    for name in outs:
+        torch.testing.assert_close(outs[name], expected[name], msg=name)
+
+
+def test_second_device_if_present():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    xyz = cloud("random", 2, 500, dtype=torch.float32)
+    got = pointops.furthest_point_sample(xyz.to("cuda:1"), 20)
+    assert got.device == torch.device("cuda:1")
+    assert torch.equal(got.cpu(), pointops.furthest_point_sample(xyz, 20))
+
+
+def test_gather_beyond_2_pow_31_elements():
+    # output of 2^31 + 16 elements: flat offsets must be 64-bit
+    C, P = 4, 2**29 + 4
+    feat = torch.arange(C * 7, dtype=torch.float32, device="cuda").view(1, C, 7)
+    idx = torch.full((1, P), 6, dtype=torch.int64, device="cuda")
+    idx[0, -1] = 3
+    out = pointops.gather_points(feat, idx)
+    assert out.numel() > 2**31
+    assert out[0, C - 1, -1].item() == feat[0, C - 1, 3].item()
+    assert out[0, C - 1, -2].item() == feat[0, C - 1, 6].item()
+    del out, idx
+    torch.cuda.empty_cache()
+
+
+def test_large_k_on_gpu_matches_reference():
+    xyz = cloud("random", 1, 2000)
+    q = cloud("random", 1, 5, seed=3)
+    d2, idx = pointops.knn(xyz.cuda(), q.cuda(), 1500)
+    e_d2, e_idx = ref.knn(xyz, q, 1500)
+    assert torch.equal(idx.cpu(), e_idx) and torch.equal(d2.cpu(), e_d2)
+    b_idx, b_count = pointops.ball_query(xyz.cuda(), q.cuda(), 10.0, 1999)
+    assert (b_count.cpu() == 1999).all() and torch.equal(b_idx.cpu()[0, 0], torch.arange(1999))
