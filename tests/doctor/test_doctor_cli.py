@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from doctor_helpers import conda_pytorch_env, write_dist
+import pytest
+from doctor_helpers import DEVICE_DATA, conda_pytorch_env, write_dist
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,10 +46,41 @@ def test_doctor_on_the_real_test_environment():
     if importlib.util.find_spec("pointops") is not None:
         assert [f["status"] for f in found["pointops.build"]] == ["pass"]
         assert any(f["summary"].startswith("pointops ") and f["status"] == "pass" for f in found["extensions.import"])
-    text = doctor()
-    assert text.returncode == 0
-    assert text.stdout.startswith(f"solver doctor: {report['platform']}, environment {sys.prefix}")
-    assert text.stdout.rstrip().splitlines()[-1].startswith("0 failed")
+
+
+def test_cpu_torch_on_a_gpu_box_seen_through_a_fake_nvidia_smi(tmp_path):
+    """nvidia-smi answers with the H200 machine's real output; this environment's torch is a CPU build."""
+    import torch
+
+    if torch.version.cuda:
+        pytest.skip("this test environment has a CUDA torch")
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$1\" in\n"
+                    f"  --query-gpu=*) sed -n 2p '{DEVICE_DATA / 'nvidia-smi-query-header.csv'}' ;;\n"
+                    f"  *) cat '{DEVICE_DATA / 'nvidia-smi.txt'}' ;;\n"
+                    "esac\n")
+    fake.chmod(0o755)
+    path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = doctor(env_updates={"PATH": path, "HOME": str(tmp_path)}, pythonpath=[str(_without_nvml(tmp_path))])
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"solver doctor: linux-64, environment {sys.prefix}")
+    assert any(line.startswith("ok    gpu.driver: 1 NVIDIA GPU(s)") and "580.159.04 (CUDA 13.0)" in line for line in lines)
+    at = lines.index("FAIL  gpu.torch-build: CPU build of PyTorch on a machine with an NVIDIA GPU")
+    assert "NVIDIA H200 (sm_90)" in lines[at + 1]
+    assert lines[at + 2].strip().startswith("fix: pip install --force-reinstall torch --index-url "
+                                            "https://download.pytorch.org/whl/cu130")
+    assert lines[-1].startswith("1 failed")
+
+
+def _without_nvml(tmp_path: Path) -> Path:
+    """A pynvml that cannot load, as on a machine without libnvidia-ml: detection falls back to nvidia-smi."""
+    folder = tmp_path / "no-nvml"
+    folder.mkdir()
+    (folder / "pynvml.py").write_text("raise ImportError('no NVML here')\n")
+    return folder
 
 
 def _broken_prefix(tmp_path: Path) -> Path:
