@@ -137,8 +137,24 @@ def gather(options: GatherOptions) -> Facts:
     return facts
 
 
+def prefix_of_python(python: str, timeout_s: float = 60.0) -> Path | None:
+    """sys.prefix of another interpreter, so that --python alone names the environment to inspect."""
+    try:
+        done = subprocess.run([python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return Path(lines[-1]) if done.returncode == 0 and lines else None
+
+
 def default_options(prefix: str | None, python: str | None, env: Mapping[str, str] | None = None) -> GatherOptions:
     env = dict(os.environ if env is None else env)
-    chosen = Path(prefix).resolve() if prefix else Path(sys.prefix)
+    if prefix:
+        chosen = Path(prefix).resolve()
+    elif python:
+        chosen = prefix_of_python(python) or Path(sys.prefix)
+    else:
+        chosen = Path(sys.prefix)
     interpreter = python or (python_of_prefix(chosen) if prefix else None) or sys.executable
     return GatherOptions(prefix=chosen, python=interpreter, env=env, home=Path.home())

@@ -134,3 +134,13 @@ def test_usage_errors_exit_2_with_a_message(tmp_path):
         done = doctor(*args)
         assert done.returncode == 2, args
         assert message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_python_alone_names_its_environment():
+    from solver.doctor_checks.gather import default_options
+
+    base_python = Path(sys.base_prefix) / "bin" / "python3"
+    if sys.base_prefix == sys.prefix or not base_python.is_file():
+        pytest.skip("needs to run inside a virtual environment with its base interpreter at hand")
+    options = default_options(None, str(base_python))
+    assert options.prefix == Path(sys.base_prefix) and options.python == str(base_python)
