@@ -65,6 +65,7 @@ def render_json(findings, facts, prefix: Path) -> str:
         "prefix": str(prefix),
         "conda_environment": facts.conda.prefix is not None,
         "torch": facts.torch.version,
+        "torch_cuda": facts.torch.cuda,
         "driver": facts.driver.version,
         "driver_cuda": facts.driver.cuda,
         "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in facts.driver.gpus],

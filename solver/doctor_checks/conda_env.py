@@ -158,13 +158,18 @@ def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list
             for spec_text in specs:
                 if not spec_text.startswith("__"):
                     continue
-                spec = MatchSpec(spec_text)
-                name, version_spec = spec.name.normalized, spec.version or ""
+                try:
+                    spec = MatchSpec(spec_text)
+                    name, version_spec = spec.name.normalized, spec.version or ""
+                    fits = name not in machine or not version_spec or VersionSpec(version_spec).matches(
+                        Version(machine[name]))
+                except Exception:  # a spec rattler cannot parse is the re-solve's to report
+                    continue
                 if name not in machine:
                     if kind == "depends":  # a constraint on an absent virtual package holds
                         sentence = f"{owner} needs {name}, which this machine does not have"
                         conflicts.setdefault(sentence, VirtualConflict(name, True, sentence))
-                elif version_spec and not VersionSpec(version_spec).matches(Version(machine[name])):
+                elif not fits:
                     sentence = f"{owner} needs {name} {version_spec}; this machine has {name} {machine[name]}"
                     conflicts.setdefault(sentence, VirtualConflict(name, False, sentence, version_spec))
     return list(conflicts.values())
@@ -229,7 +234,12 @@ def resolve_offline(prefix: Path, subdir: str, virtual_packages: list[str], time
     )
     from rattler.exceptions import SolverError, ValidatePackageRecordsError
 
-    installed = [PrefixRecord.from_path(p) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+    installed = []
+    for path in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            installed.append(PrefixRecord.from_path(path))
+        except Exception:  # unreadable records are reported on their own (CondaFacts.read_errors)
+            continue
     try:
         PackageRecord.validate(installed)
     except ValidatePackageRecordsError as exc:

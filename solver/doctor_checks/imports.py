@@ -112,7 +112,8 @@ def _abi_detail(symbol: str) -> str:
 
 def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda: str | None) -> Finding:
     check = "extensions.import"
-    who = f"{result.module} ({result.distribution} {result.distribution_version})".replace(" ()", "")
+    origin = f"{result.distribution} {result.distribution_version}".strip()
+    who = f"{result.module} ({origin})" if origin else result.module
     if not result.error:
         return passed(check, f"{who} imports", f"torch {torch_version}")
     cause, detail = classify_import_error(result.error)

@@ -34,15 +34,17 @@ def findings_of(stdout: str) -> dict[str, list[dict]]:
 def test_doctor_on_the_real_test_environment():
     import torch
 
-    done = doctor("--json")
+    done = doctor("--json", "--import", "sqlite3")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["status"] == "ok" and report["torch"] == torch.__version__
+    assert report["torch_cuda"] == torch.version.cuda
     assert report["prefix"] == sys.prefix
     found = findings_of(done.stdout)
     for check in ("gpu.driver", "gpu.torch-build", "toolchain.nvcc", "conda.resolve", "network.probe"):
         assert check in found, check
     assert all(f["status"] != "fail" for group in found.values() for f in group)
+    assert any(f["summary"] == "sqlite3 imports" for f in found["extensions.import"])
     if importlib.util.find_spec("pointops") is not None:
         assert [f["status"] for f in found["pointops.build"]] == ["pass"]
         assert any(f["summary"].startswith("pointops ") and f["status"] == "pass" for f in found["extensions.import"])

@@ -110,8 +110,8 @@ def test_unreadable_record_is_reported(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
     (prefix / "conda-meta" / "broken-1.0-0.json").write_text("{not json")
     findings = check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]))
-    assert "fail" in statuses(findings, "conda.resolve")
-    assert any("broken-1.0-0.json" in f.evidence for f in findings)
+    assert statuses(findings, "conda.resolve") == ["fail", "pass"]  # the bad record; the rest still solve
+    assert "broken-1.0-0.json" in findings[0].evidence
 
 
 def test_without_rattler_the_resolve_is_skipped_and_says_so(tmp_path):
