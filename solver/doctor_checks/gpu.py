@@ -32,14 +32,6 @@ def _os(facts: Facts) -> str:
         return "linux"
 
 
-def _torch_installer(facts: Facts) -> str:
-    """'conda' when conda-meta has pytorch and no pip copy replaced it, else 'pip'."""
-    if _record(facts, "pytorch") is None:
-        return "pip"
-    pip_torch = [d for d in facts.conda.dists if d.name == "torch" and d.installer.lower() not in ("conda", "")]
-    return "pip" if pip_torch else "conda"
-
-
 def _pip_wheel_tag(cuda: str) -> str:
     return "cu" + cuda.replace(".", "")
 
@@ -47,7 +39,7 @@ def _pip_wheel_tag(cuda: str) -> str:
 def _gpu_build_fix(facts: Facts, kb: Knowledge) -> str:
     """What to install for a CUDA build that this driver runs."""
     driver_cuda = facts.driver.cuda
-    if _torch_installer(facts) == "conda" or facts.conda.prefix is not None:
+    if facts.conda.prefix is not None:  # in a conda environment, torch should come from conda
         limit = f' "cuda-version<={driver_cuda}"' if driver_cuda else ""
         return f'conda install "pytorch=*=cuda*"{limit}  (or: {MAKE_ENV_FIX})'
     tag = _pip_wheel_tag(driver_cuda) if driver_cuda else "cu<driver CUDA>"

@@ -163,3 +163,18 @@ def test_coverage_of_arch_lists(cc, names, expected):
 def test_pointops_arch_spellings():
     cuda, archs, exact = pointops_archs({"cuda_version": "12.9", "sass_archs": "sm_75;sm_80;sm_90a", "ptx_arch": "sm_90"})
     assert cuda == "12.9" and archs.sass == ("7.5", "8.0") and archs.ptx == "9.0" and exact == {"9.0"}
+
+
+def test_the_installed_pointops_build_info_is_understood(kb):
+    pointops = pytest.importorskip("pointops")
+    info = pointops.build_info()
+    facts = Facts(platform="linux-64", driver=h200_driver(), torch=h200_torch(),
+                  pointops=PointopsFacts(installed=True, build_info=info))
+    findings = check_gpu(facts, kb)
+    [build] = by_check(findings, "pointops.build")
+    assert build.status == "pass" and f"torch target {info['torch_target_version']}" in build.evidence
+    archs = by_check(findings, "gpu.pointops-archs")
+    if info["cuda"]:
+        assert [f.status for f in archs] == ["pass" if "9.0" in info["sass_archs"] else "warn"]
+    else:
+        assert [f.status for f in archs] == ["warn"] and "CPU build" in archs[0].summary
