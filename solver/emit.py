@@ -79,9 +79,10 @@ def json_document(plan: Plan | None, target, channels: list[str], verified: bool
     t = plan.target if plan else target
     doc = {
         "platform": t.platform if t else None,
-        "gpu": ({"name": t.gpu_name, "compute_capability": t.compute_capability} if t and t.has_gpu else None),
-        "driver": ({"version": t.driver_version, "cuda": t.driver_cuda, "assumed": t.driver_assumed}
-                   if t and t.has_gpu else None),
+        # Same shape for CPU targets, with nulls, so readers need no special case.
+        "gpu": {"name": t.gpu_name if t else None, "compute_capability": t.compute_capability if t else None},
+        "driver": {"version": t.driver_version if t else None, "cuda": t.driver_cuda if t else None,
+                   "assumed": bool(t and t.driver_assumed)},
         "python": plan.python if plan else None,
         "pytorch": plan.pytorch_minor if plan else None,
         "pytorch_build": plan.pytorch_build if plan else None,

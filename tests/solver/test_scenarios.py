@@ -271,6 +271,11 @@ def test_env_override_without_gpu_gives_cpu(capsys, monkeypatch):
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
     code, out, err = _cli(capsys, "--offline", "--gpu", "auto", "--platform", "linux-64")
     assert code == 0 and "pytorch=2.13.*=cpu*" in out
+    code, out, err = _cli(capsys, "--offline", "--gpu", "auto", "--platform", "linux-64", "--json")
+    doc = json.loads(out)
+    assert doc["gpu"] == {"name": None, "compute_capability": None}
+    assert doc["driver"] == {"version": None, "cuda": None, "assumed": False}
+    assert doc["cuda_version"] is None and doc["pytorch_build"] == "cpu*"
 
 
 def test_cuda_override_without_arch(capsys, monkeypatch, tmp_path):
