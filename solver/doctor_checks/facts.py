@@ -111,7 +111,6 @@ class WindowsFacts:
     conda_dll_search_modification: str | None = None  # CONDA_DLL_SEARCH_MODIFICATION_ENABLE
     env_dlls: list[DllCopy] = field(default_factory=list)  # the environment's own CRT DLLs
     path_dlls: list[DllCopy] = field(default_factory=list)  # CRT DLLs found in PATH directories
-    dll_directories: list[str] = field(default_factory=list)  # os.add_dll_directory() entries known
 
 
 @dataclass

@@ -123,6 +123,11 @@ def check_dll_search_path(win: WindowsFacts, is_conda_env: bool) -> list[Finding
         findings.append(warned(
             "windows.dll-search-path", "another conda environment is activated than the one this Python belongs to",
             f"CONDA_PREFIX={win.active_prefix}; this Python: {win.prefix}", f'conda activate "{win.prefix}"'))
+    elif _key(library_bin) not in path_keys and (win.conda_dll_search_modification or "").strip() not in ("", "0"):
+        findings.append(info(
+            "windows.dll-search-path", "the environment is not activated, but CONDA_DLL_SEARCH_MODIFICATION_ENABLE "
+            "lets conda's Python search its Library\\bin", f"missing from PATH: {library_bin}",
+            f'conda activate "{win.prefix}" for programs other than Python'))
     elif _key(library_bin) not in path_keys:
         findings.append(warned(
             "windows.dll-search-path", "the environment's Library\\bin is not on PATH (not activated); "

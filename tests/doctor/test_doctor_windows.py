@@ -65,6 +65,9 @@ def test_environment_not_activated():
     [finding] = check_dll_search_path(win, is_conda_env=True)
     assert finding.status == "warn" and "Library\\bin is not on PATH" in finding.summary
     assert finding.fix == f'conda activate "{ENV}"'
+    win.conda_dll_search_modification = "1"
+    [finding] = check_dll_search_path(win, is_conda_env=True)
+    assert finding.status == "info" and "CONDA_DLL_SEARCH_MODIFICATION_ENABLE" in finding.summary
 
 
 def test_another_environment_activated():
