@@ -21,6 +21,9 @@ def _no_overrides(monkeypatch):
 
 # (gpu, driver, platform, extra flags) -> (variant, cuda-version, driver compatibility, coverage)
 PLANS = [
+    # Maxwell: SASS 5.0 runs on 5.2; CUDA 12 builds only
+    ("GeForce GTX 980", "580.65.06", "linux-64", {}, ("cuda129", "12.9", "full", "sass")),
+    ("Quadro M4000", "552.22", "win-64", {}, ("cuda128", "12.8", "mvc", "sass")),
     # Pascal: CUDA 12 builds only (13.0 dropped sm_6x); SASS 6.0 runs on 6.1
     ("GeForce GTX 1080", "535.183.01", "linux-64", {}, ("cuda129", "12.9", "mvc", "sass")),
     ("GeForce GTX 1080", "580.65.06", "linux-64", {}, ("cuda129", "12.9", "full", "sass")),
@@ -89,6 +92,9 @@ def test_plan_scenarios(gpu, driver, platform, flags, expected):
 REFUSALS = [
     ("Tesla K80", "470.82.01", "linux-64", {}, ["Kepler", "CUDA <= 11.8", "--gpu none"]),
     ("Tesla K40", "535.54.03", "linux-64", {}, ["no longer supports", "R470", "Kepler"]),
+    ("Quadro K6000", "474.44", "win-64", {}, ["Kepler", "--gpu none"]),
+    ("GeForce GTX 1060", "591.44", "win-64", {}, ["no longer supports", "R580 is the last", "Pascal"]),
+    ("NVIDIA GeForce RTX 4070", "472.12", "win-64", {}, ["CUDA <= 11.4", "driver >= 528.33 on Windows"]),
     ("GeForce GTX 1080 Ti", "470.82.01", "linux-64", {},
      ["driver 470.82.01 runs CUDA <= 11.4", "need CUDA 12", "driver >= 525.60.13 on Linux", "Upgrade the driver",
       "--gpu none"]),
