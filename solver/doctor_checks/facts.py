@@ -94,7 +94,8 @@ class ImportFact:
     module: str
     distribution: str = ""  # the distribution that ships it, when known
     distribution_version: str = ""
-    error: str = ""  # "" when the import worked
+    error: str = ""  # "" when the import worked (or before it was tried)
+    torch_requirement: str = ""  # what the distribution says about torch, e.g. "torch==2.4.0"
 
 
 @dataclass

@@ -4,6 +4,7 @@ at the real machine; the checks read what this returns).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -70,13 +71,13 @@ def _decode(output: str | bytes | None) -> str:
     return output or ""
 
 
-def run_runtime_probe(python: str, modules: list[tuple[str, str, str]], env: Mapping[str, str],
+def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, str],
                       timeout_s: float) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
     """Run runtime_probe.py in the environment's Python; a crash or hang costs one module, not doctor."""
     torch, pointops = TorchFacts(), PointopsFacts()
     status = ""
     try:
-        done = subprocess.run([python, str(PROBE_SCRIPT), *[m for m, _, _ in modules]], capture_output=True,
+        done = subprocess.run([python, str(PROBE_SCRIPT), *[m.module for m in modules]], capture_output=True,
                               timeout=timeout_s, env=dict(env))
         output, code = _decode(done.stdout), done.returncode
         if code < 0:
@@ -110,8 +111,7 @@ def run_runtime_probe(python: str, modules: list[tuple[str, str, str]], env: Map
         results[started] = status  # the module being imported when the child died
     if not output.strip() and status:
         torch.import_error = f"importing torch {status}"
-    imports = [ImportFact(module, dist, version, results[module]) for module, dist, version in modules
-               if module in results]
+    imports = [dataclasses.replace(m, error=results[m.module]) for m in modules if m.module in results]
     return torch, pointops, imports
 
 
@@ -122,8 +122,8 @@ def gather(options: GatherOptions) -> Facts:
     facts.driver = gather_driver(options.env)
     facts.conda = gather_conda(options.prefix)
     modules = discover_extensions(site_packages_dirs(options.prefix))
-    known = {m for m, _, _ in modules}
-    modules += [(m, "", "") for m in options.extra_modules if m not in known]
+    known = {m.module for m in modules}
+    modules += [ImportFact(m) for m in options.extra_modules if m not in known]
     facts.torch, facts.pointops, facts.imports = run_runtime_probe(
         options.python, modules, options.env, options.runtime_timeout_s)
     facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")

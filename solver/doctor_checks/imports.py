@@ -11,7 +11,7 @@ import re
 from email.parser import HeaderParser
 from pathlib import Path
 
-from .facts import Facts, ImportFact
+from .facts import CondaRecord, Facts, ImportFact
 from .findings import Finding, failed, info, passed, warned
 
 MAX_MODULES = 40
@@ -43,12 +43,12 @@ def _module_of(record_path: str) -> str | None:
     return top if top.isidentifier() else None
 
 
-def discover_extensions(site_dirs: list[Path]) -> list[tuple[str, str, str]]:
-    """(module, distribution, version) for compiled modules of distributions that require torch.
+def discover_extensions(site_dirs: list[Path]) -> list[ImportFact]:
+    """The compiled modules to try, of distributions that require torch (error still empty).
 
     pointops is always included, as the project's own extension.
     """
-    found: list[tuple[str, str, str]] = []
+    found: list[ImportFact] = []
     for site in site_dirs:
         for meta_dir in sorted(site.glob("*.dist-info")):
             try:
@@ -57,8 +57,8 @@ def discover_extensions(site_dirs: list[Path]) -> list[tuple[str, str, str]]:
             except OSError:
                 continue
             name = headers.get("Name", "")
-            requires = headers.get_all("Requires-Dist") or []
-            if name.lower() != "pointops" and not any(_needs_torch(r) for r in requires):
+            torch_requirements = [r.strip() for r in headers.get_all("Requires-Dist") or [] if _needs_torch(r)]
+            if name.lower() != "pointops" and not torch_requirements:
                 continue
             modules = []
             for line in record.splitlines():
@@ -67,8 +67,9 @@ def discover_extensions(site_dirs: list[Path]) -> list[tuple[str, str, str]]:
                 if module and module not in modules:
                     modules.append(module)
             for module in modules[:MAX_MODULES_PER_DISTRIBUTION]:
-                if all(module != seen for seen, _, _ in found):
-                    found.append((module, name, headers.get("Version", "")))
+                if all(module != seen.module for seen in found):
+                    found.append(ImportFact(module, name, headers.get("Version", ""),
+                                            torch_requirement="; ".join(torch_requirements)))
     return found[:MAX_MODULES]
 
 
@@ -110,7 +111,40 @@ def _abi_detail(symbol: str) -> str:
     return f"missing symbol {symbol[:120]}"
 
 
-def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda: str | None) -> Finding:
+def built_for(result: ImportFact, records: list[CondaRecord]) -> str:
+    """What the extension says it was built for: its conda record's pytorch/libtorch pin, its wheel's
+    torch requirement, or a torch tag in its version ('+pt24cu121')."""
+    record = _conda_record(result.distribution, records)
+    pins = [d for d in record.depends if d.split(" ")[0] in ("pytorch", "libtorch")] if record else []
+    if pins:
+        return f"conda {record.name} {record.version} ({record.build}) needs {', '.join(pins)}"
+    parts = []
+    if result.torch_requirement:
+        parts.append(f"{result.distribution} {result.distribution_version} requires {result.torch_requirement}")
+    pin = _torch_pin(result.distribution_version)
+    if pin:
+        parts.append(pin)
+    return "; ".join(parts)
+
+
+def _conda_record(distribution: str, records: list[CondaRecord]) -> CondaRecord | None:
+    name = distribution.lower().replace("_", "-")
+    return next((r for r in records if r.name == name), None)
+
+
+def _reinstall(dist: str, records: list[CondaRecord], torch_version: str | None) -> str:
+    """conda's own package is replaced through conda (which picks a build for the installed pytorch)."""
+    torch_release = (torch_version or "").split("+")[0]
+    record = _conda_record(dist, records)
+    if record is not None:
+        pin = f' "pytorch={torch_release}"' if torch_release else ""
+        return f'conda install "{record.name}"{pin}  (a build made for this pytorch)'
+    return (f"pip install --force-reinstall --no-cache-dir --no-deps {dist}  (a build for torch {torch_version}), "
+            "or rebuild it from source in this environment")
+
+
+def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda: str | None,
+                       records: list[CondaRecord] | None = None) -> Finding:
     check = "extensions.import"
     origin = f"{result.distribution} {result.distribution_version}".strip()
     who = f"{result.module} ({origin})" if origin else result.module
@@ -119,11 +153,9 @@ def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda
     cause, detail = classify_import_error(result.error)
     dist = result.distribution or result.module.split(".")[0]
     installed = f"installed torch {torch_version or '?'}" + (f" (CUDA {torch_cuda})" if torch_cuda else " (CPU)")
-    pin = _torch_pin(result.distribution_version)
-    reinstall = (f"pip install --force-reinstall --no-cache-dir --no-deps {dist}  (a build for torch {torch_version}), "
-                 f"or rebuild it from source in this environment")
+    versions = built_for(result, records or []) or f"{dist} {result.distribution_version}".strip()
+    reinstall = _reinstall(dist, records or [], torch_version)
     if cause == "abi":
-        versions = f"{dist} {result.distribution_version}".strip() + (f", {pin}" if pin else "")
         return failed(check, f"{who}: torch/extension ABI mismatch; it was built against a different torch than the "
                              f"{installed}", f"{_abi_detail(detail)}; {versions}", reinstall)
     if cause == "missing-library":
@@ -133,7 +165,7 @@ def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda
             what = f"built against another torch (its library {detail} is not in the {installed})"
         else:
             what = "a shared library it needs is missing"
-        return failed(check, f"{who}: {what}", f"cannot open {detail}", reinstall)
+        return failed(check, f"{who}: {what}", f"cannot open {detail}; {versions}", reinstall)
     if cause == "dll":
         fix = (f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
                f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch {torch_version}")
@@ -150,4 +182,4 @@ def check_imports(facts: Facts) -> list[Finding]:
         return [info("extensions.import", "torch does not import, so extensions were not tried")]
     if not facts.imports:
         return [info("extensions.import", "no compiled extension that requires torch is installed")]
-    return [finding_for_import(r, facts.torch.version, facts.torch.cuda) for r in facts.imports]
+    return [finding_for_import(r, facts.torch.version, facts.torch.cuda, facts.conda.records) for r in facts.imports]

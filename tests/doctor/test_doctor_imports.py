@@ -11,7 +11,7 @@ import sys
 import pytest
 from doctor_helpers import write_dist
 
-from solver.doctor_checks.facts import Facts, ImportFact, TorchFacts
+from solver.doctor_checks.facts import CondaRecord, Facts, ImportFact, TorchFacts
 from solver.doctor_checks.gather import run_runtime_probe
 from solver.doctor_checks.imports import (
     check_imports,
@@ -53,13 +53,14 @@ def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
     source.write_text(f"extern void {TORCH_SYMBOL}(void);\nvoid oldext_entry(void) {{ {TORCH_SYMBOL}(); }}\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True)
     modules = discover_extensions([site])
-    assert modules == [("oldext", "oldext", "0.3.1+pt24cu121")]
+    assert modules == [ImportFact("oldext", "oldext", "0.3.1+pt24cu121", torch_requirement="torch>=2.4")]
     torch, _, imports = run_runtime_probe(sys.executable, modules, _env(site), timeout_s=120)
     [result] = imports
     assert f"undefined symbol: {TORCH_SYMBOL}" in result.error
     finding = finding_for_import(result, torch.version or "2.13.0", torch.cuda)
     assert finding.status == "fail" and "ABI mismatch" in finding.summary
     assert TORCH_SYMBOL in finding.evidence and "built for torch 2.4" in finding.evidence
+    assert "oldext 0.3.1+pt24cu121 requires torch>=2.4" in finding.evidence
     assert f"installed torch {torch.version}" in finding.summary
     assert finding.fix.startswith("pip install --force-reinstall --no-cache-dir --no-deps oldext")
 
@@ -88,7 +89,8 @@ def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
     write_dist(tmp_path, "torchext", "1.0", "pip", requires=["torch (>=2.4) ; python_version >= '3.10'", "numpy"],
                record_files=["torchext/_ops.cpython-311-x86_64-linux-gnu.so", "torchext.libs/libgomp.so.1",
                              "top_level_ext.cpython-311-x86_64-linux-gnu.so"])
-    assert discover_extensions([site]) == [("torchext", "torchext", "1.0"), ("top_level_ext", "torchext", "1.0")]
+    assert [(m.module, m.distribution, m.distribution_version) for m in discover_extensions([site])] == [
+        ("torchext", "torchext", "1.0"), ("top_level_ext", "torchext", "1.0")]
 
 
 @pytest.mark.parametrize(("error", "cause", "detail"), [
@@ -103,6 +105,17 @@ def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
 ])
 def test_classify_import_errors(error, cause, detail):
     assert classify_import_error(error) == (cause, detail)
+
+
+def test_conda_extension_names_the_pytorch_it_was_built_for():
+    records = [CondaRecord("torchvision", "0.20.1", "cuda126_py311_h0_1",
+                           depends=["libtorch >=2.5.1,<2.6.0a0", "pytorch >=2.5.1,<2.6.0a0", "python"])]
+    result = ImportFact("torchvision", "torchvision", "0.20.1", f"ImportError: x.so: undefined symbol: {TORCH_SYMBOL}")
+    finding = finding_for_import(result, "2.6.0", "12.6", records)
+    assert finding.status == "fail" and "installed torch 2.6.0 (CUDA 12.6)" in finding.summary
+    assert ("conda torchvision 0.20.1 (cuda126_py311_h0_1) needs libtorch >=2.5.1,<2.6.0a0, "
+            "pytorch >=2.5.1,<2.6.0a0") in finding.evidence
+    assert finding.fix.startswith('conda install "torchvision" "pytorch=2.6.0"')
 
 
 def test_missing_cuda_runtime_names_a_cuda_mismatch():
