@@ -76,7 +76,10 @@ def rattler_config_paths(home: Path) -> list[Path]:
 
 
 def _read_condarc(path: Path) -> tuple[list[ConfigSetting], list[str]]:
-    import yaml
+    try:
+        import yaml
+    except ImportError:
+        return [ConfigSetting("conda.unreadable", "PyYAML is not installed, so .condarc was not read", str(path))], []
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
