@@ -69,6 +69,8 @@ def render_json(findings, facts, prefix: Path) -> str:
         "driver": facts.driver.version,
         "driver_cuda": facts.driver.cuda,
         "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in facts.driver.gpus],
+        "nvcc": facts.toolchain.nvcc_version,
+        "gcc": facts.toolchain.gcc_version,
         "virtual_packages": facts.virtual_packages,
         "status": "fail" if exit_status(findings) else "ok",
         "findings": [f.to_dict() for f in findings],
