@@ -21,6 +21,7 @@ CONDA_TO_DIST = {"pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "tor
 # conda packages that hold the CUDA libraries nvidia-* wheels also carry
 CONDA_CUDA_LIBRARIES = re.compile(r"^(cuda-(cudart|nvrtc|cupti|nvtx)|libcu(blas|fft|rand|solver|sparse|file)|"
                                   r"libnvjitlink|libnvjpeg|cudnn|libcudnn|nccl|libnccl|cudatoolkit)")
+TORCH_FAMILY = {"torch", "torchvision", "torchaudio", "pointops", "triton"}
 MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
 
 
@@ -104,7 +105,9 @@ def check_pip_shadowing(conda: CondaFacts) -> list[Finding]:
             continue
         installer = dist.installer or "an unknown installer"
         extra = f" {' '.join(wheels)}" if dist.name == "torch" and wheels else ""
-        findings.append(failed(
+        # Shadowing torch or its extensions breaks the CUDA build; shadowing anything else is untidy.
+        verdict = failed if dist.name in TORCH_FAMILY else warned
+        findings.append(verdict(
             "conda.pip-shadowing",
             f"{dist.name} {dist.version} from {installer} has replaced conda's {record.name} {record.version}; "
             "conda still believes its own build is installed",
@@ -120,7 +123,7 @@ def check_pip_shadowing(conda: CondaFacts) -> list[Finding]:
         findings.append(warned(
             "conda.pip-torch", f"torch {pip_torch.version} comes from {pip_torch.installer or 'pip'}, not conda; "
             "conda cannot see it and a later `conda install` may add a second torch",
-            pip_torch.path, f"pip uninstall -y torch {' '.join(wheels)} && conda install 'pytorch=*=cuda*'  "
+            pip_torch.path, f"pip uninstall -y {' '.join(['torch', *wheels])} && conda install 'pytorch=*=cuda*'  "
                             f"(or recreate: {MAKE_ENV_FIX})"))
     if not findings:
         findings.append(passed("conda.pip-shadowing", "no pip-installed distribution shadows a conda package",

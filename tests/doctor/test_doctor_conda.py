@@ -50,12 +50,20 @@ def test_nvidia_wheels_next_to_conda_cuda_libraries(tmp_path):
     assert finding.fix == "pip uninstall -y nvidia-cublas-cu12"
 
 
+def test_pip_upgrade_of_an_ordinary_conda_package_only_warns(tmp_path):
+    write_record(tmp_path, "setuptools", "75.1.0", "pyhd8ed1ab_0")
+    write_dist(tmp_path, "setuptools", "80.9.0", "pip")
+    [finding] = by_check(check_pip_shadowing(gather_conda(tmp_path)), "conda.pip-shadowing")
+    assert finding.status == "warn" and "setuptools 80.9.0 from pip" in finding.summary
+
+
 def test_pip_torch_in_a_conda_env_without_conda_pytorch_warns(tmp_path):
     write_record(tmp_path, "python", "3.11.9", "h0_0_cpython")
     write_dist(tmp_path, "torch", "2.6.0", "pip")
     write_dist(tmp_path, "numpy", "2.1.0", "conda")
     findings = check_pip_shadowing(gather_conda(tmp_path))
     assert statuses(findings, "conda.pip-torch") == ["warn"]
+    assert by_check(findings, "conda.pip-torch")[0].fix.startswith("pip uninstall -y torch && conda install")
     assert statuses(findings, "conda.pip-shadowing") == []
 
 
