@@ -10,6 +10,8 @@
 #   1. the whole tests/ops suite (CUDA-parametrized and CUDA-only tests included);
 #   2. compute-sanitizer memcheck and racecheck over tests/gpu/sanitizer_workload.py.
 # Logs go to ${OUT:-/tmp/pointops-gpu}; the exit status is non-zero if any step failed.
+# POINTOPS_PYTEST_ARGS adds pytest arguments (e.g. -k 'not compile_for_sm90' where CI already
+# compiles the sources); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS="${OUT:-/tmp/pointops-gpu}"
@@ -39,12 +41,14 @@ print("build_info", pointops.build_info())
 PY
 
 echo "== pytest tests/ops"
-$PY -m pytest -q -p no:cacheprovider tests/ops -rs 2>&1 | tee "$LOGS/pytest.log"
+# shellcheck disable=SC2086
+timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops -rs ${POINTOPS_PYTEST_ARGS:-} 2>&1 \
+  | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 for tool in memcheck racecheck; do
   echo "== compute-sanitizer --tool $tool"
-  compute-sanitizer --tool "$tool" --error-exitcode 3 --target-processes all \
+  timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 3 --target-processes all \
     $PY tests/gpu/sanitizer_workload.py > "$LOGS/sanitizer-$tool.log" 2>&1
   rc=$?
   tail -5 "$LOGS/sanitizer-$tool.log"

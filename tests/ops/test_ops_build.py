@@ -17,12 +17,12 @@ NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_cuda_sources_compile_for_sm90(tmp_path):
+def test_cuda_sources_compile_and_link_for_sm90(tmp_path):
     sources = sorted((CSRC / "cuda").glob("*.cu"))
     assert sources, "ops-src/csrc/cuda has no .cu files"
 
     def compile_one(src):
-        cmd = [NVCC, "-c", "-arch=sm_90", "-std=c++17", "-O1", "--expt-relaxed-constexpr",
+        cmd = [NVCC, "-c", "-arch=sm_90", "-std=c++17", "-O1", "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC",
                "-DPOINTOPS_WITH_CUDA=1", f"-I{CSRC}", str(src), "-o", str(tmp_path / (src.stem + ".o"))]
         result = subprocess.run(cmd, capture_output=True, text=True)
         return src.name, result.returncode, result.stdout + result.stderr
@@ -31,6 +31,34 @@ def test_cuda_sources_compile_for_sm90(tmp_path):
         results = list(pool.map(compile_one, sources))
     failures = [f"{name}:\n{log}" for name, rc, log in results if rc != 0]
     assert not failures, "nvcc failed:\n" + "\n".join(failures)
+    # one library of all objects: catches symbols defined in two files (e.g. a non-inline
+    # __global__ in a shared header) and functions of kernels.h that no file defines
+    objects = sorted(str(p) for p in tmp_path.glob("*.o"))
+    link = subprocess.run([NVCC, "-shared", "-arch=sm_90", "-o", str(tmp_path / "libkernels.so"), *objects],
+                          capture_output=True, text=True)
+    assert link.returncode == 0, "linking the CUDA objects failed:\n" + link.stdout + link.stderr
+    missing = _kernels_h_functions() - _defined_symbols(tmp_path / "libkernels.so")
+    assert not missing, f"kernels.h functions without a CUDA definition: {sorted(missing)}"
+
+
+def _kernels_h_functions():
+    """Names of the CUDA entry points declared in kernels.h (plus cuda_build_info)."""
+    import re
+
+    text = (CSRC / "kernels.h").read_text()
+    names = set(re.findall(r"\b(\w+_cuda(?:_workspace_bytes)?)\(", text))
+    return names | {"cuda_build_info"}
+
+
+def _defined_symbols(library):
+    out = subprocess.run(["nm", "-D", "--defined-only", "-C", str(library)], capture_output=True,
+                         text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        name = line.split(" ", 2)[-1]
+        if name.startswith("pointops::"):
+            found.add(name.split("::", 1)[1].split("(", 1)[0])
+    return found
 
 
 def test_binding_cuda_branch_compiles():
