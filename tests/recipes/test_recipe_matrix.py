@@ -184,3 +184,11 @@ def test_an_unreachable_channel_is_named():
         port = probe.getsockname()[1]
     with pytest.raises(ChannelError, match=rf"cannot reach http://127.0.0.1:{port}/.*package-local"):
         check_reachable([f"http://127.0.0.1:{port}/"], timeout_s=5)
+
+
+def test_the_workflow_builds_exactly_the_matrix(matrix):
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "channel.yml").read_text())
+    jobs = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert sorted((j["platform"], j["variant"]) for j in jobs) == sorted(cells(matrix))
+    runners = {j["platform"]: j["runner"] for j in jobs}
+    assert runners["win-64"].startswith("windows") and runners["linux-aarch64"].endswith("-arm")
