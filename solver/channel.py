@@ -591,6 +591,10 @@ def run(args: argparse.Namespace) -> int:
     except ChannelError as exc:
         print(f"solver channel: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # an output path that is a file, a full disk, no permission, ...
+        print(f"solver channel: error: {exc.strerror or exc}: {exc.filename or ''}; "
+              "check the --output / directory argument", file=sys.stderr)
+        return 1
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -208,6 +208,15 @@ def test_cli_errors_name_the_problem(argv, code, message, capsys):
 
 
 @needs_local_build
+def test_an_output_that_is_a_file_is_named(tmp_path, capsys):
+    output = tmp_path / "not-a-dir"
+    output.write_text("")
+    assert cli.main(["channel", "package-local", "--from-installed", "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    assert "check the --output" in err and "Traceback" not in err
+
+
+@needs_local_build
 def test_upload_needs_a_token(local_channel, monkeypatch, capsys):
     monkeypatch.delenv("ANACONDA_API_KEY", raising=False)
     assert cli.main(["channel", "upload", str(local_channel)]) == 1
