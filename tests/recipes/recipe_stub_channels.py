@@ -78,3 +78,39 @@ def index(channel: Path) -> None:
 
     (channel / "noarch").mkdir(parents=True, exist_ok=True)
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
+
+
+def linux_build_dependencies(subdir: str) -> list[tuple]:
+    """What the linux recipe needs to resolve its environments. cuda-nvcc's strong run_export is
+    cuda-version >=X.Y,<X+1, plus `arm-variant * sbsa` on aarch64 (conda-forge.md, section 4.2)."""
+    arm = ["arm-variant * sbsa"] if subdir == "linux-aarch64" else []
+    packages = [
+        (subdir, f"gcc_{subdir}", "14.3.0", "h0", 0, [], None),
+        (subdir, f"gxx_{subdir}", "14.3.0", "h0", 0, [], None),
+        (subdir, f"sysroot_{subdir}", "2.17", "h0", 0, [], None),
+        (subdir, f"sysroot_{subdir}", "2.28", "h0", 0, [], None),
+        (subdir, f"cuda-nvcc_{subdir}", "12.9.86", "h0", 0, [], {"strong": ["cuda-version >=12.9,<13", *arm]}),
+        (subdir, f"cuda-nvcc_{subdir}", "13.0.88", "h0", 0, [], {"strong": ["cuda-version >=13.0,<14", *arm]}),
+        (subdir, "ninja", "1.13.1", "h0", 0, [], None),
+        (subdir, "python", "3.10.18", "h0_cpython", 0, [], {"weak": ["python_abi 3.10.* *_cp310"]}),
+        ("noarch", "python-abi3", "3.10", "h0", 0, ["python 3.10.*"],
+         {"weak": ["_python_abi3_support 1.*", "cpython >=3.10"]}),
+        ("noarch", "pip", "25.2", "h0", 0, [], None),
+        ("noarch", "setuptools", "80.9.0", "h0", 0, [], None),
+        ("noarch", "wheel", "0.45.1", "h0", 0, [], None),
+        ("noarch", "cuda-version", "12.9", "h0", 0, [], None),
+        ("noarch", "cuda-version", "13.0", "h0", 0, [], None),
+        (subdir, "pytorch", "2.10.0", "cpu_generic_py310_h0_0", 0, ["python >=3.10,<3.11.0a0"], TORCH_RUN_EXPORTS),
+    ]
+    if arm:
+        packages.append((subdir, "arm-variant", "1.0.0", "sbsa", 0, [], None))
+    for cuda, upper in (("12.9", "13"), ("13.0", "14")):
+        tag = "cuda" + cuda.replace(".", "")
+        packages += [
+            (subdir, "pytorch", "2.10.0", f"{tag}_generic_py310_h0_200", 200,
+             ["python >=3.10,<3.11.0a0", f"cuda-version >={cuda},<{upper}"], TORCH_RUN_EXPORTS),
+            (subdir, "cuda-cudart-dev", f"{cuda}.79", "h0", 0, [f"cuda-version >={cuda},<{cuda}.1"],
+             {"weak": [f"cuda-cudart >={cuda}.79,<{upper}.0a0"]}),
+            (subdir, "cuda-cudart-static", f"{cuda}.79", "h0", 0, [f"cuda-version >={cuda},<{cuda}.1"], None),
+        ]
+    return packages

@@ -9,10 +9,7 @@ checks everything up to that point and that the failure comes back as one clear 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from recipe_stub_channels import index, write_stub_package
 
 from solver import cli
 from solver.channel import current_platform
@@ -20,22 +17,9 @@ from solver.channel import current_platform
 pytestmark = pytest.mark.skipif(current_platform() != "linux-64", reason="the stand-in channel describes linux-64")
 
 
-@pytest.fixture(scope="module")
-def linux_channel(tmp_path_factory) -> Path:
-    channel = tmp_path_factory.mktemp("linux-deps")
-    for name, version, build in [("gcc_linux-64", "14.3.0", "h0"), ("gxx_linux-64", "14.3.0", "h0"),
-                                 ("sysroot_linux-64", "2.17", "h0"), ("ninja", "1.13.1", "h0"),
-                                 ("python", "3.10.18", "h0_cpython"), ("pytorch", "2.10.0", "cpu_generic_py310_h0_0")]:
-        write_stub_package(channel, "linux-64", name, version, build)
-    for name in ("python-abi3", "pip", "setuptools", "wheel"):
-        write_stub_package(channel, "noarch", name, "1.0", "h0")
-    index(channel)
-    return channel
-
-
-def test_build_runs_the_recipe_and_reports_the_failing_variant(linux_channel, tmp_path, capsys):
+def test_build_runs_the_recipe_and_reports_the_failing_variant(linux_dependency_channel, tmp_path, capsys):
     output = tmp_path / "channel"
-    code = cli.main(["channel", "build", "--channel", linux_channel.as_uri(), "--variant", "cpu",
+    code = cli.main(["channel", "build", "--channel", linux_dependency_channel.as_uri(), "--variant", "cpu",
                      "--no-test", "--output", str(output)])
     err = capsys.readouterr().err
     assert code == 1
@@ -48,8 +32,8 @@ def test_build_runs_the_recipe_and_reports_the_failing_variant(linux_channel, tm
     assert "pip install . -vv --no-deps --no-build-isolation" in (work / "conda_build.sh").read_text()
 
 
-def test_an_unknown_variant_is_refused(linux_channel, tmp_path, capsys):
-    code = cli.main(["channel", "build", "--channel", linux_channel.as_uri(), "--variant", "cuda999",
+def test_an_unknown_variant_is_refused(linux_dependency_channel, tmp_path, capsys):
+    code = cli.main(["channel", "build", "--channel", linux_dependency_channel.as_uri(), "--variant", "cuda999",
                      "--output", str(tmp_path / "channel")])
     assert code == 1
     assert "no variant of linux-64 matches ['cuda999']" in capsys.readouterr().err

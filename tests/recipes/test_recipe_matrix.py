@@ -144,6 +144,20 @@ def test_windows_crt_and_cuda_pins_come_from_run_exports(win_dependency_channel:
     assert solved["cpu"]["constrains"] == []
 
 
+@pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
+def test_linux_cuda_pins_come_from_nvcc(linux_dependency_channel: Path, platform):
+    solved = {r["build_string"].split("_h")[0]: r for r in render_with_solve(platform, [linux_dependency_channel.as_uri()])}
+    assert set(solved) == {"cpu", "cuda129", "cuda130"}
+    assert "cuda-version >=12.9,<13" in solved["cuda129"]["depends"]
+    assert "cuda-version >=13.0,<14" in solved["cuda130"]["depends"]
+    for variant, result in solved.items():
+        depends = result["depends"]
+        assert not [d for d in depends if d.startswith(("libtorch", "cuda-cudart", "python_abi"))], depends
+        assert ("arm-variant * sbsa" in depends) == (platform == "linux-aarch64" and variant != "cpu")
+        assert "_python_abi3_support 1.*" in depends
+    assert solved["cuda130"]["constrains"] == ["__cuda_arch >=7.5"]
+
+
 @pytest.fixture
 def served_channel(win_dependency_channel: Path):
     """The win-64 dependency channel served over loopback HTTP, as a remote channel would be."""
