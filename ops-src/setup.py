@@ -153,6 +153,9 @@ class BuildPointops(build_ext):
         with_cuda = _want_cuda(torch) and (nvcc is not None or os.environ.get("POINTOPS_CUDA") == "1")
         if with_cuda and nvcc is None:
             _fail("POINTOPS_CUDA=1 but nvcc was not found; put nvcc on PATH or set CUDA_HOME.")
+        if not with_cuda and torch.version.cuda is not None and os.environ.get("POINTOPS_CUDA") != "0":
+            print(f"pointops: torch {torch.__version__} is a CUDA build but nvcc was not found; "
+                  "building the CPU kernels only (install the CUDA toolkit or set CUDA_HOME)", flush=True)
         cu_sources = sorted(str(p) for p in (CSRC / "cuda").glob("*.cu"))
         if with_cuda and not cu_sources:
             _fail("CUDA build requested but csrc/cuda/ has no .cu sources.")

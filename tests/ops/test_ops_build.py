@@ -101,3 +101,25 @@ def test_build_info_describes_the_binary():
         assert info["cuda_runtime_version"] // 1000 == int(info["cuda_version"].split(".")[0])
     else:
         assert info["cuda_runtime_version"] == 0 and info["sass_archs"] == [] and info["ptx_arch"] is None
+
+
+def _setup_build_ext(tmp_path, env_changes):
+    env = {**os.environ, **env_changes}
+    cmd = [sys.executable, "setup.py", "-q", "build_ext", "--build-temp", str(tmp_path / "t"),
+           "--build-lib", str(tmp_path / "l")]
+    return subprocess.run(cmd, cwd=REPO / "ops-src", env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_setup_rejects_a_bad_pointops_cuda_value(tmp_path):
+    result = _setup_build_ext(tmp_path, {"POINTOPS_CUDA": "yes"})
+    assert result.returncode != 0
+    assert "POINTOPS_CUDA='yes'" in result.stderr and "use 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_setup_rejects_a_bad_arch_list_before_compiling(tmp_path):
+    result = _setup_build_ext(tmp_path, {"POINTOPS_CUDA": "1", "TORCH_CUDA_ARCH_LIST": "Hopper"})
+    assert result.returncode != 0
+    assert "TORCH_CUDA_ARCH_LIST: cannot read CUDA arch 'Hopper'" in result.stderr
+    assert not list((tmp_path / "t").rglob("*.o"))
