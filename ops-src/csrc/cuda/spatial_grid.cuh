@@ -102,7 +102,7 @@ __global__ void grid_bbox_kernel(const T* __restrict__ xyz, const int64_t* __res
 
 // Cell size: at least `min_cell` (the radius, for ball query) and at least what gives about
 // `points_per_cell` points per cell on a uniform cloud; grown until the cells fit the capacity.
-__global__ void grid_params_kernel(const int64_t* __restrict__ lengths, int64_t B, int64_t N,
+static __global__ void grid_params_kernel(const int64_t* __restrict__ lengths, int64_t B, int64_t N,
                                    const int* min_bits, const int* max_bits, float min_cell,
                                    float points_per_cell, int64_t capacity, GridParams* params) {
   const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
