@@ -4,6 +4,7 @@ promises (README "Recipes and the channel")."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -206,3 +207,14 @@ def test_the_workflow_builds_exactly_the_matrix(matrix):
     assert sorted((j["platform"], j["variant"]) for j in jobs) == sorted(cells(matrix))
     runners = {j["platform"]: j["runner"] for j in jobs}
     assert runners["win-64"].startswith("windows") and runners["linux-aarch64"].endswith("-arm")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pointops") is None, reason="pointops is not installed here")
+def test_torch_min_and_python_min_match_the_binary(matrix):
+    """The run requirements promise torch >= torch_min and Python >= python_min: exactly the
+    stable-ABI targets the ops build records in _build_info.json."""
+    package_dir = Path(importlib.util.find_spec("pointops").origin).parent
+    info = json.loads((package_dir / "_build_info.json").read_text())
+    values = matrix[0].variant_values
+    assert info["torch_target_version"] == values["torch_min"]
+    assert info["python_abi"] == f"abi3 (cp{values['python_min'].replace('.', '')})"
