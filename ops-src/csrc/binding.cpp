@@ -446,7 +446,10 @@ int64_t cuda_runtime_version() { return cuda_build_info().cuda_version; }
 
 void torch_parallel_backend(int64_t begin, int64_t end, int64_t grain, cpu::RangeBody body,
                             void* ctx) {
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_parallel_for(begin, end, grain, body, ctx));
+  // (STABLE_TORCH_ERROR_CODE_CHECK is not in every supported torch's headers: check by hand)
+  if (torch_parallel_for(begin, end, grain, body, ctx) != AOTI_TORCH_SUCCESS) {
+    body(begin, end, ctx);  // torch could not run it in parallel: run it here
+  }
 }
 
 int64_t torch_thread_count() {

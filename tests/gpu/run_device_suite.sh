@@ -11,7 +11,8 @@
 #   2. compute-sanitizer memcheck and racecheck over tests/gpu/sanitizer_workload.py.
 # Logs go to ${OUT:-/tmp/pointops-gpu}; the exit status is non-zero if any step failed.
 # POINTOPS_PYTEST_ARGS adds pytest arguments (e.g. -k 'not compile_for_sm90' where CI already
-# compiles the sources); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds).
+# compiles the sources); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds);
+# SANITIZER_TOOLS (default 'memcheck racecheck') picks the compute-sanitizer tools.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS="${OUT:-/tmp/pointops-gpu}"
@@ -46,7 +47,7 @@ timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops
   | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-for tool in memcheck racecheck; do
+for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
   echo "== compute-sanitizer --tool $tool"
   timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 3 --target-processes all \
     $PY tests/gpu/sanitizer_workload.py > "$LOGS/sanitizer-$tool.log" 2>&1
