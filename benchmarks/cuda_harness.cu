@@ -4,6 +4,7 @@
 //        ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp -o cuda_harness
 //   ./cuda_harness check            # every CUDA path against the CPU kernels, on random data
 //   ./cuda_harness bench out.json   # the issue's shapes, median of CUDA-event timings
+//   ./cuda_harness sweep out.json   # the same, plus the strategies the planner did not pick
 //   ./cuda_harness small            # one small run of every path (for compute-sanitizer)
 //
 // The CPU kernels of the project are the reference: float16/bfloat16 inputs are compared with
@@ -391,7 +392,13 @@ static void run_checks(bool small) {
     check_gather(dt, 2, 7, 300, 100, 3, true);
     check_gather(dt, 2, 3, 200, 64, 32, false);
   }
-  check_gather(Dtype::Float32, 1, 2, 10, 5000, 4, true);  // many entries per target
+  check_gather(Dtype::Float32, 1, 2, 10, 5000, 4, true);    // many entries per target (heap sort)
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true); // staged: channel groups, p chunks
+  check_gather(Dtype::Float16, 2, 37, 3000, 20000, 3, true);
+  check_gather(Dtype::Float32, 2, 3, 30000, 40000, 1, false); // rows too long to stage
+  setenv("POINTOPS_GATHER_STAGED", "0", 1);
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape
+  unsetenv("POINTOPS_GATHER_STAGED");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -463,11 +470,10 @@ __global__ void atomic_scatter_kernel(const T* g, const int64_t* idx, const T* w
   }
 }
 
-static void bench_all(const char* json_path) {
+static void bench_all(const char* json_path, bool sweep) {
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
   auto floor_of = [&](double bytes) { return bytes / bw * 1e3; };
-  const Dtype f32 = Dtype::Float32;
 
   struct FpsShape { int64_t B, N, K; double peer, target; };
   for (const FpsShape& s : {FpsShape{1, 1000000, 4096, 756.3, 25}, FpsShape{1, 100000, 1024, 20.40, 3},
@@ -486,6 +492,17 @@ static void bench_all(const char* json_path) {
       char note[100];
       std::snprintf(note, sizeof note, "%.2f us/step", ms * 1e3 / s.K);
       add_row("fps", shape, ms, s.target, s.peer, 0, note);
+      if (sweep && dt == Dtype::Float32 && s.N <= 100000) {  // the alternatives the planner skipped
+        for (const char* g : {"1", "2", "4", "8", "16"}) {
+          setenv("POINTOPS_FPS_GROUP", g, 1);
+          const double alt = time_ms([&] {
+            check_status(furthest_point_sample_cuda(dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0, d_idx.as<int64_t>(),
+                                                    ws.ptr, nullptr), "fps"); }, 1, 3);
+          unsetenv("POINTOPS_FPS_GROUP");
+          std::snprintf(note, sizeof note, "variant POINTOPS_FPS_GROUP=%s, %.2f us/step", g, alt * 1e3 / s.K);
+          add_row("fps_variant", shape, alt, s.target, s.peer, 0, note);
+        }
+      }
     }
   }
 
@@ -524,6 +541,21 @@ static void bench_all(const char* json_path) {
       if (ball) std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld r%g k%lld %s", (long long)s.B, (long long)s.N, (long long)s.M, s.r, (long long)s.K, dt_name(dt));
       else std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld k%lld %s", (long long)s.B, (long long)s.N, (long long)s.M, (long long)s.K, dt_name(dt));
       add_row(s.op, shape, ms, s.target, s.peer, floor_of(bytes));
+      if (sweep && dt == Dtype::Float32 && s.N <= 16384) {  // the other neighbour-search path
+        setenv("POINTOPS_GRID_MIN_POINTS", s.N >= 8192 ? "1000000000" : "1", 1);
+        DeviceBuffer ws2(ball ? ball_query_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.r, s.K)
+                              : knn_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.K));
+        const double alt = time_ms([&] {
+          if (ball)
+            check_status(ball_query_cuda(dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.r, true, s.K,
+                                         d_idx.as<int64_t>(), d_cnt.as<int64_t>(), nullptr, ws2.ptr, nullptr), "ball");
+          else
+            check_status(knn_cuda(dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.K, d_d.ptr,
+                                  d_idx.as<int64_t>(), ws2.ptr, nullptr), "knn"); }, 2, 5);
+        unsetenv("POINTOPS_GRID_MIN_POINTS");
+        add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer, floor_of(bytes),
+                s.N >= 8192 ? "variant tiled scan" : "variant spatial grid");
+      }
     }
   }
 
@@ -531,7 +563,8 @@ static void bench_all(const char* json_path) {
   for (const GShape& s : {GShape{"gather_points", 8, 128, 16384, 4096, 1, false, 0.057, 0.057 * 1.2},
                           GShape{"group_points", 8, 64, 16384, 4096 * 32, 1, false, 0.425, 0.2},
                           GShape{"three_interpolate", 8, 128, 4096, 16384, 3, true, 1.519, 0.1},
-                          GShape{"gather_points_big", 8, 256, 262144, 131072, 1, false, 0, 0}}) {
+                          GShape{"gather_points_large_out", 16, 256, 16384, 65536, 1, false, 0, 0},
+                          GShape{"gather_points_huge_rows", 8, 256, 262144, 131072, 1, false, 0, 0}}) {
     for (Dtype dt : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16}) {
       const auto feat = uniform_points(s.B * s.C * s.N, false);
       const auto idx = random_indices(s.B * s.P * s.T, s.N, 0.0);
@@ -552,6 +585,18 @@ static void bench_all(const char* json_path) {
       const double gathered = std::min<double>(s.B * s.C * s.N, s.B * s.C * s.P * s.T) * es;
       add_row(s.op, shape, fwd, s.target, s.peer,
               floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered));
+      if (sweep && dt == Dtype::Float32) {
+        for (const char* v : {"0", "1"}) {
+          setenv("POINTOPS_GATHER_STAGED", v, 1);
+          const double alt = time_ms([&] {
+            check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr,
+                                             nullptr), "gather"); }, 2, 5);
+          unsetenv("POINTOPS_GATHER_STAGED");
+          add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer,
+                  floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered),
+                  std::string("variant POINTOPS_GATHER_STAGED=") + v);
+        }
+      }
       const double bwd = time_ms([&] {
         check_status(gather_backward_feat_cuda(dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_gf.ptr,
                                                ws.ptr, nullptr), "bwd"); }, 3, 20);
@@ -615,10 +660,10 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return failures == 0 ? 0 : 1;
   }
-  if (mode == "bench") {
-    bench_all(argc > 2 ? argv[2] : nullptr);
+  if (mode == "bench" || mode == "sweep") {
+    bench_all(argc > 2 ? argv[2] : nullptr, mode == "sweep");
     return 0;
   }
-  std::fprintf(stderr, "usage: %s check|small|bench [json]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s check|small|bench|sweep [json]\n", argv[0]);
   return 2;
 }

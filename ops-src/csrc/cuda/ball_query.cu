@@ -15,7 +15,7 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 constexpr int kTile = 1024;
-constexpr int64_t kGridMinPoints = 32768;  // below this, scanning the cloud is cheaper
+constexpr int64_t kGridMinPoints = 8192;  // below this, scanning the cloud is cheaper
 
 template <class A>
 struct alignas(4 * sizeof(A)) Point4 {
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The path is chosen from the sizes alone, so the workspace size and the launch agree.
 static bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  return dt != Dtype::Float64 && N >= kGridMinPoints && B * N < (int64_t{1} << 31) && M > 0;
+  return dt != Dtype::Float64 && N >= env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints) && B * N < (int64_t{1} << 31) && M > 0;
 }
 
 size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,

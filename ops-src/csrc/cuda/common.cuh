@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "../kernels.h"
 
@@ -123,6 +124,12 @@ class WorkspaceCarver {
   char* base_;
   size_t used_ = 0;
 };
+
+// Tuning overrides read from the environment (used by the benchmarks to compare strategies).
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
+}
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

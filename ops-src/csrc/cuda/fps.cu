@@ -312,25 +312,35 @@ __global__ void __launch_bounds__(kThreads)
 
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
   float cx = to_acc(pts[cur * 3]), cy = to_acc(pts[cur * 3 + 1]), cz = to_acc(pts[cur * 3 + 2]);
-  if (rank == 0 && threadIdx.x == 0) out[0] = cur;
   const int64_t picks = K < n ? K : n;
+  // Picks stay in registers (thread t keeps step k with k % kThreads == t) and are stored every
+  // kThreads steps: a global store before a cluster or grid barrier would make its release wait
+  // for the store to reach L2, on every step.
+  uint32_t held_pick = static_cast<uint32_t>(cur);
 
   for (int64_t k = 1; k < picks; ++k) {
     const int buf = static_cast<int>(k & 1);
-    Pick p = block_pick(points.update(cx, cy, cz), warp_slots, buf);
-
+    Pick p;
     if constexpr (MODE == kClusterGroup) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // Flat exchange: every warp publishes its best in its own shared memory, one cluster
+      // barrier, then every warp reads the G * kWarps candidates of the cluster.
       cg::cluster_group cluster = cg::this_cluster();
-      if (threadIdx.x == 0) store_slot(block_slot[buf], p);
+      p = warp_pick(points.update(cx, cy, cz));
+      if (lane == 0) store_slot(warp_slots[buf][threadIdx.x >> 5], p);
       cluster.sync();
       Pick q = no_pick();
-      if (lane < G) q = load_slot(*cluster.map_shared_rank(&block_slot[buf], lane));
+      for (int slot = lane; slot < G * kWarps; slot += 32) {
+        const Pick c = load_slot(*cluster.map_shared_rank(&warp_slots[buf][slot % kWarps], slot / kWarps));
+        if (pick_better(c.d, c.i, q.d, q.i)) q = c;
+      }
       p = warp_pick(q);
 #else
+      p = no_pick();
       __trap();  // the host launches cluster groups only on devices that have them
 #endif
     } else if constexpr (MODE == kGridGroup) {
+      p = block_pick(points.update(cx, cy, cz), warp_slots, buf);
       // Publish this block's winner, arrive at the cloud's counter, wait for all G blocks.
       PickSlot* slots = grid_slots + (b * 2 + buf) * static_cast<int64_t>(G);
       __shared__ PickSlot group_pick[2];
@@ -354,12 +364,21 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
       p = load_slot(group_pick[buf]);
+    } else {
+      p = block_pick(points.update(cx, cy, cz), warp_slots, buf);
     }
 
     cx = p.x;
     cy = p.y;
     cz = p.z;
-    if (rank == 0 && threadIdx.x == 0) out[k] = p.i;
+    const int64_t slot = k % kThreads;
+    if (slot == threadIdx.x) held_pick = p.i;
+    if (slot == kThreads - 1 && rank == 0) out[k - slot + threadIdx.x] = held_pick;
+  }
+  // The last, partial round of held picks.
+  const int64_t last_round = ((picks - 1) / kThreads) * kThreads;
+  if (rank == 0 && picks % kThreads != 0 && last_round + threadIdx.x < picks) {
+    out[last_round + threadIdx.x] = held_pick;
   }
   if constexpr (MODE == kClusterGroup) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -370,11 +389,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Host side: plan and launch.
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
-}
 
 int pow2_at_least(int64_t v) {
   int p = 1;

@@ -1,10 +1,9 @@
 // Backward of the weighted gather on CUDA, deterministic (no float atomics).
 //
-// grad_feat: the (p,t) entries are grouped by target point with a stable radix sort of
-// (b*N + idx) keys, which keeps ascending (p,t) order inside each target; a histogram and a scan
-// give each target's row. Then one thread per (b,c,n) sums its row in that order.
+// grad_feat: a counting sort groups the (p,t) entries by target point (count, scan, fill),
+// each target's row is sorted into ascending (p,t) order, then threads over (b, n) sum their
+// row for a chunk of channels, in that order.
 // grad_weight: one thread per (b,p,t) sums over c in ascending order.
-#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "common.cuh"
@@ -16,104 +15,154 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 
-// 32-bit keys and entry numbers while they fit (half the sort traffic), 64-bit beyond.
+// 32-bit row positions and entry numbers while they fit (half the traffic), 64-bit beyond.
 inline bool fits_u32(int64_t B, int64_t N, int64_t P, int64_t T) {
   const int64_t limit = static_cast<int64_t>(UINT32_MAX) - 1;
   return B * N + 1 <= limit && B * P * T <= limit;
 }
 
-inline int bit_width(uint64_t v) {
-  int bits = 0;
-  while (v != 0) {
-    ++bits;
-    v >>= 1;
-  }
-  return bits < 1 ? 1 : bits;
-}
-
 template <class I>
-__global__ void make_keys_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
-                                 int64_t entries_per_batch, I* __restrict__ keys,
-                                 I* __restrict__ entry, I* __restrict__ counts) {
+__global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
+                             int64_t entries_per_batch, I* __restrict__ counts) {
   const int64_t total = B * entries_per_batch;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t b = e / entries_per_batch;
     const int64_t j = idx[e];
-    const bool valid = j >= 0 && j < N;
-    const I key = static_cast<I>(valid ? b * N + j : B * N);  // invalid entries sort last
-    keys[e] = key;
-    entry[e] = static_cast<I>(e);
-    if (valid) atomicAdd(&counts[key], I(1));  // integer counts: order does not matter
+    if (j >= 0 && j < N) atomicAdd(&counts[(e / entries_per_batch) * N + j], I(1));
   }
 }
+
+// Places each entry in its target's row; the order inside a row is fixed by sort_rows_kernel.
+template <class I>
+__global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
+                            int64_t entries_per_batch, const I* __restrict__ row_start,
+                            I* __restrict__ cursor, I* __restrict__ entries) {
+  const int64_t total = B * entries_per_batch;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = idx[e];
+    if (j < 0 || j >= N) continue;
+    const int64_t row = (e / entries_per_batch) * N + j;
+    entries[row_start[row] + atomicAdd(&cursor[row], I(1))] = static_cast<I>(e);
+  }
+}
+
+// Sorts each row ascending (the contract's summation order). Rows are short in practice
+// (insertion sort); a long row (many entries on one point) gets a heap sort.
+template <class I>
+__device__ void sift_down(I* a, int64_t root, int64_t len) {
+  for (;;) {
+    int64_t child = 2 * root + 1;
+    if (child >= len) return;
+    if (child + 1 < len && a[child + 1] > a[child]) ++child;
+    if (!(a[child] > a[root])) return;
+    const I tmp = a[root];
+    a[root] = a[child];
+    a[child] = tmp;
+    root = child;
+  }
+}
+
+template <class I>
+__global__ void sort_rows_kernel(const I* __restrict__ row_start, int64_t rows, I* entries) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    I* a = entries + row_start[r];
+    const int64_t len = static_cast<int64_t>(row_start[r + 1] - row_start[r]);
+    if (len <= 32) {
+      for (int64_t i = 1; i < len; ++i) {
+        const I v = a[i];
+        int64_t k = i;
+        while (k > 0 && a[k - 1] > v) {
+          a[k] = a[k - 1];
+          --k;
+        }
+        a[k] = v;
+      }
+    } else {
+      for (int64_t i = len / 2 - 1; i >= 0; --i) sift_down(a, i, len);
+      for (int64_t end = len - 1; end > 0; --end) {
+        const I tmp = a[0];
+        a[0] = a[end];
+        a[end] = tmp;
+        sift_down(a, 0, end);
+      }
+    }
+  }
+}
+
+// One thread per (channel chunk, b, n), n fastest so that grad_feat writes are coalesced;
+// kUnroll channels share each pass over the row's entries.
+constexpr int kUnroll = 4;
 
 template <class T, class I>
 __global__ void __launch_bounds__(kThreads)
     row_sum_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
-                   const I* __restrict__ row_start, const I* __restrict__ sorted_entry, int64_t B,
-                   int64_t C, int64_t N, int64_t P, int64_t T_, T* __restrict__ grad_feat) {
+                   const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B,
+                   int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c_chunk,
+                   T* __restrict__ grad_feat) {
   using A = acc_t<T>;
-  const int64_t total = B * C * N;
+  const int64_t chunks = (C + c_chunk - 1) / c_chunk;
+  const int64_t total = chunks * B * N;
   const int64_t per_batch = P * T_;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t n = o % N;
-    const int64_t bc = o / N;
-    const int64_t b = bc / C;
-    const int64_t row = b * N + n;
+    const int64_t row = o % (B * N);
+    const int64_t chunk = o / (B * N);
+    const int64_t b = row / N, n = row - b * N;
     const int64_t begin = static_cast<int64_t>(row_start[row]);
     const int64_t end = static_cast<int64_t>(row_start[row + 1]);
-    const T* g = grad_out + bc * P;
-    A acc = A(0);
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t e = static_cast<int64_t>(sorted_entry[r]);
-      const int64_t p = (e - b * per_batch) / T_;
-      const A v = to_acc(g[p]);
-      acc = add_rn(acc, weight == nullptr ? v : mul_rn(to_acc(weight[e]), v));
+    const int64_t c_begin = chunk * c_chunk;
+    const int64_t c_end = c_begin + c_chunk < C ? c_begin + c_chunk : C;
+    const T* g = grad_out + b * C * P;
+    T* out = grad_feat + b * C * N + n;
+    for (int64_t c = c_begin; c < c_end; c += kUnroll) {
+      A acc[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) acc[u] = A(0);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t e = static_cast<int64_t>(entries[r]) - b * per_batch;
+        const int64_t p = T_ == 1 ? e : e / T_;
+        const A w = weight == nullptr ? A(1) : to_acc(weight[b * per_batch + e]);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (c + u < c_end) {
+            const A v = to_acc(g[(c + u) * P + p]);
+            acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (c + u < c_end) out[(c + u) * N] = from_acc<T>(acc[u]);
+      }
     }
-    grad_feat[o] = from_acc<T>(acc);
   }
 }
 
 template <class I>
 struct BackwardPlan {
-  I* keys_in;
-  I* keys_out;
-  I* entry_in;
-  I* entry_out;
-  I* counts;     // B*N+1
+  I* counts;     // B*N+1, then the fill cursors
   I* row_start;  // B*N+1
+  I* entries;    // B*P*T
   void* temp;
   size_t temp_bytes;
-  size_t sort_temp_bytes;
-  size_t scan_temp_bytes;
   size_t total_bytes;
 };
 
 template <class I>
 Status plan_backward(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T,
                      BackwardPlan<I>* plan) {
-  const int64_t entries = B * P * T;
   const int64_t rows = B * N + 1;
   WorkspaceCarver carve(workspace);
-  plan->keys_in = carve.take<I>(entries);
-  plan->keys_out = carve.take<I>(entries);
-  plan->entry_in = carve.take<I>(entries);
-  plan->entry_out = carve.take<I>(entries);
   plan->counts = carve.take<I>(rows);
   plan->row_start = carve.take<I>(rows);
-  size_t sort_bytes = 0, scan_bytes = 0;
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, plan->keys_in, plan->keys_out, plan->entry_in, plan->entry_out, entries,
-      0, bit_width(static_cast<unsigned long long>(B * N)));
+  plan->entries = carve.take<I>(B * P * T);
+  size_t scan_bytes = 0;
+  cudaError_t err = cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, plan->counts, plan->row_start, rows);
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  err = cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, plan->counts, plan->row_start, rows);
-  if (err != cudaSuccess) return cudaGetErrorString(err);
-  plan->sort_temp_bytes = sort_bytes;
-  plan->scan_temp_bytes = scan_bytes;
-  plan->temp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
-  plan->temp = carve.take<char>(plan->temp_bytes);
+  plan->temp_bytes = scan_bytes;
+  plan->temp = carve.take<char>(scan_bytes);
   plan->total_bytes = carve.used();
   return nullptr;
 }
@@ -126,23 +175,31 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if (Status st = plan_backward<I>(workspace, B, N, P, T_, &plan)) return st;
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
-  cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), s);
+  const size_t row_bytes = static_cast<size_t>(rows) * sizeof(I);
+  cudaError_t err = cudaMemsetAsync(plan.counts, 0, row_bytes, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    make_keys_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(
-        idx, B, N, P * T_, plan.keys_in, plan.entry_in, plan.counts);
+    count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.counts);
     if (Status st = launch_status()) return st;
-    size_t bytes = plan.sort_temp_bytes;
-    err = cub::DeviceRadixSort::SortPairs(plan.temp, bytes, plan.keys_in, plan.keys_out,
-                                          plan.entry_in, plan.entry_out, entries, 0,
-                                          bit_width(static_cast<unsigned long long>(B * N)), s);
-    if (err != cudaSuccess) return cudaGetErrorString(err);
   }
-  size_t bytes = plan.scan_temp_bytes;
+  size_t bytes = plan.temp_bytes;
   err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, s);
+  if (err == cudaSuccess && entries > 0) err = cudaMemsetAsync(plan.counts, 0, row_bytes, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  row_sum_kernel<T, I><<<grid_for(B * C * N, kThreads), kThreads, 0, s>>>(
-      grad_out, weight, plan.row_start, plan.entry_out, B, C, N, P, T_, grad_feat);
+  if (entries > 0) {
+    fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.row_start,
+                                                                    plan.counts, plan.entries);
+    sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N, plan.entries);
+  }
+  // Enough (channel chunk, b, n) threads to fill the GPU, channels in multiples of kUnroll.
+  int64_t chunks = ceil_div(int64_t{1} << 20, B * N);
+  const int64_t max_chunks = ceil_div(C, kUnroll);
+  if (chunks > max_chunks) chunks = max_chunks;
+  if (chunks < 1) chunks = 1;
+  const int64_t c_chunk = ceil_div(ceil_div(C, chunks), kUnroll) * kUnroll;
+  const int64_t threads = ceil_div(C, c_chunk) * B * N;
+  row_sum_kernel<T, I><<<grid_for(threads, kThreads), kThreads, 0, s>>>(
+      grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, c_chunk, grad_feat);
   return launch_status();
 }
 

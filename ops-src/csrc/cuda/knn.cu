@@ -17,7 +17,7 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 constexpr int kTile = 1024;
-constexpr int64_t kGridMinPoints = 65536;  // below this, scanning the cloud is cheaper
+constexpr int64_t kGridMinPoints = 8192;  // below this, scanning the cloud is cheaper
 
 template <class A>
 __device__ __forceinline__ bool before(A d, int64_t i, A od, int64_t oi) {
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The path is chosen from the sizes alone, so the workspace size and the launch agree.
 bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  return dt != Dtype::Float64 && N >= kGridMinPoints && B * N < (int64_t{1} << 31) && M > 0;
+  return dt != Dtype::Float64 && N >= env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints) && B * N < (int64_t{1} << 31) && M > 0;
 }
 
 template <class T, class TopK>
