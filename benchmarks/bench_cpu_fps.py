@@ -1,0 +1,112 @@
+"""CPU farthest point sampling: pointops against fpsample, side by side in one run.
+
+    pip install fpsample   # not a test dependency: only this benchmark uses it
+    python benchmarks/bench_cpu_fps.py [--n 100000] [--k 10000] [--json out.json]
+
+Times pointops' CPU kernel (all of torch's threads) and fpsample's exact samplers (vanilla
+fps_sampling and the bucket-based kdline/kdtree variants) on one uniform cloud in [1, 2]^3,
+start index 0, median of --reps runs, and checks that the samples agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+
+def _median_s(fn, reps: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def _write_json(path: str, payload: dict) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bench-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="points in the cloud")
+    parser.add_argument("--k", type=int, default=10_000, help="samples to draw")
+    parser.add_argument("--reps", type=int, default=3, help="timed runs per sampler (median)")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    if args.n <= 0 or args.k <= 0 or args.k > args.n or args.reps <= 0:
+        parser.error("need 0 < k <= n and reps > 0")
+
+    try:
+        import numpy as np
+        import pointops  # noqa: F401  (registers torch.ops.pointops)
+        import torch
+    except ImportError as e:
+        print(f"bench_cpu_fps: cannot import numpy/torch/pointops ({e}); run tests/run.sh first",
+              file=sys.stderr)
+        return 2
+    try:
+        import fpsample
+    except ImportError:
+        print("bench_cpu_fps: fpsample is not installed; `pip install fpsample` (benchmark only)",
+              file=sys.stderr)
+        return 2
+
+    rng = np.random.default_rng(0)
+    pts = (1.0 + rng.random((args.n, 3))).astype(np.float32)
+    xyz = torch.from_numpy(pts).unsqueeze(0)
+    ops = torch.ops.pointops
+
+    def ours():
+        return ops.furthest_point_sample(xyz, args.k, None, 0)[0].numpy()
+
+    samplers = {
+        "pointops (cpu)": ours,
+        "fpsample.fps_sampling": lambda: fpsample.fps_sampling(pts, args.k, start_idx=0),
+        "fpsample.bucket_fps_kdline_sampling(h=7)":
+            lambda: fpsample.bucket_fps_kdline_sampling(pts, args.k, h=7, start_idx=0),
+        "fpsample.bucket_fps_kdtree_sampling":
+            lambda: fpsample.bucket_fps_kdtree_sampling(pts, args.k, start_idx=0),
+    }
+    ours()  # warm-up (thread pool start)
+    rows, reference = [], None
+    for name, fn in samplers.items():
+        seconds, result = _median_s(fn, args.reps)
+        result = np.asarray(result, dtype=np.int64)
+        if reference is None:
+            reference = result
+        same = len(np.intersect1d(result, reference)) / len(reference)
+        rows.append({"sampler": name, "ms": round(seconds * 1e3, 2), "same_set_as_pointops": same})
+    best_fpsample = min(r["ms"] for r in rows[1:])
+    ratio = rows[0]["ms"] / best_fpsample
+    for r in rows:
+        print(f"{r['sampler']:44s} {r['ms']:10.1f} ms   same samples as pointops: "
+              f"{100 * r['same_set_as_pointops']:.1f}%")
+    print(f"pointops / fastest fpsample = {ratio:.2f} (target <= 2.0: {'PASS' if ratio <= 2 else 'MISS'}); "
+          f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
+    if args.json:
+        _write_json(args.json, {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.platform(), "cpu_count": os.cpu_count(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "fpsample": getattr(fpsample, "__version__", "unknown"),
+            "n": args.n, "k": args.k, "reps": args.reps, "rows": rows,
+            "ratio_to_fastest_fpsample": round(ratio, 3)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
