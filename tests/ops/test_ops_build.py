@@ -123,3 +123,13 @@ def test_setup_rejects_a_bad_arch_list_before_compiling(tmp_path):
     assert result.returncode != 0
     assert "TORCH_CUDA_ARCH_LIST: cannot read CUDA arch 'Hopper'" in result.stderr
     assert not list((tmp_path / "t").rglob("*.o"))
+
+
+def test_wheel_is_tagged_abi3_for_python_310(tmp_path):
+    env = {**os.environ, "POINTOPS_CUDA": "0"}
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+           "--no-index", "-w", str(tmp_path), str(REPO / "ops-src")]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    wheels = [p.name for p in tmp_path.glob("*.whl")]
+    assert len(wheels) == 1 and "-cp310-abi3-" in wheels[0], wheels
