@@ -109,16 +109,19 @@ def _positive_int(k, name: str) -> int:
     return k
 
 
-def _pair(xyz, query):
-    xyz = _points(xyz, "xyz")
-    query = _points(query, "query")
-    _same_device(xyz, "xyz", query, "query")
+def _pair(xyz, query, names=("xyz", "query")):
+    """Checks a point set and its queries; `names` are the caller's argument names."""
+    xyz_name, query_name = names
+    xyz = _points(xyz, xyz_name)
+    query = _points(query, query_name)
+    _same_device(xyz, xyz_name, query, query_name)
     if query.dtype != xyz.dtype:
-        raise TypeError(f"pointops: query has dtype {query.dtype} but xyz has {xyz.dtype}")
+        raise TypeError(f"pointops: {query_name} has dtype {query.dtype} but {xyz_name} has {xyz.dtype}")
     if query.shape[0] != xyz.shape[0]:
-        raise ValueError(f"pointops: query has batch size {query.shape[0]} but xyz has {xyz.shape[0]}")
-    _check_finite(xyz, "xyz")
-    _check_finite(query, "query")
+        raise ValueError(f"pointops: {query_name} has batch size {query.shape[0]} but {xyz_name} has "
+                         f"{xyz.shape[0]}")
+    _check_finite(xyz, xyz_name)
+    _check_finite(query, query_name)
     return xyz, query
 
 
@@ -179,7 +182,7 @@ def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
 
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     """The 3 nearest `known` points of each `unknown` point: (dist2 [B, n, 3], idx [B, n, 3])."""
-    known, unknown = _pair(known, unknown)
+    known, unknown = _pair(known, unknown, ("known", "unknown"))
     return _ops.knn(known, unknown, 3, None, None)
 
 

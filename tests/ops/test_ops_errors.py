@@ -75,3 +75,12 @@ def test_cuda_tensor_mixed_with_cpu_is_rejected():
         pytest.skip("needs a CUDA device")
     with pytest.raises(ValueError, match="same device"):
         pointops.knn(pts(), pts(device="cuda"), 1)
+
+
+def test_errors_use_the_callers_argument_names():
+    from pointops.compat import pointnet2_utils as pn2
+
+    with pytest.raises(ValueError, match="unknown must have shape"):
+        pointops.three_nn(torch.rand(2, 3), pts())
+    with pytest.raises(ValueError, match="new_xyz contains nan"):
+        pn2.ball_query(0.1, 2, pts(), torch.full((1, 1, 3), math.nan))
