@@ -12,7 +12,8 @@
 # Logs go to ${OUT:-/tmp/pointops-gpu}; the exit status is non-zero if any step failed.
 # POINTOPS_PYTEST_ARGS adds pytest arguments (e.g. -k 'not compile_for_sm90' where CI already
 # compiles the sources); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds);
-# SANITIZER_TOOLS (default 'memcheck racecheck') picks the compute-sanitizer tools.
+# SANITIZER_TOOLS (default 'memcheck racecheck') picks the compute-sanitizer tools;
+# POINTOPS_PYTEST_K selects tests by keyword (e.g. 'cuda or gpu' for the CUDA cases only).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS="${OUT:-/tmp/pointops-gpu}"
@@ -43,8 +44,8 @@ PY
 
 echo "== pytest tests/ops"
 # shellcheck disable=SC2086
-timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops -rs ${POINTOPS_PYTEST_ARGS:-} 2>&1 \
-  | tee "$LOGS/pytest.log"
+timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops -rs \
+  ${POINTOPS_PYTEST_K:+-k "$POINTOPS_PYTEST_K"} ${POINTOPS_PYTEST_ARGS:-} 2>&1 | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
