@@ -51,7 +51,7 @@ def test_fps_float32_matches_float32_reference(device):
 def test_fps_large_cloud_uses_chunked_path_identically():
     # N above the in-cloud parallel threshold of the CPU kernel: the chunked argmax must give
     # the same picks as the serial scan (the reference).
-    xyz = cloud("grid", 1, 70000, dtype=torch.float32)
+    xyz = cloud("grid", 1, 270000, dtype=torch.float32)
     got = pointops.furthest_point_sample(xyz, 6)
     assert torch.equal(got, ref.fps(xyz, 6))
 
