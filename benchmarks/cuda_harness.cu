@@ -4,8 +4,10 @@
 //        ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp -o cuda_harness
 //   ./cuda_harness check            # every CUDA path against the CPU kernels, on random data
 //   ./cuda_harness bench out.json   # the issue's shapes, median of CUDA-event timings
-//   ./cuda_harness sweep out.json   # the same, plus the strategies the planner did not pick
-//   ./cuda_harness small            # one small run of every path (for compute-sanitizer)
+//   ./cuda_harness sweep out.json   # FPS only, plus the group sizes the planner did not pick
+//   ./cuda_harness sweep-all out.json  # every shape, plus the paths the planners did not pick
+//   ./cuda_harness small            # one small run of every path (for compute-sanitizer memcheck)
+//   ./cuda_harness tiny             # fewer, smaller cases (for racecheck, which is slower)
 //
 // The CPU kernels of the project are the reference: float16/bfloat16 inputs are compared with
 // the float32 CPU kernel on the same (exactly converted) values, so indices must match exactly
@@ -352,6 +354,26 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   if (err != 0) std::printf("     forward %.3g backward_feat %.3g backward_weight %.3g\n", e1, e2, e3);
 }
 
+// A few small cases per kernel path, quick enough for compute-sanitizer's racecheck.
+static void run_tiny() {
+  check_fps(Dtype::Float32, 2, 700, 50, true, 0, false);
+  check_fps(Dtype::Float64, 2, 300, 20, true, 0, false);
+  check_fps(Dtype::Float32, 2, 3000, 40, true, 0, false, "POINTOPS_FPS_GROUP", "2");
+  check_fps(Dtype::Float32, 1, 9000, 30, false, 0, false, "POINTOPS_FPS_GROUP", "1");
+  check_fps(Dtype::Float32, 1, 40000, 20, false, 0, false, "POINTOPS_FPS_GROUP", "4");
+  check_fps(Dtype::Float32, 1, 30000, 20, false, 0, false, "POINTOPS_FPS_NO_CLUSTER", "1");
+  check_ball(Dtype::Float32, 2, 500, 100, 0.2, 8, true, true, true);
+  check_ball(Dtype::Float32, 1, 9000, 200, 0.1, 8, true, true, true);
+  check_knn(Dtype::Float32, 2, 500, 100, 8, true, false);
+  check_knn(Dtype::Float32, 2, 500, 60, 40, true, false);
+  check_knn(Dtype::Float32, 1, 9000, 100, 16, true, false);
+  check_knn(Dtype::Float32, 1, 9000, 60, 40, false, false);
+  check_gather(Dtype::Float32, 2, 5, 300, 200, 3, true);
+  setenv("POINTOPS_GATHER_STAGED", "0", 1);
+  check_gather(Dtype::Float32, 2, 5, 300, 200, 3, true);
+  unsetenv("POINTOPS_GATHER_STAGED");
+}
+
 static void run_checks(bool small) {
   const Dtype all[] = {Dtype::Float32, Dtype::Float16, Dtype::BFloat16, Dtype::Float64};
   // FPS: every path (block, cluster, grid, stream, general) and the edge cases.
@@ -363,6 +385,9 @@ static void run_checks(bool small) {
   check_fps(Dtype::Float32, 1, 100000, 200, false, 0, false);
   check_fps(Dtype::Float16, 1, 100000, 200, false, 0, false);
   for (const char* g : {"1", "2", "4", "8", "16"}) check_fps(Dtype::Float32, 3, 8000, 150, true, 0, false, "POINTOPS_FPS_GROUP", g);
+  check_fps(Dtype::Float32, 2, 15000, 150, true, 3, false, "POINTOPS_FPS_GROUP", "1");   // registers + smem tail
+  check_fps(Dtype::Float32, 2, 60000, 150, true, 0, true, "POINTOPS_FPS_GROUP", "4");    // hybrid clusters
+  check_fps(Dtype::BFloat16, 2, 100000, 100, false, 0, false, "POINTOPS_FPS_GROUP", "8");
   check_fps(Dtype::Float32, 3, 30000, 150, true, 0, true, "POINTOPS_FPS_NO_CLUSTER", "1");  // grid path
   check_fps(Dtype::Float32, 1, 300000, 100, false, 0, false);                                // grid path
   check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);             // stream path
@@ -470,10 +495,39 @@ __global__ void atomic_scatter_kernel(const T* g, const int64_t* idx, const T* w
   }
 }
 
-static void bench_all(const char* json_path, bool sweep) {
+static void write_json(const char* json_path, double bw) {
+  if (json_path) {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    FILE* f = std::fopen(json_path, "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path);
+      std::exit(2);
+    }
+    std::fprintf(f, "{\n  \"tool\": \"cuda_harness\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
+                 "  \"cuda_runtime\": %d,\n  \"copy_GBps\": %.1f,\n  \"rows\": [\n", prop.name, prop.multiProcessorCount,
+                 driver, runtime, bw / 1e9);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f, "    {\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"target_ms\": %.5f, \"peer_ms\": %.5f, "
+                   "\"floor_ms\": %.5f, \"note\": \"%s\"}%s\n", r.op.c_str(), r.shape.c_str(), r.ms, r.target, r.peer,
+                   r.floor_ms, r.note.c_str(), i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+  }
+}
+
+static void bench_rest(double bw, bool sweep);
+
+// sweep: also time the FPS strategies the planner did not pick; sweep_all: and the other paths
+// of the neighbour searches and gathers (then the rest of the shapes run too).
+static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
-  auto floor_of = [&](double bytes) { return bytes / bw * 1e3; };
 
   struct FpsShape { int64_t B, N, K; double peer, target; };
   for (const FpsShape& s : {FpsShape{1, 1000000, 4096, 756.3, 25}, FpsShape{1, 100000, 1024, 20.40, 3},
@@ -506,6 +560,13 @@ static void bench_all(const char* json_path, bool sweep) {
     }
   }
 
+  if (!sweep || sweep_all) bench_rest(bw, sweep_all);
+  write_json(json_path, bw);
+}
+
+// Neighbour searches and gathers.
+static void bench_rest(double bw, bool sweep) {
+  auto floor_of = [&](double bytes) { return bytes / bw * 1e3; };
   struct NbShape { const char* op; int64_t B, N, M; double r; int64_t K; double peer, target; };
   for (const NbShape& s : {NbShape{"ball_query", 1, 1000000, 65536, 0.01, 16, 78.44, 5},
                            NbShape{"ball_query", 8, 16384, 4096, 0.05, 32, 1.406, 0.5},
@@ -622,29 +683,6 @@ static void bench_all(const char* json_path, bool sweep) {
     }
   }
 
-  if (json_path) {
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
-    FILE* f = std::fopen(json_path, "w");
-    if (!f) {
-      std::fprintf(stderr, "cannot write %s\n", json_path);
-      std::exit(2);
-    }
-    std::fprintf(f, "{\n  \"tool\": \"cuda_harness\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
-                 "  \"cuda_runtime\": %d,\n  \"copy_GBps\": %.1f,\n  \"rows\": [\n", prop.name, prop.multiProcessorCount,
-                 driver, runtime, bw / 1e9);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::fprintf(f, "    {\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"target_ms\": %.5f, \"peer_ms\": %.5f, "
-                   "\"floor_ms\": %.5f, \"note\": \"%s\"}%s\n", r.op.c_str(), r.shape.c_str(), r.ms, r.target, r.peer,
-                   r.floor_ms, r.note.c_str(), i + 1 < rows.size() ? "," : "");
-    }
-    std::fprintf(f, "  ]\n}\n");
-    std::fclose(f);
-  }
 }
 
 int main(int argc, char** argv) {
@@ -654,16 +692,16 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
   const auto t0 = std::chrono::steady_clock::now();
-  if (mode == "check" || mode == "small") {
-    run_checks(mode == "small");
+  if (mode == "check" || mode == "small" || mode == "tiny") {
+    if (mode == "tiny") run_tiny(); else run_checks(mode == "small");
     std::printf("%s: %d failure(s) in %.1f s\n", mode.c_str(), failures,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return failures == 0 ? 0 : 1;
   }
-  if (mode == "bench" || mode == "sweep") {
-    bench_all(argc > 2 ? argv[2] : nullptr, mode == "sweep");
+  if (mode == "bench" || mode == "sweep" || mode == "sweep-all") {
+    bench_all(argc > 2 ? argv[2] : nullptr, mode != "bench", mode == "sweep-all");
     return 0;
   }
-  std::fprintf(stderr, "usage: %s check|small|bench|sweep [json]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s check|small|tiny|bench|sweep|sweep-all [json]\n", argv[0]);
   return 2;
 }

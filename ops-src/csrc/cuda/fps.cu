@@ -185,7 +185,8 @@ struct RegisterPoints {
   float x[SLOTS], y[SLOTS], z[SLOTS], md[SLOTS];
   int64_t base;
 
-  __device__ __forceinline__ void load(const T* pts, int64_t first, int64_t n) {
+  __device__ __forceinline__ void load(const T* pts, float* /*min_d*/, int64_t first, int64_t /*end*/,
+                                       int64_t n, float4* /*tail*/) {
     base = first;
 #pragma unroll
     for (int s = 0; s < SLOTS; ++s) {
@@ -241,7 +242,8 @@ struct StreamPoints {
   float* md;
   int64_t first, last;
 
-  __device__ __forceinline__ void load(const T* cloud, float* min_d, int64_t begin, int64_t end) {
+  __device__ __forceinline__ void load(const T* cloud, float* min_d, int64_t begin, int64_t end,
+                                       int64_t /*n*/, float4* /*tail*/) {
     pts = cloud;
     md = min_d;
     first = begin;
@@ -267,6 +269,49 @@ struct StreamPoints {
   }
 };
 
+// The first SLOTS*kThreads points of the block in registers, the rest of its chunk in shared
+// memory as (x, y, z, min-distance): lets a few blocks hold clouds too large for their registers.
+template <class T, int SLOTS>
+struct HybridPoints {
+  RegisterPoints<T, SLOTS> regs;
+  float4* tail;
+  int64_t tail_first, tail_len;
+
+  __device__ __forceinline__ void load(const T* cloud, float* min_d, int64_t begin, int64_t end,
+                                       int64_t n, float4* shared_tail) {
+    regs.load(cloud, min_d, begin, end, n, shared_tail);
+    tail = shared_tail;
+    tail_first = begin + static_cast<int64_t>(SLOTS) * kThreads;
+    tail_len = end > tail_first ? end - tail_first : 0;
+    // Each thread later reads only the entries it wrote here: no barrier needed.
+    for (int64_t i = threadIdx.x; i < tail_len; i += kThreads) {
+      const int64_t j = tail_first + i;
+      tail[i] = make_float4(to_acc(cloud[j * 3]), to_acc(cloud[j * 3 + 1]), to_acc(cloud[j * 3 + 2]),
+                            acc_inf<float>());
+    }
+  }
+
+  __device__ __forceinline__ Pick update(float cx, float cy, float cz) {
+    Pick p = regs.update(cx, cy, cz);
+    float best = p.i == 0xffffffffu ? -1.f : __uint_as_float(p.d);
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < tail_len; i += kThreads) {
+      const float4 v = tail[i];
+      const float m = fminf(v.w, dist2(v.x, v.y, v.z, cx, cy, cz));
+      tail[i].w = m;
+      if (m > best) {  // tail indices follow the register ones: ">" keeps the lowest on ties
+        best = m;
+        bi = i;
+      }
+    }
+    if (bi >= 0) {
+      const float4 v = tail[bi];
+      p = Pick{__float_as_uint(best), static_cast<uint32_t>(tail_first + bi), v.x, v.y, v.z};
+    }
+    return p;
+  }
+};
+
 // The block's best Pick, known to every thread. One barrier (double-buffered slots).
 __device__ __forceinline__ Pick block_pick(Pick p, PickSlot (*warp_slots)[kWarps], int buf) {
   p = warp_pick(p);
@@ -286,14 +331,14 @@ __global__ void __launch_bounds__(kThreads)
                      int64_t chunk, PickSlot* __restrict__ grid_slots,
                      unsigned long long* __restrict__ arrivals, float* __restrict__ min_d) {
   __shared__ PickSlot warp_slots[2][kWarps];
-  __shared__ PickSlot block_slot[2];
+  __shared__ PickSlot cluster_slots[2][kMaxCluster];
   const int64_t b = blockIdx.x / G;
   const int rank = static_cast<int>(blockIdx.x % G);
   const int64_t n = clamped_length(lengths, b, N);
   const T* pts = xyz + b * N * 3;
   int64_t* out = idx + b * K;
   const int lane = threadIdx.x & 31;
-  (void)lane, (void)grid_slots, (void)arrivals, (void)block_slot;
+  (void)lane, (void)grid_slots, (void)arrivals, (void)cluster_slots;
 
   if (rank == 0) {
     for (int64_t i = n + threadIdx.x; i < K; i += kThreads) out[i] = -1;
@@ -301,14 +346,11 @@ __global__ void __launch_bounds__(kThreads)
   // n == 0 ends every block of the group alike, so no barrier is left waiting.
   if (n == 0) return;
 
+  extern __shared__ float4 shared_tail[];  // HybridPoints only (dynamic shared memory)
   Points points;
   const int64_t begin = rank * chunk;
   const int64_t end = begin + chunk < n ? begin + chunk : n;
-  if constexpr (std::is_same<Points, StreamPoints<T>>::value) {
-    points.load(pts, min_d + b * N, begin, end);
-  } else {
-    points.load(pts, begin, n);
-  }
+  points.load(pts, min_d + b * N, begin, end, n, shared_tail);
 
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
   float cx = to_acc(pts[cur * 3]), cy = to_acc(pts[cur * 3 + 1]), cz = to_acc(pts[cur * 3 + 2]);
@@ -323,18 +365,15 @@ __global__ void __launch_bounds__(kThreads)
     Pick p;
     if constexpr (MODE == kClusterGroup) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      // Flat exchange: every warp publishes its best in its own shared memory, one cluster
-      // barrier, then every warp reads the G * kWarps candidates of the cluster.
+      // Push exchange: each block reduces to its winner, lane r of warp 0 stores it into block
+      // r's shared memory, one cluster barrier, then every warp reduces the G local entries.
       cg::cluster_group cluster = cg::this_cluster();
-      p = warp_pick(points.update(cx, cy, cz));
-      if (lane == 0) store_slot(warp_slots[buf][threadIdx.x >> 5], p);
-      cluster.sync();
-      Pick q = no_pick();
-      for (int slot = lane; slot < G * kWarps; slot += 32) {
-        const Pick c = load_slot(*cluster.map_shared_rank(&warp_slots[buf][slot % kWarps], slot / kWarps));
-        if (pick_better(c.d, c.i, q.d, q.i)) q = c;
+      p = block_pick(points.update(cx, cy, cz), warp_slots, buf);
+      if (threadIdx.x < G) {
+        store_slot(*cluster.map_shared_rank(&cluster_slots[buf][rank], static_cast<int>(threadIdx.x)), p);
       }
-      p = warp_pick(q);
+      cluster.sync();
+      p = warp_pick(lane < G ? load_slot(cluster_slots[buf][lane]) : no_pick());
 #else
       p = no_pick();
       __trap();  // the host launches cluster groups only on devices that have them
@@ -390,130 +429,187 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------------
 // Host side: plan and launch.
 
+constexpr int64_t kRegisterCap = static_cast<int64_t>(kMaxSlots) * kThreads;  // points per block
+constexpr int64_t kMaxTail = 12288;  // points per block in shared memory (192 KB)
+
 int pow2_at_least(int64_t v) {
   int p = 1;
   while (p < v) p <<= 1;
   return p;
 }
 
+// G blocks per cloud, each owning `chunk` points: in registers (`slots` per thread), plus a
+// shared-memory tail of `chunk - kRegisterCap` points when `hybrid`.
+struct GroupPlan {
+  int G = 0;
+  int64_t chunk = 0;
+  int slots = 0;
+  bool hybrid = false;
+  size_t smem = 0;
+  bool valid() const { return G > 0; }
+};
+
+GroupPlan plan_for(int64_t N, int G) {
+  GroupPlan plan;
+  const int64_t chunk = ceil_div(N, G);
+  if (chunk <= kRegisterCap) {
+    plan.slots = pow2_at_least(ceil_div(chunk, kThreads));
+    plan.chunk = static_cast<int64_t>(plan.slots) * kThreads;
+  } else if (chunk - kRegisterCap <= kMaxTail) {
+    plan.slots = kMaxSlots;
+    plan.chunk = chunk;
+    plan.hybrid = true;
+    plan.smem = static_cast<size_t>(chunk - kRegisterCap) * sizeof(float4);
+  } else {
+    return plan;
+  }
+  plan.G = G;
+  return plan;
+}
+
+// Sets the kernel attributes a plan needs; returns the launch configuration for `blocks`.
+template <class Kernel>
+cudaError_t prepare(Kernel kernel, const GroupPlan& plan, int mode) {
+  cudaError_t err = cudaSuccess;
+  if (plan.smem > 0) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(plan.smem));
+  }
+  if (err == cudaSuccess && mode == kClusterGroup && plan.G > 8) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  return err;
+}
+
+void cluster_config(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, unsigned int blocks,
+                    const GroupPlan& plan, cudaStream_t s) {
+  *cfg = cudaLaunchConfig_t{};
+  cfg->gridDim = dim3(blocks);
+  cfg->blockDim = dim3(kThreads);
+  cfg->dynamicSmemBytes = plan.smem;
+  cfg->stream = s;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned int>(plan.G);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg->attrs = attr;
+  cfg->numAttrs = 1;
+}
+
+struct LaunchArgs {
+  const int64_t* lengths;
+  int64_t B, N, K, start;
+  int64_t* idx;
+  PickSlot* slots;
+  unsigned long long* arrivals;
+  float* min_d;
+  cudaStream_t stream;
+};
+
 template <class T, class Points, int MODE>
-Status launch_group(const T* xyz, const int64_t* lengths, int64_t B, int64_t N, int64_t K,
-                    int64_t start, int64_t* idx, int G, int64_t chunk, PickSlot* slots,
-                    unsigned long long* arrivals, float* min_d, cudaStream_t s) {
+Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
   auto kernel = fps_group_kernel<T, Points, MODE>;
-  const dim3 grid(static_cast<unsigned int>(B * G)), block(kThreads);
+  if (cudaError_t err = prepare(kernel, plan, MODE)) return cudaGetErrorString(err);
+  const unsigned int blocks = static_cast<unsigned int>(a.B * plan.G);
+  int G = plan.G;
+  int64_t chunk = plan.chunk, N = a.N, K = a.K, start = a.start;
+  const int64_t* lengths = a.lengths;
+  int64_t* idx = a.idx;
+  PickSlot* slots = a.slots;
+  unsigned long long* arrivals = a.arrivals;
+  float* min_d = a.min_d;
   if (MODE == kClusterGroup) {
-    if (G > 8) {
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      if (err != cudaSuccess) return cudaGetErrorString(err);
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned int>(G);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cluster_config(&cfg, attr, blocks, plan, a.stream);
     return status_of(cudaLaunchKernelEx(&cfg, kernel, xyz, lengths, N, K, start, idx, G, chunk,
                                         slots, arrivals, min_d));
   }
   if (MODE == kGridGroup) {
-    cudaError_t err = cudaMemsetAsync(arrivals, 0, static_cast<size_t>(B) * sizeof(unsigned long long), s);
+    cudaError_t err = cudaMemsetAsync(arrivals, 0, static_cast<size_t>(a.B) * sizeof(unsigned long long),
+                                      a.stream);
     if (err != cudaSuccess) return cudaGetErrorString(err);
     void* args[] = {&xyz, &lengths, &N, &K, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
-    return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), grid, block,
-                                                 args, 0, s));
+    return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
+                                                 dim3(kThreads), args, plan.smem, a.stream));
   }
-  kernel<<<grid, block, 0, s>>>(xyz, lengths, N, K, start, idx, G, chunk, slots, arrivals, min_d);
+  kernel<<<blocks, kThreads, plan.smem, a.stream>>>(xyz, lengths, N, K, start, idx, G, chunk, slots,
+                                                     arrivals, min_d);
   return launch_status();
 }
 
-template <class T, int MODE>
-Status launch_registers(int slots_per_thread, const T* xyz, const int64_t* lengths, int64_t B,
-                        int64_t N, int64_t K, int64_t start, int64_t* idx, int G, PickSlot* slots,
-                        unsigned long long* arrivals, cudaStream_t s) {
-  const int64_t chunk = static_cast<int64_t>(slots_per_thread) * kThreads;
-#define POINTOPS_FPS_SLOTS(S)                                                                   \
-  case S:                                                                                       \
-    return launch_group<T, RegisterPoints<T, S>, MODE>(xyz, lengths, B, N, K, start, idx, G,    \
-                                                       chunk, slots, arrivals, nullptr, s);
-  switch (slots_per_thread) {
-    POINTOPS_FPS_SLOTS(1)
-    POINTOPS_FPS_SLOTS(2)
-    POINTOPS_FPS_SLOTS(4)
-    POINTOPS_FPS_SLOTS(8)
-    POINTOPS_FPS_SLOTS(16)
-    POINTOPS_FPS_SLOTS(32)
+// Calls f(Points{}) with the point-holding policy of a register plan.
+template <class T, class F>
+auto with_points(const GroupPlan& plan, F&& f) {
+  if (plan.hybrid) return f(HybridPoints<T, kMaxSlots>{});
+  switch (plan.slots) {
+    case 1:
+      return f(RegisterPoints<T, 1>{});
+    case 2:
+      return f(RegisterPoints<T, 2>{});
+    case 4:
+      return f(RegisterPoints<T, 4>{});
+    case 8:
+      return f(RegisterPoints<T, 8>{});
+    case 16:
+      return f(RegisterPoints<T, 16>{});
+    default:
+      return f(RegisterPoints<T, 32>{});
   }
-#undef POINTOPS_FPS_SLOTS
-  return "pointops: internal error (FPS slots per thread)";
 }
 
-// Blocks of `kernel` that can be resident at once on the current device.
+template <class T, int MODE>
+Status launch_plan(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
+  return with_points<T>(plan, [&](auto points) -> Status {
+    return launch_group<T, decltype(points), MODE>(xyz, a, plan);
+  });
+}
+
+// Blocks of a kernel that can be resident at once on the current device (0 if unknown).
 template <class Kernel>
-int64_t resident_blocks(Kernel kernel) {
+int64_t resident_blocks(Kernel kernel, size_t smem) {
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
   return static_cast<int64_t>(per_sm) * current_device_sm_count();
 }
 
+// How many clouds of this plan run at once: clusters (G > 1) or blocks (G == 1); 0 if none fits.
 template <class T>
-int64_t resident_register_blocks(int slots_per_thread) {
-  switch (slots_per_thread) {
-    case 8:
-      return resident_blocks(fps_group_kernel<T, RegisterPoints<T, 8>, kGridGroup>);
-    case 16:
-      return resident_blocks(fps_group_kernel<T, RegisterPoints<T, 16>, kGridGroup>);
-    case 32:
-      return resident_blocks(fps_group_kernel<T, RegisterPoints<T, 32>, kGridGroup>);
-  }
-  return 0;
+int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
+  return with_points<T>(plan, [&](auto points) -> int64_t {
+    using Points = decltype(points);
+    if (plan.G == 1) {
+      auto kernel = fps_group_kernel<T, Points, kBlockGroup>;
+      if (prepare(kernel, plan, kBlockGroup) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+      }
+      return resident_blocks(kernel, plan.smem);
+    }
+    if (!clusters) return 0;
+    auto kernel = fps_group_kernel<T, Points, kClusterGroup>;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[1];
+    cluster_config(&cfg, attr, static_cast<unsigned int>(plan.G), plan, nullptr);
+    int count = 0;
+    if (prepare(kernel, plan, kClusterGroup) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&count, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  });
 }
 
-template <class T>
-bool cluster_fits(int G, int slots_per_thread) {
-  // Ask the occupancy calculator whether at least one cluster of G such blocks fits.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned int>(G));
-  cfg.blockDim = dim3(kThreads);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned int>(G);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  cudaError_t err = cudaErrorInvalidValue;
-#define POINTOPS_FPS_FITS(S)                                                                    \
-  case S: {                                                                                     \
-    auto kernel = fps_group_kernel<T, RegisterPoints<T, S>, kClusterGroup>;                     \
-    if (G > 8) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1); \
-    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);                              \
-    break;                                                                                      \
-  }
-  switch (slots_per_thread) {
-    POINTOPS_FPS_FITS(1)
-    POINTOPS_FPS_FITS(2)
-    POINTOPS_FPS_FITS(4)
-    POINTOPS_FPS_FITS(8)
-    POINTOPS_FPS_FITS(16)
-    POINTOPS_FPS_FITS(32)
-  }
-#undef POINTOPS_FPS_FITS
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return clusters > 0;
+// Estimated microseconds per step of one wave (calibrated on an H200): block reduction,
+// cluster exchange growing with G, and the per-thread update of registers and tail.
+double step_cost_us(const GroupPlan& plan) {
+  const double exchange = plan.G > 1 ? 0.2 + 0.05 * plan.G : 0.0;
+  const double tail_iters = plan.hybrid ? static_cast<double>(ceil_div(plan.chunk - kRegisterCap, kThreads)) : 0.0;
+  return 0.3 + exchange + 0.025 * plan.slots + 0.03 * tail_iters;
 }
 
 struct Workspace {
@@ -536,54 +632,56 @@ Workspace carve_workspace(void* base, Dtype dt, int64_t B, int64_t N) {
 }
 
 template <class T>
-Status fps_fast(const T* xyz, const int64_t* lengths, int64_t B, int64_t N, int64_t K,
-                int64_t start, int64_t* idx, const Workspace& ws, cudaStream_t s, bool* done) {
+Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
   *done = true;
-  const int sms = current_device_sm_count();
+  const int64_t B = a.B, N = a.N;
   const bool clusters = current_device_major() >= 9 && env_int("POINTOPS_FPS_NO_CLUSTER", 0) == 0;
-  const int64_t block_cap = static_cast<int64_t>(kMaxSlots) * kThreads;
 
-  // Cluster (or single-block) path: the cloud fits the registers of at most 16 blocks. Use
-  // enough blocks per cloud to spread B clouds over the GPU, but give each block >= 512 points.
-  const int64_t needed = ceil_div(N, block_cap);  // blocks whose registers hold the cloud
-  if (needed <= kMaxCluster) {
-    int G = pow2_at_least(needed);
-    int spread = 1;
-    while (spread * 2 * B <= sms && spread * 2 <= kMaxCluster && spread * 2 * 512 <= N) spread *= 2;
-    if (spread > G) G = spread;
-    const int forced = env_int("POINTOPS_FPS_GROUP", 0);
-    if (forced > 0 && forced <= kMaxCluster && forced >= needed) G = pow2_at_least(forced);
-    auto slots_for = [&](int g) { return pow2_at_least(ceil_div(ceil_div(N, g), kThreads)); };
-    if (G > 1 && clusters && cluster_fits<T>(G, slots_for(G))) {
-      return launch_registers<T, kClusterGroup>(slots_for(G), xyz, lengths, B, N, K, start, idx, G,
-                                                ws.slots, ws.arrivals, s);
+  // One block or one cluster per cloud: the plan with the lowest estimated time
+  // (waves of concurrent clouds x steps x cost per step); POINTOPS_FPS_GROUP forces G.
+  const int forced = env_int("POINTOPS_FPS_GROUP", 0);
+  GroupPlan best;
+  double best_cost = 0;
+  for (int G = 1; G <= kMaxCluster; G *= 2) {
+    if (forced > 0 && G != forced) continue;
+    const GroupPlan plan = plan_for(N, G);
+    if (!plan.valid() || (G > 1 && !clusters)) continue;
+    const int64_t concurrent = concurrent_clouds<T>(plan, clusters);
+    if (concurrent <= 0) continue;
+    const double cost = static_cast<double>(ceil_div(B, concurrent)) * step_cost_us(plan);
+    if (!best.valid() || cost < best_cost) {
+      best = plan;
+      best_cost = cost;
     }
-    if (needed == 1) {
-      return launch_registers<T, kBlockGroup>(slots_for(1), xyz, lengths, B, N, K, start, idx, 1,
-                                              ws.slots, ws.arrivals, s);
-    }
+  }
+  if (best.valid()) {
+    return best.G == 1 ? launch_plan<T, kBlockGroup>(xyz, a, best)
+                       : launch_plan<T, kClusterGroup>(xyz, a, best);
   }
 
   // Grid path: all blocks of all clouds resident at once, points in registers.
   for (int slots : {32, 16, 8}) {  // fewer, fuller blocks: a cheaper barrier
     const int64_t G = ceil_div(N, static_cast<int64_t>(slots) * kThreads);
-    if (G >= 2 && B * G <= resident_register_blocks<T>(slots)) {
-      return launch_registers<T, kGridGroup>(slots, xyz, lengths, B, N, K, start, idx,
-                                             static_cast<int>(G), ws.slots, ws.arrivals, s);
-    }
+    GroupPlan plan;
+    plan.G = static_cast<int>(G);
+    plan.slots = slots;
+    plan.chunk = static_cast<int64_t>(slots) * kThreads;
+    if (G < 2 || G > INT32_MAX / 2) continue;
+    const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
+      return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
+    });
+    if (B * G <= resident) return launch_plan<T, kGridGroup>(xyz, a, plan);
   }
 
   // Stream path: as many resident blocks per cloud as fit.
-  const int64_t resident = resident_blocks(fps_group_kernel<T, StreamPoints<T>, kGridGroup>);
+  const int64_t resident = resident_blocks(fps_group_kernel<T, StreamPoints<T>, kGridGroup>, 0);
   const int64_t per_cloud = resident / B;
-  if (per_cloud >= 2) {
-    int64_t G = per_cloud < ceil_div(N, kThreads) ? per_cloud : ceil_div(N, kThreads);
-    if (G >= 2) {
-      const int64_t chunk = ceil_div(N, G);
-      return launch_group<T, StreamPoints<T>, kGridGroup>(xyz, lengths, B, N, K, start, idx,
-                                                          static_cast<int>(G), chunk, ws.slots,
-                                                          ws.arrivals, ws.min_d, s);
-    }
+  const int64_t G = per_cloud < ceil_div(N, kThreads) ? per_cloud : ceil_div(N, kThreads);
+  if (G >= 2) {
+    GroupPlan plan;
+    plan.G = static_cast<int>(G);
+    plan.chunk = ceil_div(N, G);
+    return launch_group<T, StreamPoints<T>, kGridGroup>(xyz, a, plan);
   }
   *done = false;
   return nullptr;
@@ -609,8 +707,8 @@ Status furthest_point_sample_cuda(Dtype dt, const void* xyz, const int64_t* leng
       // Indices travel as 32-bit (with 0xffffffff as "none"), so the fast paths need N < 2^32-1.
       if (!general_only && N > 0 && N < static_cast<int64_t>(UINT32_MAX)) {
         bool done = false;
-        const Status st = fps_fast<T>(static_cast<const T*>(xyz), lengths, B, N, K, start, idx, ws,
-                                      s, &done);
+        const LaunchArgs args{lengths, B, N, K, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
+        const Status st = fps_fast<T>(static_cast<const T*>(xyz), args, &done);
         if (done) return st;
       }
     }

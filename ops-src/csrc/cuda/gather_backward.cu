@@ -140,6 +140,64 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Staged variant for grad_out rows that fit in shared memory: a block copies CC rows
+// grad_out[b, c0..c0+CC, :] with coalesced loads and sums from there for a range of n, so the
+// per-entry reads hit shared memory instead of pulling a 32-byte L2 sector each.
+constexpr int kStagedThreads = 1024;
+constexpr int64_t kStageBytes = 192 * 1024;
+
+template <class T, class I>
+__global__ void __launch_bounds__(kStagedThreads)
+    row_sum_staged_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
+                          const I* __restrict__ row_start, const I* __restrict__ entries,
+                          int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t CC,
+                          int64_t n_chunk, T* __restrict__ grad_feat) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char stage_raw[];
+  T* rows = reinterpret_cast<T*>(stage_raw);
+  const int64_t c_groups = (C + CC - 1) / CC;
+  const int64_t n_chunks = (N + n_chunk - 1) / n_chunk;
+  const int64_t tile = blockIdx.x;
+  const int64_t nc = tile % n_chunks;
+  const int64_t cg = (tile / n_chunks) % c_groups;
+  const int64_t b = tile / (n_chunks * c_groups);
+  const int64_t c0 = cg * CC;
+  const int64_t cn = C - c0 < CC ? C - c0 : CC;
+  const T* src = grad_out + (b * C + c0) * P;  // rows c0..c0+cn: one contiguous range
+  for (int64_t i = threadIdx.x; i < cn * P; i += kStagedThreads) rows[i] = src[i];
+  __syncthreads();
+
+  const int64_t per_batch = P * T_;
+  const int64_t n_end = (nc + 1) * n_chunk < N ? (nc + 1) * n_chunk : N;
+  for (int64_t n = nc * n_chunk + threadIdx.x; n < n_end; n += kStagedThreads) {
+    const int64_t row = b * N + n;
+    const int64_t begin = static_cast<int64_t>(row_start[row]);
+    const int64_t end = static_cast<int64_t>(row_start[row + 1]);
+    T* out = grad_feat + (b * C + c0) * N + n;
+    for (int64_t c = 0; c < cn; c += kUnroll) {
+      A acc[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) acc[u] = A(0);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t e = static_cast<int64_t>(entries[r]) - b * per_batch;
+        const int64_t p = T_ == 1 ? e : e / T_;
+        const A w = weight == nullptr ? A(1) : to_acc(weight[b * per_batch + e]);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (c + u < cn) {
+            const A v = to_acc(rows[(c + u) * P + p]);
+            acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (c + u < cn) out[(c + u) * N] = from_acc<T>(acc[u]);
+      }
+    }
+  }
+}
+
 template <class I>
 struct BackwardPlan {
   I* counts;     // B*N+1, then the fill cursors
@@ -175,8 +233,8 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if (Status st = plan_backward<I>(workspace, B, N, P, T_, &plan)) return st;
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
-  const size_t row_bytes = static_cast<size_t>(rows) * sizeof(I);
-  cudaError_t err = cudaMemsetAsync(plan.counts, 0, row_bytes, s);
+  const size_t count_bytes = static_cast<size_t>(rows) * sizeof(I);
+  cudaError_t err = cudaMemsetAsync(plan.counts, 0, count_bytes, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
     count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.counts);
@@ -184,12 +242,32 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   }
   size_t bytes = plan.temp_bytes;
   err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, s);
-  if (err == cudaSuccess && entries > 0) err = cudaMemsetAsync(plan.counts, 0, row_bytes, s);
+  if (err == cudaSuccess && entries > 0) err = cudaMemsetAsync(plan.counts, 0, count_bytes, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
     fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.row_start,
                                                                     plan.counts, plan.entries);
     sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N, plan.entries);
+  }
+  // grad_out rows that fit in shared memory: the staged sum (POINTOPS_GATHER_STAGED=0 turns it off).
+  const int64_t row_bytes = P * static_cast<int64_t>(sizeof(T));
+  if (row_bytes > 0 && row_bytes <= kStageBytes && env_int("POINTOPS_GATHER_STAGED", -1) != 0) {
+    int64_t CC = kStageBytes / row_bytes;
+    if (CC > C) CC = C;
+    const int64_t base_blocks = B * ceil_div(C, CC);
+    int64_t n_chunks = ceil_div(4 * current_device_sm_count(), base_blocks);  // about 4 waves
+    const int64_t max_chunks = ceil_div(N, kStagedThreads);
+    if (n_chunks > max_chunks) n_chunks = max_chunks;
+    if (n_chunks < 1) n_chunks = 1;
+    const int64_t n_chunk = ceil_div(N, n_chunks);
+    const size_t smem = static_cast<size_t>(CC * row_bytes);
+    auto kernel = row_sum_staged_kernel<T, I>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    const int64_t blocks = base_blocks * ceil_div(N, n_chunk);
+    kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
+        grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CC, n_chunk, grad_feat);
+    return launch_status();
   }
   // Enough (channel chunk, b, n) threads to fill the GPU, channels in multiples of kUnroll.
   int64_t chunks = ceil_div(int64_t{1} << 20, B * N);

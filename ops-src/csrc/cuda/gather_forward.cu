@@ -48,8 +48,10 @@ __global__ void __launch_bounds__(kThreads)
 // Staged path: a block copies CC whole feature rows feat[b, c0..c0+CC, :] into shared memory
 // with coalesced loads, then gathers from there for a range of p. A direct gather pulls a
 // 32-byte sector from L2 for every 4-byte element; staging reads each row once.
+constexpr int kStagedThreads = 1024;  // one block per SM: many warps to hide the gather latency
+
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kStagedThreads)
     gather_staged_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
                          int64_t T_, T* __restrict__ out, int64_t CC, int64_t p_chunk) {
@@ -73,14 +75,14 @@ __global__ void __launch_bounds__(kThreads)
     const uint4* s4 = reinterpret_cast<const uint4*>(src);
     uint4* d4 = reinterpret_cast<uint4*>(rows);
     const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t i = threadIdx.x; i < n4; i += kThreads) d4[i] = s4[i];
+    for (int64_t i = threadIdx.x; i < n4; i += kStagedThreads) d4[i] = s4[i];
   } else {
-    for (int64_t i = threadIdx.x; i < count; i += kThreads) rows[i] = src[i];
+    for (int64_t i = threadIdx.x; i < count; i += kStagedThreads) rows[i] = src[i];
   }
   __syncthreads();
 
   const int64_t p_end = (pc + 1) * p_chunk < P ? (pc + 1) * p_chunk : P;
-  for (int64_t p = pc * p_chunk + threadIdx.x; p < p_end; p += kThreads) {
+  for (int64_t p = pc * p_chunk + threadIdx.x; p < p_end; p += kStagedThreads) {
     const int64_t* ix = idx + (b * P + p) * T_;
     T* o = out + (b * C + c0) * P + p;
     if (weight == nullptr && T_ == 1) {
@@ -103,7 +105,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int64_t kStageBytes = 96 * 1024;  // two blocks per SM
+constexpr int64_t kStageBytes = 192 * 1024;  // one block per SM, rows of up to 48K floats
 
 }  // namespace
 
@@ -124,7 +126,7 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
       int64_t CC = kStageBytes / row_bytes;
       if (CC > C) CC = C;
       const int64_t base_blocks = B * ceil_div(C, CC);
-      int64_t p_chunks = ceil_div(4 * current_device_sm_count(), base_blocks);
+      int64_t p_chunks = ceil_div(4 * current_device_sm_count(), base_blocks);  // about 4 waves
       const int64_t max_chunks = ceil_div(P, 1024);
       if (p_chunks > max_chunks) p_chunks = max_chunks;
       if (p_chunks < 1) p_chunks = 1;
@@ -135,7 +137,7 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
                                              static_cast<int>(smem));
       if (err != cudaSuccess) return cudaGetErrorString(err);
       const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
-      kernel<<<static_cast<unsigned int>(blocks), kThreads, smem, s>>>(
+      kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
           static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,
           static_cast<E*>(out), CC, p_chunk);
       return launch_status();
