@@ -34,11 +34,22 @@ def _data_checks_enabled(t: Tensor) -> bool:
     return True
 
 
+# Whether this binary has CUDA kernels (CUDART_VERSION it was built with, 0 for CPU only).
+_HAS_CUDA_KERNELS = int(_ops.cuda_runtime_version()) > 0
+
+
+def _check_device_type(device_type: str, name: str, has_cuda_kernels: bool) -> None:
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"pointops: {name} is on device type {device_type!r}; use a CPU or CUDA tensor")
+    if device_type == "cuda" and not has_cuda_kernels:
+        raise ValueError(f"pointops: {name} is a CUDA tensor but this pointops build has no CUDA "
+                         "kernels; reinstall it where nvcc is available (or with POINTOPS_CUDA=1)")
+
+
 def _tensor(t, name: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"pointops: {name} is on device {t.device}; use a CPU or CUDA tensor")
+    _check_device_type(t.device.type, name, _HAS_CUDA_KERNELS)
     return t
 
 

@@ -84,3 +84,13 @@ def test_errors_use_the_callers_argument_names():
         pointops.three_nn(torch.rand(2, 3), pts())
     with pytest.raises(ValueError, match="new_xyz contains nan"):
         pn2.ball_query(0.1, 2, pts(), torch.full((1, 1, 3), math.nan))
+
+
+def test_device_type_checks():
+    from pointops import ops as native
+
+    with pytest.raises(ValueError, match="has no CUDA kernels; reinstall"):
+        native._check_device_type("cuda", "xyz", has_cuda_kernels=False)
+    native._check_device_type("cuda", "xyz", has_cuda_kernels=True)
+    with pytest.raises(ValueError, match="device type 'meta'"):
+        pointops.knn(torch.rand(1, 3, 3, device="meta"), torch.rand(1, 3, 3, device="meta"), 1)
