@@ -114,7 +114,6 @@ __global__ void __launch_bounds__(kGenericThreads)
 // Register, stream, cluster and grid paths (float accumulation, cloud index < 2^32 - 1).
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kMaxSlots = 32;  // points per thread in registers
 constexpr int kMaxCluster = 16;
 
@@ -179,9 +178,10 @@ __device__ __forceinline__ void store_slot(PickSlot& s, const Pick& p) {
   s.z = p.z;
 }
 
-// Points of one block held in registers: slot s of thread t is point base + s*kThreads + t.
-template <class T, int SLOTS>
+// Points of one block held in registers: slot s of thread t is point base + s*THREADS + t.
+template <class T, int SLOTS, int THREADS = kThreads>
 struct RegisterPoints {
+  static constexpr int kBlock = THREADS;
   float x[SLOTS], y[SLOTS], z[SLOTS], md[SLOTS];
   int64_t base;
 
@@ -190,7 +190,7 @@ struct RegisterPoints {
     base = first;
 #pragma unroll
     for (int s = 0; s < SLOTS; ++s) {
-      const int64_t i = first + s * kThreads + threadIdx.x;
+      const int64_t i = first + s * THREADS + threadIdx.x;
       if (i < n) {
         x[s] = to_acc(pts[i * 3]);
         y[s] = to_acc(pts[i * 3 + 1]);
@@ -219,7 +219,7 @@ struct RegisterPoints {
     if (best < 0.f) return no_pick();
     Pick p;
     p.d = __float_as_uint(best);
-    p.i = static_cast<uint32_t>(base + bs * kThreads + threadIdx.x);
+    p.i = static_cast<uint32_t>(base + bs * THREADS + threadIdx.x);
     p.x = x[0];
     p.y = y[0];
     p.z = z[0];
@@ -238,6 +238,7 @@ struct RegisterPoints {
 // Points of one block left in global memory (clouds too large for registers).
 template <class T>
 struct StreamPoints {
+  static constexpr int kBlock = kThreads;
   const T* pts;
   float* md;
   int64_t first, last;
@@ -273,6 +274,7 @@ struct StreamPoints {
 // memory as (x, y, z, min-distance): lets a few blocks hold clouds too large for their registers.
 template <class T, int SLOTS>
 struct HybridPoints {
+  static constexpr int kBlock = kThreads;
   RegisterPoints<T, SLOTS> regs;
   float4* tail;
   int64_t tail_first, tail_len;
@@ -313,24 +315,26 @@ struct HybridPoints {
 };
 
 // The block's best Pick, known to every thread. One barrier (double-buffered slots).
-__device__ __forceinline__ Pick block_pick(Pick p, PickSlot (*warp_slots)[kWarps], int buf) {
+template <int WARPS>
+__device__ __forceinline__ Pick block_pick(Pick p, PickSlot (*warp_slots)[WARPS], int buf) {
   p = warp_pick(p);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) store_slot(warp_slots[buf][warp], p);
   __syncthreads();
-  Pick q = lane < kWarps ? load_slot(warp_slots[buf][lane]) : no_pick();
+  Pick q = lane < WARPS ? load_slot(warp_slots[buf][lane]) : no_pick();
   return warp_pick(q);
 }
 
 // One kernel for the register and stream paths and the three group modes.
 // Grid: B * G blocks, block g*... : cloud = blockIdx.x / G, rank = blockIdx.x % G.
 template <class T, class Points, int MODE>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(Points::kBlock)
     fps_group_kernel(const T* __restrict__ xyz, const int64_t* __restrict__ lengths, int64_t N,
                      int64_t K, int64_t start, int64_t* __restrict__ idx, int G,
                      int64_t chunk, PickSlot* __restrict__ grid_slots,
                      unsigned long long* __restrict__ arrivals, float* __restrict__ min_d) {
-  __shared__ PickSlot warp_slots[2][kWarps];
+  constexpr int kBlock = Points::kBlock;
+  __shared__ PickSlot warp_slots[2][kBlock / 32];
   __shared__ PickSlot cluster_slots[2][kMaxCluster];
   const int64_t b = blockIdx.x / G;
   const int rank = static_cast<int>(blockIdx.x % G);
@@ -341,7 +345,7 @@ __global__ void __launch_bounds__(kThreads)
   (void)lane, (void)grid_slots, (void)arrivals, (void)cluster_slots;
 
   if (rank == 0) {
-    for (int64_t i = n + threadIdx.x; i < K; i += kThreads) out[i] = -1;
+    for (int64_t i = n + threadIdx.x; i < K; i += kBlock) out[i] = -1;
   }
   // n == 0 ends every block of the group alike, so no barrier is left waiting.
   if (n == 0) return;
@@ -355,10 +359,15 @@ __global__ void __launch_bounds__(kThreads)
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
   float cx = to_acc(pts[cur * 3]), cy = to_acc(pts[cur * 3 + 1]), cz = to_acc(pts[cur * 3 + 2]);
   const int64_t picks = K < n ? K : n;
-  // Picks stay in registers (thread t keeps step k with k % kThreads == t) and are stored every
-  // kThreads steps: a global store before a cluster or grid barrier would make its release wait
+  // Picks stay in registers (thread t keeps step k with k % kBlock == t) and are stored every
+  // kBlock steps: a global store before a cluster or grid barrier would make its release wait
   // for the store to reach L2, on every step.
   uint32_t held_pick = static_cast<uint32_t>(cur);
+  if constexpr (MODE == kClusterGroup) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cg::this_cluster().sync();  // every block of the cluster has started before any remote store
+#endif
+  }
 
   for (int64_t k = 1; k < picks; ++k) {
     const int buf = static_cast<int>(k & 1);
@@ -410,13 +419,13 @@ __global__ void __launch_bounds__(kThreads)
     cx = p.x;
     cy = p.y;
     cz = p.z;
-    const int64_t slot = k % kThreads;
+    const int64_t slot = k % kBlock;
     if (slot == threadIdx.x) held_pick = p.i;
-    if (slot == kThreads - 1 && rank == 0) out[k - slot + threadIdx.x] = held_pick;
+    if (slot == kBlock - 1 && rank == 0) out[k - slot + threadIdx.x] = held_pick;
   }
   // The last, partial round of held picks.
-  const int64_t last_round = ((picks - 1) / kThreads) * kThreads;
-  if (rank == 0 && picks % kThreads != 0 && last_round + threadIdx.x < picks) {
+  const int64_t last_round = ((picks - 1) / kBlock) * kBlock;
+  if (rank == 0 && picks % kBlock != 0 && last_round + threadIdx.x < picks) {
     out[last_round + threadIdx.x] = held_pick;
   }
   if constexpr (MODE == kClusterGroup) {
@@ -431,6 +440,8 @@ __global__ void __launch_bounds__(kThreads)
 
 constexpr int64_t kRegisterCap = static_cast<int64_t>(kMaxSlots) * kThreads;  // points per block
 constexpr int64_t kMaxTail = 12288;  // points per block in shared memory (192 KB)
+constexpr int kSmallCloudThreads = 1024;
+constexpr int64_t kSmallCloud = 4 * kSmallCloudThreads;
 
 int pow2_at_least(int64_t v) {
   int p = 1;
@@ -442,6 +453,7 @@ int pow2_at_least(int64_t v) {
 // shared-memory tail of `chunk - kRegisterCap` points when `hybrid`.
 struct GroupPlan {
   int G = 0;
+  int threads = kThreads;
   int64_t chunk = 0;
   int slots = 0;
   bool hybrid = false;
@@ -452,7 +464,13 @@ struct GroupPlan {
 GroupPlan plan_for(int64_t N, int G) {
   GroupPlan plan;
   const int64_t chunk = ceil_div(N, G);
-  if (chunk <= kRegisterCap) {
+  if (G == 1 && chunk <= kSmallCloud) {
+    // A small cloud on one block: 1024 threads with a few points each hide the latency of the
+    // per-step update better than 256 threads with many.
+    plan.threads = kSmallCloudThreads;
+    plan.slots = pow2_at_least(ceil_div(chunk, kSmallCloudThreads));
+    plan.chunk = static_cast<int64_t>(plan.slots) * kSmallCloudThreads;
+  } else if (chunk <= kRegisterCap) {
     plan.slots = pow2_at_least(ceil_div(chunk, kThreads));
     plan.chunk = static_cast<int64_t>(plan.slots) * kThreads;
   } else if (chunk - kRegisterCap <= kMaxTail) {
@@ -485,7 +503,7 @@ void cluster_config(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, unsigned
                     const GroupPlan& plan, cudaStream_t s) {
   *cfg = cudaLaunchConfig_t{};
   cfg->gridDim = dim3(blocks);
-  cfg->blockDim = dim3(kThreads);
+  cfg->blockDim = dim3(plan.threads);
   cfg->dynamicSmemBytes = plan.smem;
   cfg->stream = s;
   attr->id = cudaLaunchAttributeClusterDimension;
@@ -531,9 +549,9 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
     if (err != cudaSuccess) return cudaGetErrorString(err);
     void* args[] = {&xyz, &lengths, &N, &K, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
     return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
-                                                 dim3(kThreads), args, plan.smem, a.stream));
+                                                 dim3(Points::kBlock), args, plan.smem, a.stream));
   }
-  kernel<<<blocks, kThreads, plan.smem, a.stream>>>(xyz, lengths, N, K, start, idx, G, chunk, slots,
+  kernel<<<blocks, Points::kBlock, plan.smem, a.stream>>>(xyz, lengths, N, K, start, idx, G, chunk, slots,
                                                      arrivals, min_d);
   return launch_status();
 }
@@ -542,6 +560,16 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
 template <class T, class F>
 auto with_points(const GroupPlan& plan, F&& f) {
   if (plan.hybrid) return f(HybridPoints<T, kMaxSlots>{});
+  if (plan.threads == kSmallCloudThreads) {
+    switch (plan.slots) {
+      case 1:
+        return f(RegisterPoints<T, 1, kSmallCloudThreads>{});
+      case 2:
+        return f(RegisterPoints<T, 2, kSmallCloudThreads>{});
+      default:
+        return f(RegisterPoints<T, 4, kSmallCloudThreads>{});
+    }
+  }
   switch (plan.slots) {
     case 1:
       return f(RegisterPoints<T, 1>{});
@@ -567,9 +595,9 @@ Status launch_plan(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
 
 // Blocks of a kernel that can be resident at once on the current device (0 if unknown).
 template <class Kernel>
-int64_t resident_blocks(Kernel kernel, size_t smem) {
+int64_t resident_blocks(Kernel kernel, size_t smem, int threads = kThreads) {
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
@@ -587,7 +615,7 @@ int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
         cudaGetLastError();
         return 0;
       }
-      return resident_blocks(kernel, plan.smem);
+      return resident_blocks(kernel, plan.smem, plan.threads);
     }
     if (!clusters) return 0;
     auto kernel = fps_group_kernel<T, Points, kClusterGroup>;
@@ -607,9 +635,11 @@ int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
 // Estimated microseconds per step of one wave (calibrated on an H200): block reduction,
 // cluster exchange growing with G, and the per-thread update of registers and tail.
 double step_cost_us(const GroupPlan& plan) {
-  const double exchange = plan.G > 1 ? 0.2 + 0.05 * plan.G : 0.0;
+  // Measured exchange cost of the cluster push and barrier, by cluster size.
+  const double exchange = plan.G >= 16 ? 0.97 : plan.G >= 8 ? 0.52 : plan.G >= 4 ? 0.45 : plan.G >= 2 ? 0.39 : 0.0;
   const double tail_iters = plan.hybrid ? static_cast<double>(ceil_div(plan.chunk - kRegisterCap, kThreads)) : 0.0;
-  return 0.3 + exchange + 0.025 * plan.slots + 0.03 * tail_iters;
+  const double points_per_256_threads = static_cast<double>(plan.chunk < kRegisterCap ? plan.chunk : kRegisterCap) / kThreads;
+  return 0.37 + exchange + 0.022 * points_per_256_threads + 0.044 * tail_iters;
 }
 
 struct Workspace {
