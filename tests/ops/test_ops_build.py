@@ -133,3 +133,18 @@ def test_wheel_is_tagged_abi3_for_python_310(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     wheels = [p.name for p in tmp_path.glob("*.whl")]
     assert len(wheels) == 1 and "-cp310-abi3-" in wheels[0], wheels
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("nm") is None,
+                    reason="ELF symbol check (Linux, binutils)")
+def test_binary_loads_against_the_oldest_supported_torch():
+    """Every torch symbol the binary needs is exported by torch 2.10's libtorch_cpu (list in
+    data/), so building against newer headers cannot silently raise the minimum torch."""
+    listed = (Path(__file__).with_name("data") / "torch_2_10_shim_symbols.txt").read_text().splitlines()
+    available = {line.strip() for line in listed if line.strip() and not line.startswith("#")}
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(pointops._EXTENSION_PATH)],
+                         capture_output=True, text=True, check=True).stdout
+    needed = {line.split()[-1] for line in out.splitlines()
+              if line.split() and line.split()[-1].startswith(("aoti_torch_", "torch_"))}
+    assert needed, "expected the torch C shim symbols"
+    assert not needed - available, f"not in torch 2.10: {sorted(needed - available)}"
