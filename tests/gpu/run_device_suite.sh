@@ -48,12 +48,16 @@ timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops
   ${POINTOPS_PYTEST_K:+-k "$POINTOPS_PYTEST_K"} ${POINTOPS_PYTEST_ARGS:-} 2>&1 | tee "$LOGS/pytest.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
-  echo "== compute-sanitizer --tool $tool"
-  timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 3 --target-processes all \
-    $PY tests/gpu/sanitizer_workload.py > "$LOGS/sanitizer-$tool.log" 2>&1
-  rc=$?
-  tail -5 "$LOGS/sanitizer-$tool.log"
-  [ "$rc" -eq 0 ] || { echo "compute-sanitizer $tool: exit $rc"; status=1; }
+# Second pass: force the spatial-grid search and the non-cluster FPS paths on small clouds.
+for paths in default small-clouds-on-large-paths; do
+  if [ "$paths" = default ]; then knobs=(); else knobs=(POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1); fi
+  for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
+    echo "== compute-sanitizer --tool $tool ($paths)"
+    env "${knobs[@]}" timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      --target-processes all $PY tests/gpu/sanitizer_workload.py > "$LOGS/sanitizer-$tool-$paths.log" 2>&1
+    rc=$?
+    tail -5 "$LOGS/sanitizer-$tool-$paths.log"
+    [ "$rc" -eq 0 ] || { echo "compute-sanitizer $tool ($paths): exit $rc"; status=1; }
+  done
 done
 exit $status

@@ -1,5 +1,10 @@
 """Calls every pointops CUDA kernel (forward and backward, edge cases, every dtype) on small
-inputs, for compute-sanitizer memcheck/racecheck. Exits non-zero if an op raises."""
+inputs, for compute-sanitizer memcheck/racecheck. Exits non-zero if an op raises.
+
+The kernels pick a path by size (scan vs spatial grid from 8192 points, one block / cluster /
+grid FPS); the 20000- and 300000-point cases reach the larger paths, and the device script runs
+this file a second time with POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1 so small
+clouds take the grid and non-cluster paths too."""
 
 import pointops
 import torch
@@ -8,7 +13,7 @@ import torch
 def run(dtype):
     dev = "cuda"
     g = torch.Generator().manual_seed(0)
-    for B, N, M, k in [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40)]:
+    for B, N, M, k in [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40), (2, 20000, 64, 16)]:
         xyz = torch.rand(B, N, 3, generator=g).to(dev, dtype)
         q = torch.rand(B, M, 3, generator=g).to(dev, dtype)
         lengths = torch.tensor([N] + [N // 2] * (B - 1), device=dev) if B > 1 else None
@@ -29,6 +34,9 @@ def run(dtype):
         ball, _ = pointops.ball_query(xyz, q, 0.3, k)
         pointops.group_points(feat, ball).float().sum().backward()
         pointops.gather_points(feat, pointops.furthest_point_sample(xyz, k)).float().sum().backward()
+    if dtype != torch.float64:
+        big = torch.rand(1, 300_000, 3, generator=g).to(dev, dtype)
+        pointops.furthest_point_sample(big, 8)
     torch.cuda.synchronize()
 
 
