@@ -36,17 +36,29 @@ void ball_query_one(const T* cloud, int64_t n, const T* q, T r2, bool inclusive,
   }
 }
 
+// The K smallest (d2, index) pairs: a max-heap of the best K so far, so a point that cannot
+// enter costs one comparison (pairs compare by distance, then index: equal distances keep the
+// lower index).
 template <typename T>
 void knn_one(const T* cloud, int64_t n, const T* q, int64_t K, T* dist2, int64_t* idx,
-             std::vector<std::pair<T, int64_t>>& scratch) {
-  scratch.resize(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) scratch[j] = {cpu::squared_distance(cloud + 3 * j, q), j};
+             std::vector<std::pair<T, int64_t>>& heap) {
   const int64_t found = std::min(K, n);
-  // pair ordering is (distance, index): equal distances keep ascending index.
-  std::partial_sort(scratch.begin(), scratch.begin() + found, scratch.end());
+  heap.clear();
+  for (int64_t j = 0; j < n; ++j) {
+    std::pair<T, int64_t> candidate{cpu::squared_distance(cloud + 3 * j, q), j};
+    if (static_cast<int64_t>(heap.size()) < found) {
+      heap.push_back(candidate);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (candidate < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = candidate;
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end());
   for (int64_t s = 0; s < found; ++s) {
-    dist2[s] = scratch[s].first;
-    idx[s] = scratch[s].second;
+    dist2[s] = heap[s].first;
+    idx[s] = heap[s].second;
   }
   for (int64_t s = found; s < K; ++s) {
     dist2[s] = cpu::infinity<T>();
@@ -89,13 +101,13 @@ Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* leng
     const T* queries = static_cast<const T*>(query);
     T* d2 = static_cast<T*>(dist2);
     cpu::parallel_for(0, B * M, query_grain(N), [&](int64_t r0, int64_t r1) {
-      std::vector<std::pair<T, int64_t>> scratch;
+      std::vector<std::pair<T, int64_t>> heap;
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / M, m = r % M;
         const int64_t n = cpu::valid_count(lengths, b, N);
         const bool active = m < cpu::valid_count(query_lengths, b, M);
         knn_one(points + 3 * N * b, active ? n : 0, queries + 3 * r, K, d2 + K * r, idx + K * r,
-                scratch);
+                heap);
       }
     });
   });
