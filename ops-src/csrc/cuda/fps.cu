@@ -440,8 +440,6 @@ __global__ void __launch_bounds__(Points::kBlock)
 
 constexpr int64_t kRegisterCap = static_cast<int64_t>(kMaxSlots) * kThreads;  // points per block
 constexpr int64_t kMaxTail = 12288;  // points per block in shared memory (192 KB)
-constexpr int kSmallCloudThreads = 1024;
-constexpr int64_t kSmallCloud = 4 * kSmallCloudThreads;
 
 int pow2_at_least(int64_t v) {
   int p = 1;
@@ -464,13 +462,7 @@ struct GroupPlan {
 GroupPlan plan_for(int64_t N, int G) {
   GroupPlan plan;
   const int64_t chunk = ceil_div(N, G);
-  if (G == 1 && chunk <= kSmallCloud) {
-    // A small cloud on one block: 1024 threads with a few points each hide the latency of the
-    // per-step update better than 256 threads with many.
-    plan.threads = kSmallCloudThreads;
-    plan.slots = pow2_at_least(ceil_div(chunk, kSmallCloudThreads));
-    plan.chunk = static_cast<int64_t>(plan.slots) * kSmallCloudThreads;
-  } else if (chunk <= kRegisterCap) {
+  if (chunk <= kRegisterCap) {
     plan.slots = pow2_at_least(ceil_div(chunk, kThreads));
     plan.chunk = static_cast<int64_t>(plan.slots) * kThreads;
   } else if (chunk - kRegisterCap <= kMaxTail) {
@@ -560,16 +552,6 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
 template <class T, class F>
 auto with_points(const GroupPlan& plan, F&& f) {
   if (plan.hybrid) return f(HybridPoints<T, kMaxSlots>{});
-  if (plan.threads == kSmallCloudThreads) {
-    switch (plan.slots) {
-      case 1:
-        return f(RegisterPoints<T, 1, kSmallCloudThreads>{});
-      case 2:
-        return f(RegisterPoints<T, 2, kSmallCloudThreads>{});
-      default:
-        return f(RegisterPoints<T, 4, kSmallCloudThreads>{});
-    }
-  }
   switch (plan.slots) {
     case 1:
       return f(RegisterPoints<T, 1>{});
