@@ -15,7 +15,9 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 constexpr int kTile = 1024;
-constexpr int64_t kGridMinPoints = 8192;  // below this, scanning the cloud is cheaper
+// From 8192 points the grid wins (H200: B8 N16384 M4096 r0.05 0.11 ms on the grid, 1.03 ms
+// scanning); at B16 N4096 r0.2 scanning with early exit is faster (0.29 vs 0.89 ms).
+constexpr int64_t kGridMinPoints = 8192;
 
 template <class A>
 struct alignas(4 * sizeof(A)) Point4 {

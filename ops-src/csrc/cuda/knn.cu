@@ -17,7 +17,9 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 constexpr int kTile = 1024;
-constexpr int64_t kGridMinPoints = 8192;  // below this, scanning the cloud is cheaper
+// From 4096 points the grid wins (H200: three_nn B8 N4096 M16384 0.15 ms on the grid, 0.65 ms
+// scanning); below, scanning the cloud is cheaper than building the grid.
+constexpr int64_t kGridMinPoints = 4096;
 
 template <class A>
 __device__ __forceinline__ bool before(A d, int64_t i, A od, int64_t oi) {
