@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // The path is chosen from the sizes alone, so the workspace size and the launch agree.
 static bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  return dt != Dtype::Float64 && N >= env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints) && B * N < (int64_t{1} << 31) && M > 0;
+  const int64_t min_points = env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints);
+  return dt != Dtype::Float64 && N >= min_points && B * N < (int64_t{1} << 31) && M > 0;
 }
 
 size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
@@ -204,7 +205,8 @@ Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64
           return st;
         }
         ball_query_grid_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-            static_cast<const T*>(xyz), static_cast<const T*>(query), query_lengths, B, N, M, r2, inclusive, K, g.params,
+            static_cast<const T*>(xyz), static_cast<const T*>(query), query_lengths, B, N, M, r2,
+            inclusive, K, g.params,
             g.cell_start, g.cells, g.sorted, idx, count, static_cast<T*>(dist2));
         return launch_status();
       }

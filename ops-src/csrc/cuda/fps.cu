@@ -618,10 +618,12 @@ int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
 // cluster exchange growing with G, and the per-thread update of registers and tail.
 double step_cost_us(const GroupPlan& plan) {
   // Measured exchange cost of the cluster push and barrier, by cluster size.
-  const double exchange = plan.G >= 16 ? 0.97 : plan.G >= 8 ? 0.52 : plan.G >= 4 ? 0.45 : plan.G >= 2 ? 0.39 : 0.0;
-  const double tail_iters = plan.hybrid ? static_cast<double>(ceil_div(plan.chunk - kRegisterCap, kThreads)) : 0.0;
-  const double points_per_256_threads = static_cast<double>(plan.chunk < kRegisterCap ? plan.chunk : kRegisterCap) / kThreads;
-  return 0.37 + exchange + 0.022 * points_per_256_threads + 0.044 * tail_iters;
+  const int G = plan.G;
+  const double exchange = G >= 16 ? 0.97 : G >= 8 ? 0.52 : G >= 4 ? 0.45 : G >= 2 ? 0.39 : 0.0;
+  const int64_t in_registers = plan.chunk < kRegisterCap ? plan.chunk : kRegisterCap;
+  const int64_t tail_rounds = plan.hybrid ? ceil_div(plan.chunk - kRegisterCap, kThreads) : 0;
+  return 0.37 + exchange + 0.022 * static_cast<double>(in_registers) / kThreads +
+         0.044 * static_cast<double>(tail_rounds);
 }
 
 struct Workspace {

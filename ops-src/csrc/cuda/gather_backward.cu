@@ -247,7 +247,8 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if (entries > 0) {
     fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.row_start,
                                                                     plan.counts, plan.entries);
-    sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N, plan.entries);
+    sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N,
+                                                                       plan.entries);
   }
   // grad_out rows that fit in shared memory: the staged sum (POINTOPS_GATHER_STAGED=0 turns it off).
   const int64_t row_bytes = P * static_cast<int64_t>(sizeof(T));
@@ -261,13 +262,16 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
     if (n_chunks < 1) n_chunks = 1;
     const int64_t n_chunk = ceil_div(N, n_chunks);
     const size_t smem = static_cast<size_t>(CC * row_bytes);
-    auto kernel = row_sum_staged_kernel<T, I>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return cudaGetErrorString(err);
     const int64_t blocks = base_blocks * ceil_div(N, n_chunk);
-    kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
-        grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CC, n_chunk, grad_feat);
-    return launch_status();
+    if (blocks <= INT32_MAX) {  // else the direct path below (a grid-stride loop)
+      auto kernel = row_sum_staged_kernel<T, I>;
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem));
+      if (err != cudaSuccess) return cudaGetErrorString(err);
+      kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
+          grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CC, n_chunk, grad_feat);
+      return launch_status();
+    }
   }
   // Enough (channel chunk, b, n) threads to fill the GPU, channels in multiples of kUnroll.
   int64_t chunks = ceil_div(int64_t{1} << 20, B * N);

@@ -132,15 +132,17 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
       if (p_chunks < 1) p_chunks = 1;
       const int64_t p_chunk = ceil_div(P, p_chunks);
       const size_t smem = static_cast<size_t>(CC * row_bytes);
-      auto kernel = gather_staged_kernel<E>;
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-      if (err != cudaSuccess) return cudaGetErrorString(err);
       const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
-      kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
-          static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,
-          static_cast<E*>(out), CC, p_chunk);
-      return launch_status();
+      if (blocks <= INT32_MAX) {  // else the direct path below (a grid-stride loop)
+        auto kernel = gather_staged_kernel<E>;
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+        if (err != cudaSuccess) return cudaGetErrorString(err);
+        kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
+            static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,
+            static_cast<E*>(out), CC, p_chunk);
+        return launch_status();
+      }
     }
     gather_forward_kernel<E><<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(
         static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,

@@ -247,11 +247,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int a = 0; a < 3; ++a) {
         if (c[a] - R > 0) {
           everything = false;
-          bound = fmin(bound, static_cast<double>(qc[a]) - (g.lo[a] + static_cast<double>(c[a] - R) * g.cell));
+          const double face = g.lo[a] + static_cast<double>(c[a] - R) * g.cell;
+          bound = fmin(bound, static_cast<double>(qc[a]) - face);
         }
         if (c[a] + R < g.dims[a] - 1) {
           everything = false;
-          bound = fmin(bound, (g.lo[a] + static_cast<double>(c[a] + R + 1) * g.cell) - static_cast<double>(qc[a]));
+          const double face = g.lo[a] + static_cast<double>(c[a] + R + 1) * g.cell;
+          bound = fmin(bound, face - static_cast<double>(qc[a]));
         }
       }
       if (everything) break;
@@ -264,7 +266,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // The path is chosen from the sizes alone, so the workspace size and the launch agree.
 bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  return dt != Dtype::Float64 && N >= env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints) && B * N < (int64_t{1} << 31) && M > 0;
+  const int64_t min_points = env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints);
+  return dt != Dtype::Float64 && N >= min_points && B * N < (int64_t{1} << 31) && M > 0;
 }
 
 template <class T, class TopK>

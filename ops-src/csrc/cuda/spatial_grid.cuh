@@ -164,7 +164,8 @@ __global__ void grid_count_kernel(const T* __restrict__ xyz, const int64_t* __re
     const int64_t b = e / N, j = e - b * N;
     if (j >= clamped_length(lengths, b, N)) continue;
     const GridParams g = params[b];
-    const int c = cell_index(g, cell_coord(g, 0, to_acc(xyz[e * 3])), cell_coord(g, 1, to_acc(xyz[e * 3 + 1])),
+    const int c = cell_index(g, cell_coord(g, 0, to_acc(xyz[e * 3])),
+                             cell_coord(g, 1, to_acc(xyz[e * 3 + 1])),
                              cell_coord(g, 2, to_acc(xyz[e * 3 + 2])));
     point_cell[e] = c;
     atomicAdd(&counts[b * (cells + 1) + c], 1);
@@ -195,7 +196,9 @@ Status build_grid(const SpatialGrid& g, const T* xyz, const int64_t* lengths, in
                   float min_cell, float points_per_cell, cudaStream_t s) {
   const size_t slots = static_cast<size_t>(B * (g.cells + 1));
   cudaError_t err = cudaMemsetAsync(g.min_bits, 0x7f, static_cast<size_t>(B * 3) * sizeof(int), s);
-  if (err == cudaSuccess) err = cudaMemsetAsync(g.max_bits, 0x80, static_cast<size_t>(B * 3) * sizeof(int), s);
+  if (err == cudaSuccess) {
+    err = cudaMemsetAsync(g.max_bits, 0x80, static_cast<size_t>(B * 3) * sizeof(int), s);
+  }
   if (err == cudaSuccess) err = cudaMemsetAsync(g.counts, 0, slots * sizeof(int), s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   const unsigned int by = static_cast<unsigned int>(B < 65535 ? B : 65535);
