@@ -3,17 +3,19 @@
 // FPS is K sequential steps, each a pass over the cloud and an argmax, so the cost is the
 // per-step latency, not bandwidth. The strategies, chosen at run time from (B, N, device):
 //  - register path (float32/float16/bfloat16): a group of G blocks owns one cloud, each thread
-//    keeps up to kMaxSlots points and their min-distances in registers, and per step the group
-//    agrees on the farthest point:
+//    keeps up to kMaxSlots points and their min-distances in registers (plus, when a block's
+//    share is larger, a tail in shared memory), and per step the group agrees on the farthest
+//    point:
 //      * G = 1: one block per cloud (small clouds, or no cluster support);
-//      * cluster: G <= 16 blocks of a Hopper+ thread-block cluster exchange their winners through
-//        distributed shared memory and a hardware cluster barrier;
+//      * cluster: G <= 16 blocks of a Hopper+ thread-block cluster push their winners into each
+//        other's shared memory and meet at a hardware cluster barrier;
 //      * grid: G co-resident blocks (cooperative launch) exchange winners through global memory
 //        and a per-cloud counter barrier (large clouds).
 //  - stream path: like the grid path, but points and min-distances stay in global memory
 //    (clouds too large for the registers of the whole GPU).
 //  - general path (float64, or anything the others cannot take): one block per cloud, points
 //    and min-distances in global memory.
+// A cost model measured on an H200 picks G (POINTOPS_FPS_GROUP overrides it for benchmarks).
 // Every path picks the largest min-distance, lowest index on ties, with the same rounding.
 #include <cooperative_groups.h>
 
@@ -326,7 +328,7 @@ __device__ __forceinline__ Pick block_pick(Pick p, PickSlot (*warp_slots)[WARPS]
 }
 
 // One kernel for the register and stream paths and the three group modes.
-// Grid: B * G blocks, block g*... : cloud = blockIdx.x / G, rank = blockIdx.x % G.
+// Grid: B * G blocks; cloud = blockIdx.x / G, rank in the cloud's group = blockIdx.x % G.
 template <class T, class Points, int MODE>
 __global__ void __launch_bounds__(Points::kBlock)
     fps_group_kernel(const T* __restrict__ xyz, const int64_t* __restrict__ lengths, int64_t N,
@@ -342,7 +344,7 @@ __global__ void __launch_bounds__(Points::kBlock)
   const T* pts = xyz + b * N * 3;
   int64_t* out = idx + b * K;
   const int lane = threadIdx.x & 31;
-  (void)lane, (void)grid_slots, (void)arrivals, (void)cluster_slots;
+  (void)grid_slots, (void)arrivals, (void)cluster_slots;  // unused by some modes
 
   if (rank == 0) {
     for (int64_t i = n + threadIdx.x; i < K; i += kBlock) out[i] = -1;
