@@ -11,13 +11,14 @@ a file only changes when the plan does.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ENVS_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(ENVS_DIR.parent))  # the solver package of this checkout
+
+from solver.emit import write_atomic  # noqa: E402
 
 # file name -> make-env flags (a GPU and driver typical of the target)
 TARGETS: dict[str, list[str]] = {
@@ -40,13 +41,6 @@ def render(flags: list[str]) -> str:
     return "\n".join([header, *body]) + "\n"
 
 
-def write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def stale_files() -> list[str]:
     """Names of env files whose content differs from what make-env plans now (or that are missing)."""
     stale = []
@@ -67,7 +61,7 @@ def main() -> int:
             print(f"envs/{name} is out of date; run: python envs/regenerate.py", file=sys.stderr)
         return 1 if stale else 0
     for name, flags in TARGETS.items():
-        write_atomically(ENVS_DIR / name, render(flags))
+        write_atomic(ENVS_DIR / name, render(flags))
         print(f"wrote envs/{name}")
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,13 +15,15 @@ from solver import __version__
 from solver.plan import Plan
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
+@contextmanager
+def atomic_destination(path: str | os.PathLike):
+    """Yield a temp path beside `path`; on success it replaces `path`, on failure it is removed,
+    so the user's existing file is never left half written."""
     target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        yield Path(tmp)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -28,6 +31,11 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    with atomic_destination(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
 
 
 def describe_target(plan: Plan) -> str:
@@ -129,15 +137,5 @@ def write_lock(path: str, records, platform: str, channels: list[str], virtual_p
     lock.set_channels("default", [LockChannel(c) for c in channels])
     for record in records:
         lock.add_conda_package("default", lock_platform, record)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else ".")
-    os.close(fd)
-    try:
-        lock.to_path(Path(tmp))
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_destination(path) as tmp:
+        lock.to_path(tmp)
