@@ -139,6 +139,20 @@ def _want_cuda(torch) -> bool:
     return torch.version.cuda is not None
 
 
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class BuildPointops(build_ext):
     """Compiles the C++ (and, when enabled, CUDA) sources in parallel and links one library."""
 
@@ -159,6 +173,10 @@ class BuildPointops(build_ext):
         cu_sources = sorted(str(p) for p in (CSRC / "cuda").glob("*.cu"))
         if with_cuda and not cu_sources:
             _fail("CUDA build requested but csrc/cuda/ has no .cu sources.")
+        # CPU-only and CUDA objects share names but not macros (POINTOPS_WITH_CUDA): keep them
+        # in separate directories so one variant never links the other's stale objects.
+        base_temp = self.build_temp
+        self.build_temp = os.path.join(base_temp, "cuda" if with_cuda else "cpu")
 
         ext.include_dirs += [str(CSRC)] + cpp_extension.include_paths()
         ext.library_dirs += cpp_extension.library_paths()
@@ -168,7 +186,11 @@ class BuildPointops(build_ext):
         if IS_WINDOWS:
             ext.extra_compile_args += ["/O2", "/std:c++17", "/EHsc", "/permissive-"]
         else:
-            ext.extra_compile_args += ["-O3", "-std=c++17", "-fvisibility=hidden"]
+            # -ffp-contract=off: no fused multiply-add (gcc contracts by default where the target
+            # has FMA, e.g. aarch64), so distances round exactly as in the CUDA kernels and in
+            # the kernels' own bounds, and CPU and GPU pick the same indices. MSVC's default
+            # /fp:precise does not contract.
+            ext.extra_compile_args += ["-O3", "-std=c++17", "-fvisibility=hidden", "-ffp-contract=off"]
             if sys.platform.startswith("linux"):
                 ext.extra_link_args += ["-Wl,--as-needed"]
 
@@ -206,7 +228,16 @@ class BuildPointops(build_ext):
         elif not IS_WINDOWS:
             ext.libraries.append("dl")
         self._parallel_compile_cxx(ext, jobs)
+        stamp = Path(base_temp) / "pointops-build-config.json"
+        config = json.dumps({"info": info, "macros": ext.define_macros,
+                             "compile_args": ext.extra_compile_args,
+                             "libraries": ext.libraries}, sort_keys=True, default=str)
+        if _read_text(stamp) != config:
+            # setuptools skips an extension whose library is newer than its sources, even when
+            # the configuration (CPU-only vs CUDA, flags) changed: rebuild everything then.
+            self.force = True
         super().build_extensions()
+        _write_text_atomic(stamp, config)
         self._write_build_info(info)
 
     def _cxx_description(self) -> str:
