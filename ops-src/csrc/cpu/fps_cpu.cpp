@@ -1,9 +1,14 @@
-// Farthest point sampling on CPU. Clouds run in parallel; a single large cloud is split into
-// fixed chunks per step so the argmax (and hence the result) does not depend on thread count.
+// Farthest point sampling on CPU. Clouds run in parallel. Large clouds use the kd-tree pruned
+// sampler (fps_kdtree.cpp); small ones, and clouds with non-finite coordinates, a brute-force
+// scan, which splits a single huge cloud into fixed chunks per step so the argmax (and hence the
+// result) does not depend on thread count. Both give identical indices.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "common.h"
+#include "fps_kdtree.h"
 #include "parallel.h"
 
 namespace pointops {
@@ -15,6 +20,23 @@ constexpr int64_t kChunk = 16384;  // points per chunk in the in-cloud parallel 
 // small to pay for it, and on a loaded machine (more runnable threads than cores) barriers
 // cost milliseconds: measured 0.18 s serial vs 3-8 s split for N = 1e5, k = 1024 on 2 busy cores.
 constexpr int64_t kInnerParallelMinN = 262144;
+
+// Below this many points (or picks) building the kd-tree costs more than it saves. Measured at
+// N = 1e5 / 1e4 / 2048 / 512 on 2 cores: see docs/performance.md.
+constexpr int64_t kKdTreeMinN = 2048;
+constexpr int64_t kKdTreeMinPicks = 32;
+
+// Which sampler to use. POINTOPS_CPU_FPS_PATH=brute|kdtree forces one (for tests comparing the
+// two); unset or "auto" chooses by size.
+enum class FpsPath { Auto, Brute, KdTree, Invalid };
+
+FpsPath requested_path() {
+  const char* value = std::getenv("POINTOPS_CPU_FPS_PATH");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return FpsPath::Auto;
+  if (std::strcmp(value, "brute") == 0) return FpsPath::Brute;
+  if (std::strcmp(value, "kdtree") == 0) return FpsPath::KdTree;
+  return FpsPath::Invalid;
+}
 
 template <typename T>
 struct Best {
@@ -44,10 +66,13 @@ Best<T> update_range(const T* xyz, const T* picked, T* mind, int64_t begin, int6
 
 template <typename T>
 void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* idx,
-                  bool split_cloud) {
+                  bool split_cloud, FpsPath path) {
   const int64_t picks = std::min(K, n);
   for (int64_t i = picks; i < K; ++i) idx[i] = -1;
   if (n == 0) return;
+  const bool kdtree = path == FpsPath::KdTree ||
+                      (path == FpsPath::Auto && n >= kKdTreeMinN && picks >= kKdTreeMinPicks);
+  if (kdtree && cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) return;
   std::vector<T> mind(static_cast<size_t>(n), cpu::infinity<T>());
   int64_t current = std::min(start, n - 1);
   idx[0] = current;
@@ -81,21 +106,28 @@ Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengt
                                  int64_t N, int64_t K, int64_t start, int64_t* idx) {
   if (B <= 0 || K <= 0) return nullptr;
   if (start < 0) start = 0;
+  const FpsPath path = requested_path();
+  if (path == FpsPath::Invalid) {
+    return "POINTOPS_CPU_FPS_PATH must be brute, kdtree or auto (or unset)";
+  }
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     const T* points = static_cast<const T*>(xyz);
-    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN;
+    // The kd-tree sampler runs one cloud on one thread (a pick touches too little to split).
+    const bool kdtree_all = path == FpsPath::KdTree ||
+                            (path == FpsPath::Auto && N >= kKdTreeMinN && K >= kKdTreeMinPicks);
+    const bool split = !kdtree_all && B < cpu::thread_count() && N >= kInnerParallelMinN;
     if (split) {
       for (int64_t b = 0; b < B; ++b) {
         sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
-                     true);
+                     true, path);
       }
       return;
     }
     cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
-                     false);
+                     false, path);
       }
     });
   });
