@@ -22,8 +22,11 @@ from .ops import (  # noqa: E402
     gather_points,
     group_points,
     knn,
+    set_value_checks,
     three_interpolate,
     three_nn,
+    value_checks,
+    value_checks_enabled,
 )
 
 __version__ = "0.1.0"
@@ -36,6 +39,9 @@ __all__ = [
     "gather_points",
     "group_points",
     "knn",
+    "set_value_checks",
     "three_interpolate",
     "three_nn",
+    "value_checks",
+    "value_checks_enabled",
 ]

@@ -9,7 +9,10 @@ naming the argument.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import warnings
 
 import torch
 from torch import Tensor
@@ -22,12 +25,59 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 # ---------------------------------------------------------------------------------------------
+# the value-check switch
+#
+# Value checks (finite coordinates, index and lengths ranges) read tensor data. On CUDA that is a
+# device synchronisation per call, so they can be turned off for speed; the kernels clamp
+# lengths and treat out-of-range indices as "no point", so bad values then give wrong results
+# but never out-of-bounds reads. On CPU the binding checks the same values in C++ at no sync
+# cost, whatever the switch says.
+
+def _value_checks_from_env() -> bool:
+    raw = os.environ.get("POINTOPS_VALUE_CHECKS", "1").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    warnings.warn(f"pointops: POINTOPS_VALUE_CHECKS={raw!r} is not understood; value checks stay "
+                  "on (set it to 0 or 1)", RuntimeWarning, stacklevel=2)
+    return True
+
+
+_value_checks_on = _value_checks_from_env()
+
+
+def value_checks_enabled() -> bool:
+    """Whether the API reads input values to raise clear errors (default True)."""
+    return _value_checks_on
+
+
+def set_value_checks(enabled: bool) -> bool:
+    """Turn the value checks on or off for the whole process; returns the previous setting."""
+    global _value_checks_on
+    if not isinstance(enabled, bool):
+        raise TypeError(f"pointops: set_value_checks takes True or False, got {enabled!r}")
+    previous, _value_checks_on = _value_checks_on, enabled
+    return previous
+
+
+@contextlib.contextmanager
+def value_checks(enabled: bool):
+    """`with pointops.value_checks(False): ...` runs the block with value checks off (or on)."""
+    previous = set_value_checks(enabled)
+    try:
+        yield
+    finally:
+        set_value_checks(previous)
+
+
+# ---------------------------------------------------------------------------------------------
 # argument checks
 
 def _data_checks_enabled(t: Tensor) -> bool:
-    """Value checks (finite coordinates, index ranges) need the data: skip them while tracing
-    for torch.compile and during CUDA graph capture, where reading values is not allowed."""
-    if torch.compiler.is_compiling():
+    """Value checks need the data: skip them when switched off, while tracing for
+    torch.compile and during CUDA graph capture, where reading values is not allowed."""
+    if not _value_checks_on or torch.compiler.is_compiling():
         return False
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         return False
@@ -49,7 +99,8 @@ def _check_device_type(device_type: str, name: str, has_cuda_kernels: bool) -> N
 def _tensor(t, name: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
-    _check_device_type(t.device.type, name, _HAS_CUDA_KERNELS)
+    if not (t.is_cpu or (t.is_cuda and _HAS_CUDA_KERNELS)):  # the common case without a device object
+        _check_device_type(t.device.type, name, _HAS_CUDA_KERNELS)
     return t
 
 
@@ -72,7 +123,7 @@ def _points(t, name: str) -> Tensor:
 
 def _check_finite(t: Tensor, name: str) -> None:
     if t.numel() and _data_checks_enabled(t) and not bool(torch.isfinite(t).all()):
-        raise ValueError(f"pointops: {name} contains nan or inf; coordinates must be finite")
+        raise ValueError(_not_finite_message(name))
 
 
 def _same_device(ref: Tensor, ref_name: str, t: Tensor, name: str) -> None:
@@ -86,30 +137,18 @@ def _index(t, name: str, ref: Tensor, ref_name: str) -> Tensor:
     if t.dtype not in _INDEX_DTYPES:
         raise TypeError(f"pointops: {name} has dtype {t.dtype}; use int32 or int64")
     _same_device(ref, ref_name, t, name)
-    return t.long()
+    return t if t.dtype == torch.int64 else t.long()
 
 
 def _lengths(lengths, name: str, points: Tensor, points_name: str) -> Tensor | None:
+    """Structure of optional per-cloud lengths; their values are checked by _ValueChecks."""
     if lengths is None:
         return None
     lengths = _index(lengths, name, points, points_name)
     if lengths.dim() != 1 or lengths.shape[0] != points.shape[0]:
         raise ValueError(f"pointops: {name} must have shape [B] = [{points.shape[0]}], got "
                          f"{list(lengths.shape)}")
-    if lengths.numel() and _data_checks_enabled(lengths):
-        low, high = int(lengths.min()), int(lengths.max())
-        if low < 0 or high > points.shape[1]:
-            raise ValueError(f"pointops: {name} values must lie in 0..{points.shape[1]} (the size "
-                             f"of {points_name}'s point dimension), got {low}..{high}")
     return lengths
-
-
-def _index_range(idx: Tensor, name: str, n: int) -> None:
-    if idx.numel() and _data_checks_enabled(idx):
-        low, high = int(idx.min()), int(idx.max())
-        if low < -1 or high >= n:
-            raise ValueError(f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), "
-                             f"got {low}..{high}")
 
 
 def _positive_int(k, name: str) -> int:
@@ -120,8 +159,8 @@ def _positive_int(k, name: str) -> int:
     return k
 
 
-def _pair(xyz, query, names=("xyz", "query")):
-    """Checks a point set and its queries; `names` are the caller's argument names."""
+def _pair_structure(xyz, query, names=("xyz", "query")):
+    """Checks the types, devices and shapes of a point set and its queries (not the values)."""
     xyz_name, query_name = names
     xyz = _points(xyz, xyz_name)
     query = _points(query, query_name)
@@ -131,13 +170,114 @@ def _pair(xyz, query, names=("xyz", "query")):
     if query.shape[0] != xyz.shape[0]:
         raise ValueError(f"pointops: {query_name} has batch size {query.shape[0]} but {xyz_name} has "
                          f"{xyz.shape[0]}")
-    _check_finite(xyz, xyz_name)
-    _check_finite(query, query_name)
+    return xyz, query
+
+
+def _pair(xyz, query, names=("xyz", "query")):
+    """Checks a point set and its queries, values included; `names` are the caller's names."""
+    xyz, query = _pair_structure(xyz, query, names)
+    _check_finite(xyz, names[0])
+    _check_finite(query, names[1])
     return xyz, query
 
 
 # ---------------------------------------------------------------------------------------------
+# value checks and the call of an operator
+
+def _not_finite_message(name: str) -> str:
+    return f"pointops: {name} contains nan or inf; coordinates must be finite"
+
+
+class _ValueChecks:
+    """The value checks of one call, read with a single device-to-host copy (one CUDA sync per
+    call instead of one per checked tensor and bound)."""
+
+    __slots__ = ("_checks",)
+
+    def __init__(self):
+        self._checks = []  # (kind, tensor, name, low, high, detail)
+
+    def finite(self, t: Tensor, name: str) -> _ValueChecks:
+        self._checks.append(("finite", t, name, 0, 0, ""))
+        return self
+
+    def lengths(self, t: Tensor | None, name: str, points: Tensor, points_name: str) -> _ValueChecks:
+        if t is not None:
+            self._checks.append(("lengths", t, name, 0, points.shape[1], points_name))
+        return self
+
+    def indices(self, t: Tensor, name: str, n: int) -> _ValueChecks:
+        self._checks.append(("indices", t, name, -1, n - 1, ""))
+        return self
+
+    def first_problem(self) -> ValueError | None:
+        """The error of the first check that fails, in the order the checks were added."""
+        live = [c for c in self._checks if c[1].numel()]
+        if not live:
+            return None
+        stats = []
+        for kind, t, *_ in live:
+            if kind == "finite":
+                stats.append(torch.isfinite(t).all().reshape(1).long())
+            else:
+                stats.append(torch.stack(torch.aminmax(t)))
+        values = torch.cat(stats).tolist()  # the one read of device data
+        pos = 0
+        for kind, _, name, low, high, detail in live:
+            if kind == "finite":
+                ok, pos = bool(values[pos]), pos + 1
+                if not ok:
+                    return ValueError(_not_finite_message(name))
+                continue
+            got_low, got_high = values[pos], values[pos + 1]
+            pos += 2
+            if got_low >= low and got_high <= high:
+                continue
+            if kind == "lengths":
+                return ValueError(f"pointops: {name} values must lie in 0..{high} (the size of "
+                                  f"{detail}'s point dimension), got {got_low}..{got_high}")
+            return ValueError(f"pointops: {name} values must lie in -1..{high} (-1 = no point), "
+                              f"got {got_low}..{got_high}")
+        return None
+
+
+def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = ()):
+    """Runs op(*args) after the value checks.
+
+    On CUDA the checks run first (when switched on). On CPU the binding checks the same values
+    itself, so they run only when the op raised, to replace the binding's message with the
+    clearer one. With no input requiring grad the op is called below the autograd layer, which
+    skips the Python autograd wrapper that torch.library.register_autograd installs.
+    """
+    ref = args[0]
+    if torch.compiler.is_compiling():
+        return op(*args)  # traced: values are unknown and autograd is handled by the tracer
+    on_cuda = ref.is_cuda
+    if checks is not None and on_cuda and _data_checks_enabled(ref):
+        problem = checks.first_problem()
+        if problem is not None:
+            raise problem
+    try:
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
+            return op(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+    except RuntimeError:
+        if checks is not None and not on_cuda and _value_checks_on:
+            problem = checks.first_problem()
+            if problem is not None:
+                raise problem from None
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
 # sampling and neighbour search
+
+_fps_op = _ops.furthest_point_sample.default
+_ball_query_op = _ops.ball_query.default
+_knn_op = _ops.knn.default
+_gather_op = _ops.gather.default
+
 
 def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, start: int = 0) -> Tensor:
     """Farthest point sampling: int64 indices [B, k] into xyz [B, N, 3].
@@ -151,9 +291,15 @@ def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, st
     k = _positive_int(k, "k")
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise ValueError(f"pointops: start must be an int >= 0, got {start!r}")
-    _check_finite(xyz, "xyz")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
-    return _ops.furthest_point_sample(xyz, k, lengths, start)
+    checks = _ValueChecks().finite(xyz, "xyz").lengths(lengths, "lengths", xyz, "xyz")
+    return _call(_fps_op, (xyz, k, lengths, start), checks)
+
+
+def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")) -> _ValueChecks:
+    return (_ValueChecks().finite(xyz, names[0]).finite(query, names[1])
+            .lengths(lengths, "lengths", xyz, names[0])
+            .lengths(query_lengths, "query_lengths", query, names[1]))
 
 
 def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tensor | None = None,
@@ -165,7 +311,7 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     padded by repeating its first hit, an empty ball is all -1 (dist2 +inf). Squared distances
     are differentiable w.r.t. xyz and query.
     """
-    xyz, query = _pair(xyz, query)
+    xyz, query = _pair_structure(xyz, query)
     if isinstance(radius, bool) or not isinstance(radius, (int, float)):
         raise TypeError(f"pointops: radius must be a number, got {type(radius).__name__}")
     if not math.isfinite(radius) or radius < 0:
@@ -173,8 +319,11 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     k = _positive_int(k, "k")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
     query_lengths = _lengths(query_lengths, "query_lengths", query, "query")
-    idx, count, dist2 = _ops.ball_query(xyz, query, float(radius), k, lengths, query_lengths,
-                                        True, bool(return_dist2))
+    checks = _neighbour_checks(xyz, query, lengths, query_lengths)
+    # only the distances carry a gradient: without return_dist2 nothing needs the autograd layer
+    grad_inputs = (xyz, query) if return_dist2 else ()
+    idx, count, dist2 = _call(_ball_query_op, (xyz, query, float(radius), k, lengths, query_lengths,
+                                               True, bool(return_dist2)), checks, grad_inputs)
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
@@ -184,17 +333,20 @@ def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
     sorted by ascending squared distance, equal distances by ascending index. Slots beyond a
     cloud's point count hold idx -1 and dist2 +inf. dist2 is differentiable w.r.t. xyz and query.
     """
-    xyz, query = _pair(xyz, query)
+    xyz, query = _pair_structure(xyz, query)
     k = _positive_int(k, "k")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
     query_lengths = _lengths(query_lengths, "query_lengths", query, "query")
-    return _ops.knn(xyz, query, k, lengths, query_lengths)
+    checks = _neighbour_checks(xyz, query, lengths, query_lengths)
+    return _call(_knn_op, (xyz, query, k, lengths, query_lengths), checks, (xyz, query))
 
 
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     """The 3 nearest `known` points of each `unknown` point: (dist2 [B, n, 3], idx [B, n, 3])."""
-    known, unknown = _pair(known, unknown, ("known", "unknown"))
-    return _ops.knn(known, unknown, 3, None, None)
+    names = ("known", "unknown")
+    known, unknown = _pair_structure(known, unknown, names)
+    checks = _neighbour_checks(known, unknown, None, None, names)
+    return _call(_knn_op, (known, unknown, 3, None, None), checks, (known, unknown))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,8 +366,8 @@ def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
     if idx.dim() != 2 or idx.shape[0] != feat.shape[0]:
         raise ValueError(f"pointops: idx must have shape [B, M] with B = {feat.shape[0]}, got "
                          f"{list(idx.shape)}")
-    _index_range(idx, "idx", feat.shape[2])
-    return _ops.gather(feat, idx.unsqueeze(-1), None)
+    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
+    return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,))
 
 
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
@@ -225,9 +377,9 @@ def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     if idx.dim() != 3 or idx.shape[0] != feat.shape[0]:
         raise ValueError(f"pointops: idx must have shape [B, M, K] with B = {feat.shape[0]}, got "
                          f"{list(idx.shape)}")
-    _index_range(idx, "idx", feat.shape[2])
+    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
     B, M, K = idx.shape
-    out = _ops.gather(feat, idx.reshape(B, M * K, 1), None)
+    out = _call(_gather_op, (feat, idx.reshape(B, M * K, 1), None), checks, (feat,))
     return out.view(B, feat.shape[1], M, K)
 
 
@@ -246,5 +398,5 @@ def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
                          f"{list(weight.shape)}")
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
-    _index_range(idx, "idx", feat.shape[2])
-    return _ops.gather(feat, idx, weight)
+    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
+    return _call(_gather_op, (feat, idx, weight), checks, (feat, weight))

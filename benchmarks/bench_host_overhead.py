@@ -1,0 +1,132 @@
+"""Host overhead per call of the pointops layers, on CPU with tiny inputs.
+
+    python benchmarks/bench_host_overhead.py [--calls 2000] [--reps 15] [--json out.json]
+
+With tiny tensors the kernels do next to no work, so the time per call is the host path: the
+dispatcher, the autograd wrapper, the Python checks and the binding's checks and allocations.
+Each layer is timed as `calls` back-to-back calls, `reps` times; the median per-call time is
+reported in microseconds. Layers: the raw torch.ops.pointops op without and with an input that
+requires grad, the Python API (value checks on and off) and the pointnet2-compatible API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+
+def _median_us(fn, calls: int, reps: int) -> float:
+    for _ in range(min(calls, 200)):  # warm-up: caches, dispatcher, allocator
+        fn()
+    per_call = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - t0) / calls)
+    return statistics.median(per_call) * 1e6
+
+
+def _write_json(path: str, payload: dict) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bench-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _cases(torch, pointops, compat):
+    """(op name, layer name, zero-argument callable) for every measured combination."""
+    ops = torch.ops.pointops
+    g = torch.Generator().manual_seed(0)
+    B, N, M, K, C = 1, 16, 8, 4, 4
+    xyz = torch.rand(B, N, 3, generator=g)
+    query = torch.rand(B, M, 3, generator=g)
+    feat = torch.rand(B, C, N, generator=g)
+    idx2 = torch.randint(0, N, (B, M), generator=g)
+    idx3 = torch.randint(0, N, (B, M, K), generator=g)
+    idx2_i32, idx3_i32 = idx2.int(), idx3.int()
+    xyz_g = xyz.clone().requires_grad_(True)
+    feat_g = feat.clone().requires_grad_(True)
+    idx2_col = idx2.unsqueeze(-1)
+    idx3_flat = idx3.reshape(B, M * K, 1)
+
+    return [
+        ("gather_points", "raw op", lambda: ops.gather(feat, idx2_col, None)),
+        ("gather_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx2_col, None)),
+        ("gather_points", "Python API", lambda: pointops.gather_points(feat, idx2)),
+        ("gather_points", "compat API (int32 idx)", lambda: compat.gather_operation(feat, idx2_i32)),
+        ("group_points", "raw op", lambda: ops.gather(feat, idx3_flat, None)),
+        ("group_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx3_flat, None)),
+        ("group_points", "Python API", lambda: pointops.group_points(feat, idx3)),
+        ("group_points", "compat API (int32 idx)", lambda: compat.grouping_operation(feat, idx3_i32)),
+        ("knn", "raw op", lambda: ops.knn(xyz, query, K, None, None)),
+        ("knn", "raw op, requires_grad", lambda: ops.knn(xyz_g, query, K, None, None)),
+        ("knn", "Python API", lambda: pointops.knn(xyz, query, K)),
+        ("knn", "compat API (three_nn)", lambda: compat.three_nn(query, xyz)),
+        ("ball_query", "raw op", lambda: ops.ball_query(xyz, query, 0.3, K, None, None, True, False)),
+        ("ball_query", "raw op, requires_grad",
+         lambda: ops.ball_query(xyz_g, query, 0.3, K, None, None, True, False)),
+        ("ball_query", "Python API", lambda: pointops.ball_query(xyz, query, 0.3, K)),
+        ("ball_query", "compat API", lambda: compat.ball_query(0.3, K, xyz, query)),
+        ("furthest_point_sample", "raw op", lambda: ops.furthest_point_sample(xyz, M, None, 0)),
+        ("furthest_point_sample", "Python API", lambda: pointops.furthest_point_sample(xyz, M)),
+        ("furthest_point_sample", "compat API", lambda: compat.furthest_point_sample(xyz, M)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls per timed repetition")
+    parser.add_argument("--reps", type=int, default=15, help="timed repetitions (median)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (1 keeps thread-pool wake-ups out)")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    if args.calls <= 0 or args.reps <= 0 or args.threads <= 0:
+        parser.error("calls, reps and threads must be > 0")
+
+    try:
+        import pointops
+        import torch
+        from pointops.compat import pointnet2_utils as compat
+    except ImportError as e:
+        print(f"bench_host_overhead: cannot import torch/pointops ({e}); run tests/run.sh first",
+              file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    has_switch = hasattr(pointops, "value_checks")
+
+    rows = []
+    for op, layer, fn in _cases(torch, pointops, compat):
+        rows.append({"op": op, "layer": layer, "us": _median_us(fn, args.calls, args.reps)})
+        if layer == "Python API" and has_switch:
+            with pointops.value_checks(False):
+                us = _median_us(fn, args.calls, args.reps)
+            rows.append({"op": op, "layer": "Python API, value checks off", "us": us})
+
+    print(f"{'op':<22} {'layer':<30} {'us/call':>8}")
+    for r in rows:
+        print(f"{r['op']:<22} {r['layer']:<30} {r['us']:8.1f}")
+    if args.json:
+        _write_json(args.json, {
+            "benchmark": "bench_host_overhead",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "python": platform.python_version(),
+            "torch": torch.__version__, "threads": args.threads,
+            "calls": args.calls, "reps": args.reps, "results": rows,
+        })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
