@@ -1,0 +1,156 @@
+"""The value checks of the Python API (finite coordinates, index and lengths ranges) and the
+switch that turns them off: pointops.set_value_checks, pointops.value_checks and the
+POINTOPS_VALUE_CHECKS environment variable."""
+
+import math
+import os
+import subprocess
+import sys
+
+import pointops
+import pytest
+import torch
+from pointops.compat import pointnet2_utils as pn2
+from pointops.ops import _ValueChecks
+
+
+def pts(b=1, n=4):
+    return torch.rand(b, n, 3, generator=torch.Generator().manual_seed(n))
+
+
+NAN_POINT = torch.tensor([[[0.0, math.nan, 0.0]]])
+INF_POINT = torch.tensor([[[math.inf, 0.0, 0.0]]])
+
+# (call with one bad value, words of the Python API's error, words of the binding's error)
+BAD_VALUES = [
+    (lambda: pointops.furthest_point_sample(NAN_POINT, 1), "xyz contains nan or inf", "xyz contains a non-finite"),
+    (lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([5])),
+     "lengths values must lie in 0..4 (the size of xyz's point dimension), got 5..5", "lengths[0] = 5"),
+    (lambda: pointops.knn(pts(), INF_POINT, 1), "query contains nan or inf", "query contains a non-finite"),
+    (lambda: pointops.knn(pts(), pts(), 1, lengths=torch.tensor([7], dtype=torch.int32)),
+     "lengths values must lie in 0..4", "lengths[0] = 7"),
+    (lambda: pointops.knn(pts(), pts(1, 3), 1, query_lengths=torch.tensor([-1])),
+     "query_lengths values must lie in 0..3 (the size of query's point dimension), got -1..-1",
+     "query_lengths[0] = -1"),
+    (lambda: pointops.three_nn(pts(), NAN_POINT.expand(1, 4, 3)), "known contains nan or inf",
+     "xyz contains a non-finite"),
+    (lambda: pointops.ball_query(NAN_POINT, pts(), 0.5, 2), "xyz contains nan or inf", "xyz contains a non-finite"),
+    (lambda: pointops.ball_query(pts(), pts(), 0.5, 2, query_lengths=torch.tensor([9])),
+     "query_lengths values must lie in 0..4", "query_lengths[0] = 9"),
+    (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[0, 5]])),
+     "idx values must lie in -1..4 (-1 = no point), got 0..5", "idx holds index 5"),
+    (lambda: pointops.group_points(torch.rand(1, 2, 5), torch.tensor([[[-2, 0]]])),
+     "idx values must lie in -1..4 (-1 = no point), got -2..0", "idx holds index -2"),
+    (lambda: pointops.three_interpolate(torch.rand(1, 2, 3), torch.tensor([[[0, 1, 3]]]), torch.rand(1, 1, 3)),
+     "idx values must lie in -1..2", "idx holds index 3"),
+    (lambda: pn2.gather_operation(torch.rand(1, 2, 5), torch.tensor([[6]], dtype=torch.int32)),
+     "idx values must lie in -1..4", "idx holds index 6"),
+    (lambda: pn2.ball_query(0.1, 2, pts(), NAN_POINT), "new_xyz contains nan or inf", "query contains a non-finite"),
+]
+IDS = [f"case{i}" for i in range(len(BAD_VALUES))]
+
+
+@pytest.fixture(autouse=True)
+def _checks_restored():
+    previous = pointops.value_checks_enabled()
+    yield
+    pointops.set_value_checks(previous)
+
+
+@pytest.mark.parametrize(("call", "api_words", "binding_words"), BAD_VALUES, ids=IDS)
+def test_checks_on_raise_the_clear_error(call, api_words, binding_words):
+    assert pointops.value_checks_enabled()  # the default
+    with pytest.raises(ValueError) as info:
+        call()
+    assert api_words in str(info.value)
+    # the clear error stands alone: the binding's error is not chained into the traceback
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+@pytest.mark.parametrize(("call", "api_words", "binding_words"), BAD_VALUES, ids=IDS)
+def test_checks_off_on_cpu_the_binding_still_refuses_bad_values(call, api_words, binding_words):
+    # With the switch off the Python API reads no values; on CPU the binding checks them before
+    # any kernel runs, so a bad value is an error, never a read out of bounds.
+    with pointops.value_checks(False):
+        with pytest.raises(RuntimeError) as info:
+            call()
+    assert binding_words in str(info.value)
+    assert not isinstance(info.value, ValueError)
+
+
+def test_checks_off_give_the_same_results_on_good_input():
+    xyz, query = pts(2, 40), pts(2, 9)
+    feat, idx = torch.rand(2, 5, 40), torch.randint(-1, 40, (2, 9, 4))
+    lengths = torch.tensor([40, 17])
+
+    def run():
+        return (pointops.furthest_point_sample(xyz, 6, lengths=lengths),
+                *pointops.knn(xyz, query, 4, lengths=lengths),
+                *pointops.ball_query(xyz, query, 0.4, 3, lengths=lengths, return_dist2=True),
+                pointops.group_points(feat, idx), pointops.gather_points(feat, idx[:, :, 0]))
+
+    on = run()
+    with pointops.value_checks(False):
+        off = run()
+    for a, b in zip(on, off, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+def test_switch_and_context_manager():
+    assert pointops.set_value_checks(False) is True
+    assert not pointops.value_checks_enabled()
+    assert pointops.set_value_checks(True) is False
+    with pytest.raises(KeyError):
+        with pointops.value_checks(False):
+            assert not pointops.value_checks_enabled()
+            raise KeyError("leaves the block")
+    assert pointops.value_checks_enabled()  # restored on the way out, error or not
+    with pointops.value_checks(False), pointops.value_checks(True):
+        assert pointops.value_checks_enabled()
+    with pytest.raises(TypeError, match="takes True or False"):
+        pointops.set_value_checks("off")
+
+
+@pytest.mark.parametrize(("value", "expected", "warns"), [("0", False, False), ("off", False, False),
+                                                          ("1", True, False), ("maybe", True, True)])
+def test_environment_variable(value, expected, warns):
+    code = ("import warnings\nwarnings.simplefilter('always')\nimport pointops\n"
+            "print(pointops.value_checks_enabled())")
+    env = {**os.environ, "POINTOPS_VALUE_CHECKS": value}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(expected)
+    assert ("POINTOPS_VALUE_CHECKS='maybe' is not understood" in done.stderr) == warns
+
+
+def test_value_checks_report_the_first_failure_in_order():
+    good_idx, bad_idx = torch.tensor([[0, 3]]), torch.tensor([[0, 4]])
+    xyz = pts()
+    assert _ValueChecks().finite(xyz, "xyz").indices(good_idx, "idx", 4).first_problem() is None
+    problem = (_ValueChecks().finite(xyz, "xyz").indices(bad_idx, "idx", 4)
+               .finite(NAN_POINT, "query").first_problem())
+    assert "idx values must lie in -1..3" in str(problem)
+    problem = _ValueChecks().finite(NAN_POINT, "query").indices(bad_idx, "idx", 4).first_problem()
+    assert "query contains nan or inf" in str(problem)
+    # empty tensors have no values to check
+    empty = torch.empty(1, 0, dtype=torch.int64)
+    assert _ValueChecks().indices(empty, "idx", 0).lengths(None, "lengths", xyz, "xyz").first_problem() is None
+
+
+def test_calls_without_grad_build_no_graph_and_calls_with_grad_do():
+    xyz = pts(1, 10).requires_grad_(True)
+    query = pts(1, 3)
+    dist2, _ = pointops.knn(xyz, query, 2)
+    assert dist2.grad_fn is not None
+    dist2.sum().backward()
+    assert xyz.grad is not None and torch.isfinite(xyz.grad).all()
+    with torch.no_grad():
+        assert pointops.knn(xyz, query, 2)[0].grad_fn is None
+    assert pointops.knn(xyz.detach(), query, 2)[0].grad_fn is None
+    feat = torch.rand(1, 3, 10, requires_grad=True)
+    weight = torch.rand(1, 3, 3, requires_grad=True)
+    out = pointops.three_interpolate(feat.detach(), torch.tensor([[[0, 1, 2]] * 3]), weight)
+    out.sum().backward()  # the weight alone needs grad: the autograd layer must still run
+    assert weight.grad is not None and feat.grad is None
