@@ -133,3 +133,12 @@ def clouds(draw):
 def test_paths_agree_property(monkeypatch, data, k, start):
     xyz, lengths = data
     assert_paths_agree(monkeypatch, xyz, k, lengths, start)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_wide_integer_lattice(monkeypatch, dtype):
+    # Integer coordinates: box bounds equal point distances exactly and large distances tie,
+    # so a bound even slightly too optimistic skips a box whose points would change. Picking
+    # every point makes the order of the late picks depend on every min-distance.
+    xyz = torch.randint(-400, 401, (1, 8000, 3), generator=generator(10)).to(dtype)
+    assert_paths_agree(monkeypatch, xyz, 8000)
