@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 namespace pointops {
@@ -35,17 +34,22 @@ class KdTreeSampler {
       if (!std::isfinite(xyz[i])) return false;
     }
     xyz_ = xyz;
-    order_.resize(static_cast<size_t>(n));
-    std::iota(order_.begin(), order_.end(), int64_t{0});
-    nodes_.clear();
-    nodes_.reserve(static_cast<size_t>(2 * (n / kLeafSize + 1)));
-    build_node(0, n);
+    // Splits move whole point records, so partitioning reads memory in order.
+    points_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      points_[i] = PointRecord{{xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]}, i};
+    }
+    nodes_.assign(static_cast<size_t>(subtree_nodes(n)), Node{});
+    build_node(0, 0, n);
     // Points in tree order, one array per axis, so a leaf update is a contiguous loop.
+    order_.resize(static_cast<size_t>(n));
     for (int a = 0; a < 3; ++a) coord_[a].resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      const T* p = xyz + 3 * order_[i];
-      for (int a = 0; a < 3; ++a) coord_[a][i] = p[a];
+      order_[i] = points_[i].index;
+      for (int a = 0; a < 3; ++a) coord_[a][i] = points_[i].p[a];
     }
+    points_.clear();
+    points_.shrink_to_fit();
     mind_.assign(static_cast<size_t>(n), std::numeric_limits<T>::infinity());
     return true;
   }
@@ -68,9 +72,18 @@ class KdTreeSampler {
     int64_t right;  // right child (the left child is the next node); -1 for a leaf
   };
 
-  int64_t build_node(int64_t begin, int64_t end) {
-    const int64_t id = static_cast<int64_t>(nodes_.size());
-    nodes_.push_back(Node{});
+  struct PointRecord {
+    T p[3];
+    int64_t index;
+  };
+
+  // Nodes in a subtree of `size` points (splits are by count, so the layout is known up front).
+  static int64_t subtree_nodes(int64_t size) {
+    if (size <= kLeafSize) return 1;
+    return 1 + subtree_nodes(size / 2) + subtree_nodes(size - size / 2);
+  }
+
+  void build_node(int64_t id, int64_t begin, int64_t end) {
     Node node{};
     node.begin = begin;
     node.end = end;
@@ -81,7 +94,7 @@ class KdTreeSampler {
       node.hi[a] = -std::numeric_limits<T>::infinity();
     }
     for (int64_t i = begin; i < end; ++i) {
-      const T* p = xyz_ + 3 * order_[i];
+      const T* p = points_[i].p;
       for (int a = 0; a < 3; ++a) {
         node.lo[a] = std::min(node.lo[a], p[a]);
         node.hi[a] = std::max(node.hi[a], p[a]);
@@ -89,25 +102,26 @@ class KdTreeSampler {
     }
     if (end - begin <= kLeafSize) {
       // Leaf points in ascending index order: the first maximum found is the lowest index.
-      std::sort(order_.begin() + begin, order_.begin() + end);
-      node.best_index = order_[begin];
+      std::sort(points_.begin() + begin, points_.begin() + end,
+                [](const PointRecord& a, const PointRecord& b) { return a.index < b.index; });
+      node.best_index = points_[begin].index;
     } else {
       int axis = 0;
       for (int a = 1; a < 3; ++a) {
         if (node.hi[a] - node.lo[a] > node.hi[axis] - node.lo[axis]) axis = a;
       }
       const int64_t mid = begin + (end - begin) / 2;
-      const T* xyz = xyz_;
-      std::nth_element(order_.begin() + begin, order_.begin() + mid, order_.begin() + end,
-                       [xyz, axis](int64_t a, int64_t b) {
-                         return xyz[3 * a + axis] < xyz[3 * b + axis];
+      std::nth_element(points_.begin() + begin, points_.begin() + mid, points_.begin() + end,
+                       [axis](const PointRecord& a, const PointRecord& b) {
+                         return a.p[axis] < b.p[axis];
                        });
-      const int64_t left = build_node(begin, mid);
-      node.right = build_node(mid, end);
+      const int64_t left = id + 1;
+      node.right = left + subtree_nodes(mid - begin);
+      build_node(left, begin, mid);
+      build_node(node.right, mid, end);
       node.best_index = std::min(nodes_[left].best_index, nodes_[node.right].best_index);
     }
     nodes_[id] = node;
-    return id;
   }
 
   static T axis_gap(T p, T lo, T hi) {
@@ -164,6 +178,7 @@ class KdTreeSampler {
   }
 
   const T* xyz_ = nullptr;
+  std::vector<PointRecord> points_;  // during the build only
   std::vector<int64_t> order_;  // tree position -> original index
   std::vector<Node> nodes_;     // pre-order; nodes_[0] is the root
   std::vector<T> coord_[3];     // coordinates in tree order
