@@ -156,23 +156,20 @@ class KdTreeSampler {
     const T* ys = coord_[1].data();
     const T* zs = coord_[2].data();
     T* mind = mind_.data();
+    // Two passes keep the first one branch-free (it vectorises): update and find the maximum,
+    // then find its first position (points are in ascending index order).
     T best = T(-1);
-    int64_t best_at = node.begin;
     for (int64_t j = node.begin; j < node.end; ++j) {
       const T dx = xs[j] - px;
       const T dy = ys[j] - py;
       const T dz = zs[j] - pz;
       const T d = dx * dx + dy * dy + dz * dz;
-      T m = mind[j];
-      if (d < m) {
-        m = d;
-        mind[j] = d;
-      }
-      if (m > best) {
-        best = m;
-        best_at = j;
-      }
+      const T m = d < mind[j] ? d : mind[j];
+      mind[j] = m;
+      best = m > best ? m : best;
     }
+    int64_t best_at = node.begin;
+    while (mind[best_at] != best) ++best_at;
     node.best_dist = best;
     node.best_index = order_[best_at];
   }
