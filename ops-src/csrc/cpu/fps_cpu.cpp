@@ -21,10 +21,14 @@ constexpr int64_t kChunk = 16384;  // points per chunk in the in-cloud parallel 
 // cost milliseconds: measured 0.18 s serial vs 3-8 s split for N = 1e5, k = 1024 on 2 busy cores.
 constexpr int64_t kInnerParallelMinN = 262144;
 
-// Below this many points (or picks) building the kd-tree costs more than it saves. Measured at
-// N = 1e5 / 1e4 / 2048 / 512 on 2 cores: see docs/performance.md.
-constexpr int64_t kKdTreeMinN = 2048;
-constexpr int64_t kKdTreeMinPicks = 32;
+// The kd-tree costs a build (~180 ns a point at N = 1e5, less for small clouds that fit in
+// cache) and then saves most of the brute-force scan's ~1.4 ns per point and pick. Measured
+// crossover on one thread: about 64 picks up to 2048 points, about 128 picks beyond (see
+// docs/performance.md); a brute-force scan split over T threads needs T times as many picks.
+constexpr int64_t kKdTreeMinN = 512;
+constexpr int64_t kKdTreeMinPicksSmall = 64;  // clouds of up to kKdTreeSmallN points
+constexpr int64_t kKdTreeSmallN = 2048;
+constexpr int64_t kKdTreeMinPicks = 128;
 
 // Which sampler to use. POINTOPS_CPU_FPS_PATH=brute|kdtree forces one (for tests comparing the
 // two); unset or "auto" chooses by size.
@@ -36,6 +40,13 @@ FpsPath requested_path() {
   if (std::strcmp(value, "brute") == 0) return FpsPath::Brute;
   if (std::strcmp(value, "kdtree") == 0) return FpsPath::KdTree;
   return FpsPath::Invalid;
+}
+
+bool use_kdtree(FpsPath path, int64_t n, int64_t picks, int64_t brute_threads) {
+  if (path != FpsPath::Auto) return path == FpsPath::KdTree;
+  if (n < kKdTreeMinN) return false;
+  const int64_t min_picks = n <= kKdTreeSmallN ? kKdTreeMinPicksSmall : kKdTreeMinPicks;
+  return picks >= min_picks * brute_threads;
 }
 
 template <typename T>
@@ -70,9 +81,11 @@ void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* id
   const int64_t picks = std::min(K, n);
   for (int64_t i = picks; i < K; ++i) idx[i] = -1;
   if (n == 0) return;
-  const bool kdtree = path == FpsPath::KdTree ||
-                      (path == FpsPath::Auto && n >= kKdTreeMinN && picks >= kKdTreeMinPicks);
-  if (kdtree && cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) return;
+  const int64_t brute_threads = split_cloud ? cpu::thread_count() : 1;
+  if (use_kdtree(path, n, picks, brute_threads) &&
+      cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) {
+    return;
+  }
   std::vector<T> mind(static_cast<size_t>(n), cpu::infinity<T>());
   int64_t current = std::min(start, n - 1);
   idx[0] = current;
@@ -113,10 +126,9 @@ Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengt
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     const T* points = static_cast<const T*>(xyz);
-    // The kd-tree sampler runs one cloud on one thread (a pick touches too little to split).
-    const bool kdtree_all = path == FpsPath::KdTree ||
-                            (path == FpsPath::Auto && N >= kKdTreeMinN && K >= kKdTreeMinPicks);
-    const bool split = !kdtree_all && B < cpu::thread_count() && N >= kInnerParallelMinN;
+    // Few huge clouds: one after another, each on all threads (brute-force scan) or on one
+    // (the kd-tree sampler: a pick touches too little to split).
+    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN;
     if (split) {
       for (int64_t b = 0; b < B; ++b) {
         sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
