@@ -103,7 +103,8 @@ void check_finite_cpu(const Tensor& t, const char* name) {
 void check_lengths_cpu(const Tensor& t, const char* name, int64_t limit) {
   if (!t.is_cpu()) return;
   const int64_t* p = static_cast<const int64_t*>(t.const_data_ptr());
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  const int64_t n = t.numel();  // once: every accessor is a call through the C shim
+  for (int64_t i = 0; i < n; ++i) {
     STD_TORCH_CHECK(p[i] >= 0 && p[i] <= limit, "pointops: ", name, "[", i, "] = ", p[i],
                     " is outside 0..", limit);
   }
@@ -112,10 +113,16 @@ void check_lengths_cpu(const Tensor& t, const char* name, int64_t limit) {
 void check_indices_cpu(const Tensor& t, const char* name, int64_t n) {
   if (!t.is_cpu()) return;
   const int64_t* p = static_cast<const int64_t*>(t.const_data_ptr());
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  const int64_t count = t.numel();
+  for (int64_t i = 0; i < count; ++i) {
     STD_TORCH_CHECK(p[i] >= -1 && p[i] < n, "pointops: ", name, " holds index ", p[i],
                     ", outside -1..", n - 1, " (the size of the indexed dimension is ", n, ")");
   }
+}
+
+// aten::contiguous goes through the boxed dispatcher even when it returns its input: ask first.
+Tensor as_contiguous(const Tensor& t) {
+  return t.is_contiguous() ? t : torch::stable::contiguous(t);
 }
 
 // Optional per-cloud lengths: int64 [B] on the points' device, contiguous.
@@ -127,7 +134,7 @@ std::optional<Tensor> prepare_lengths(const std::optional<Tensor>& lengths, cons
   check_same_device(points, points_name, l, name);
   STD_TORCH_CHECK(l.dim() == 1 && l.size(0) == points.size(0), "pointops: ", name,
                   " must have shape [B] with B = ", points.size(0));
-  Tensor c = torch::stable::contiguous(l);
+  Tensor c = as_contiguous(l);
   check_lengths_cpu(c, name, points.size(1));
   return c;
 }
@@ -161,7 +168,7 @@ Tensor furthest_point_sample(Tensor xyz, int64_t k, std::optional<Tensor> length
   check_points(xyz, "xyz");
   STD_TORCH_CHECK(k > 0, "pointops: k must be > 0, got ", k);
   STD_TORCH_CHECK(start >= 0, "pointops: start must be >= 0, got ", start);
-  xyz = torch::stable::contiguous(xyz);
+  xyz = as_contiguous(xyz);
   check_finite_cpu(xyz, "xyz");
   auto lens = prepare_lengths(lengths, "lengths", xyz, "xyz");
   const int64_t B = xyz.size(0), N = xyz.size(1);
@@ -208,7 +215,7 @@ NeighbourInputs prepare_neighbours(Tensor xyz, Tensor query, int64_t k,
   STD_TORCH_CHECK(query.size(0) == xyz.size(0), "pointops: query has batch size ", query.size(0),
                   " but xyz has ", xyz.size(0));
   STD_TORCH_CHECK(k > 0, "pointops: k must be > 0, got ", k);
-  NeighbourInputs in{torch::stable::contiguous(xyz), torch::stable::contiguous(query),
+  NeighbourInputs in{as_contiguous(xyz), as_contiguous(query),
                      std::nullopt, std::nullopt, float_dtype(xyz, "xyz")};
   check_finite_cpu(in.xyz, "xyz");
   check_finite_cpu(in.query, "query");
@@ -314,7 +321,7 @@ std::optional<Tensor> prepare_weight(const std::optional<Tensor>& weight, const 
   STD_TORCH_CHECK(w.dim() == 3 && w.size(0) == idx.size(0) && w.size(1) == idx.size(1) &&
                       w.size(2) == idx.size(2),
                   "pointops: weight must have the same shape as idx [B, P, T]");
-  return torch::stable::contiguous(w);
+  return as_contiguous(w);
 }
 
 const void* optional_ptr(const std::optional<Tensor>& t) {
@@ -329,8 +336,8 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   check_same_device(feat, "feat", idx, "idx");
   GatherShape s = check_gather_index(idx, feat.size(0), feat.size(2));
   s.C = feat.size(1);
-  feat = torch::stable::contiguous(feat);
-  idx = torch::stable::contiguous(idx);
+  feat = as_contiguous(feat);
+  idx = as_contiguous(idx);
   check_indices_cpu(idx, "idx", s.N);
   auto w = prepare_weight(weight, idx, feat, "feat");
   Tensor out = empty_like_shape(feat, {s.B, s.C, s.P}, feat.scalar_type());
@@ -366,8 +373,8 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   s.C = grad_out.size(1);
   STD_TORCH_CHECK(grad_out.size(2) == s.P, "pointops: grad_out must have shape [B, C, P] with P = ",
                   s.P);
-  grad_out = torch::stable::contiguous(grad_out);
-  idx = torch::stable::contiguous(idx);
+  grad_out = as_contiguous(grad_out);
+  idx = as_contiguous(idx);
   check_indices_cpu(idx, "idx", n);
   auto w = prepare_weight(weight, idx, grad_out, "grad_out");
   Tensor grad_feat = empty_like_shape(grad_out, {s.B, s.C, n}, grad_out.scalar_type());
@@ -408,9 +415,9 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   STD_TORCH_CHECK(grad_out.dim() == 3 && grad_out.size(0) == s.B && grad_out.size(1) == s.C &&
                       grad_out.size(2) == s.P,
                   "pointops: grad_out must have shape [B, C, P] matching feat and idx");
-  feat = torch::stable::contiguous(feat);
-  grad_out = torch::stable::contiguous(grad_out);
-  idx = torch::stable::contiguous(idx);
+  feat = as_contiguous(feat);
+  grad_out = as_contiguous(grad_out);
+  idx = as_contiguous(idx);
   check_indices_cpu(idx, "idx", s.N);
   Tensor grad_w = empty_like_shape(feat, {s.B, s.P, s.T}, feat.scalar_type());
   if (grad_w.numel() == 0) return grad_w;
