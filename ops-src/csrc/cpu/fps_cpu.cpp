@@ -24,7 +24,8 @@ constexpr int64_t kInnerParallelMinN = 262144;
 // The kd-tree costs a build (~180 ns a point at N = 1e5, less for small clouds that fit in
 // cache) and then saves most of the brute-force scan's ~1.4 ns per point and pick. Measured
 // crossover on one thread: about 64 picks up to 2048 points, about 128 picks beyond (see
-// docs/performance.md); a brute-force scan split over T threads needs T times as many picks.
+// docs/performance.md). A brute-force scan split over threads does not lower it: its per-pick
+// barriers cost more than the split saves (N = 3e5, 100 picks: 650 ms split vs 176 ms kd-tree).
 constexpr int64_t kKdTreeMinN = 512;
 constexpr int64_t kKdTreeMinPicksSmall = 64;  // clouds of up to kKdTreeSmallN points
 constexpr int64_t kKdTreeSmallN = 2048;
@@ -42,11 +43,11 @@ FpsPath requested_path() {
   return FpsPath::Invalid;
 }
 
-bool use_kdtree(FpsPath path, int64_t n, int64_t picks, int64_t brute_threads) {
+bool use_kdtree(FpsPath path, int64_t n, int64_t picks) {
   if (path != FpsPath::Auto) return path == FpsPath::KdTree;
   if (n < kKdTreeMinN) return false;
   const int64_t min_picks = n <= kKdTreeSmallN ? kKdTreeMinPicksSmall : kKdTreeMinPicks;
-  return picks >= min_picks * brute_threads;
+  return picks >= min_picks;
 }
 
 template <typename T>
@@ -81,8 +82,7 @@ void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* id
   const int64_t picks = std::min(K, n);
   for (int64_t i = picks; i < K; ++i) idx[i] = -1;
   if (n == 0) return;
-  const int64_t brute_threads = split_cloud ? cpu::thread_count() : 1;
-  if (use_kdtree(path, n, picks, brute_threads) &&
+  if (use_kdtree(path, n, picks) &&
       cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) {
     return;
   }
@@ -126,9 +126,10 @@ Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengt
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     const T* points = static_cast<const T*>(xyz);
-    // Few huge clouds: one after another, each on all threads (brute-force scan) or on one
-    // (the kd-tree sampler: a pick touches too little to split).
-    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN;
+    // Few huge clouds for the brute-force scan: one after another, each on all threads. The
+    // kd-tree sampler runs each cloud on one thread (a pick touches too little to split).
+    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN &&
+                       !use_kdtree(path, N, std::min(K, N));
     if (split) {
       for (int64_t b = 0; b < B; ++b) {
         sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
