@@ -121,3 +121,28 @@ def _ball_query_backward(ctx, grad_idx, grad_count, grad_dist2):
 
 torch.library.register_autograd("pointops::ball_query", _ball_query_backward,
                                 setup_context=_ball_query_setup)
+
+
+# --- the same formulas for eager calls from the Python API ---------------------------------------
+
+def _eager_function(name, op, setup_context, backward):
+    """An autograd.Function with the formulas registered above, for eager calls of the Python
+    API that need grad: it skips the dispatcher's round trip through the Python autograd kernel
+    that register_autograd installs (about half the host time of such a call). torch.compile
+    traces the registered op instead."""
+
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+
+    return type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward),
+    })
+
+
+GatherFunction = _eager_function("GatherFunction", ops.gather.default, _gather_setup, _gather_backward)
+KnnFunction = _eager_function("KnnFunction", ops.knn.default, _knn_setup, _knn_backward)
+BallQueryFunction = _eager_function("BallQueryFunction", ops.ball_query.default, _ball_query_setup,
+                                    _ball_query_backward)

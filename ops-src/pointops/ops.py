@@ -17,6 +17,8 @@ import warnings
 import torch
 from torch import Tensor
 
+from ._registrations import BallQueryFunction, GatherFunction, KnnFunction
+
 _ops = torch.ops.pointops
 
 _CPU_FLOATS = (torch.float32, torch.float64)
@@ -241,13 +243,14 @@ class _ValueChecks:
         return None
 
 
-def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = ()):
+def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (), function=None):
     """Runs op(*args) after the value checks.
 
     On CUDA the checks run first (when switched on). On CPU the binding checks the same values
     itself, so they run only when the op raised, to replace the binding's message with the
     clearer one. With no input requiring grad the op is called below the autograd layer, which
-    skips the Python autograd wrapper that torch.library.register_autograd installs.
+    skips the Python autograd wrapper that torch.library.register_autograd installs; when one
+    does, `function` (the op's autograd.Function from _registrations) is applied directly.
     """
     ref = args[0]
     if torch.compiler.is_compiling():
@@ -259,7 +262,7 @@ def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = ())
             raise problem
     try:
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
-            return op(*args)
+            return function.apply(*args) if function is not None else op(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
     except RuntimeError:
@@ -323,7 +326,8 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     # only the distances carry a gradient: without return_dist2 nothing needs the autograd layer
     grad_inputs = (xyz, query) if return_dist2 else ()
     idx, count, dist2 = _call(_ball_query_op, (xyz, query, float(radius), k, lengths, query_lengths,
-                                               True, bool(return_dist2)), checks, grad_inputs)
+                                               True, bool(return_dist2)), checks, grad_inputs,
+                                  BallQueryFunction)
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
@@ -338,7 +342,7 @@ def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
     query_lengths = _lengths(query_lengths, "query_lengths", query, "query")
     checks = _neighbour_checks(xyz, query, lengths, query_lengths)
-    return _call(_knn_op, (xyz, query, k, lengths, query_lengths), checks, (xyz, query))
+    return _call(_knn_op, (xyz, query, k, lengths, query_lengths), checks, (xyz, query), KnnFunction)
 
 
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
@@ -346,7 +350,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     names = ("known", "unknown")
     known, unknown = _pair_structure(known, unknown, names)
     checks = _neighbour_checks(known, unknown, None, None, names)
-    return _call(_knn_op, (known, unknown, 3, None, None), checks, (known, unknown))
+    return _call(_knn_op, (known, unknown, 3, None, None), checks, (known, unknown), KnnFunction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +371,7 @@ def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
         raise ValueError(f"pointops: idx must have shape [B, M] with B = {feat.shape[0]}, got "
                          f"{list(idx.shape)}")
     checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
-    return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,))
+    return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,), GatherFunction)
 
 
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
@@ -379,7 +383,7 @@ def group_points(feat: Tensor, idx: Tensor) -> Tensor:
                          f"{list(idx.shape)}")
     checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
     B, M, K = idx.shape
-    out = _call(_gather_op, (feat, idx.reshape(B, M * K, 1), None), checks, (feat,))
+    out = _call(_gather_op, (feat, idx.reshape(B, M * K, 1), None), checks, (feat,), GatherFunction)
     return out.view(B, feat.shape[1], M, K)
 
 
@@ -399,4 +403,4 @@ def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
     checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
-    return _call(_gather_op, (feat, idx, weight), checks, (feat, weight))
+    return _call(_gather_op, (feat, idx, weight), checks, (feat, weight), GatherFunction)

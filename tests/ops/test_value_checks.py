@@ -154,3 +154,32 @@ def test_calls_without_grad_build_no_graph_and_calls_with_grad_do():
     out = pointops.three_interpolate(feat.detach(), torch.tensor([[[0, 1, 2]] * 3]), weight)
     out.sum().backward()  # the weight alone needs grad: the autograd layer must still run
     assert weight.grad is not None and feat.grad is None
+
+
+def test_api_gradients_equal_the_registered_autograd_of_the_raw_ops():
+    # The API applies its own autograd.Function; the raw ops go through register_autograd.
+    ops = torch.ops.pointops
+    g = torch.Generator().manual_seed(3)
+    xyz = torch.rand(2, 30, 3, generator=g, dtype=torch.float64)
+    query = torch.rand(2, 7, 3, generator=g, dtype=torch.float64)
+    feat = torch.rand(2, 4, 30, generator=g, dtype=torch.float64)
+    idx = torch.randint(-1, 30, (2, 7, 3), generator=g)
+    weight = torch.rand(2, 7, 3, generator=g, dtype=torch.float64)
+
+    def grads(fn, *inputs):
+        leaves = [t.clone().requires_grad_(True) for t in inputs]
+        out = fn(*leaves)
+        out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out))
+        return [t.grad for t in leaves]
+
+    pairs = [
+        (lambda a, b: pointops.knn(a, b, 4)[0], lambda a, b: ops.knn(a, b, 4, None, None)[0], (xyz, query)),
+        (lambda a, b: pointops.ball_query(a, b, 0.4, 3, return_dist2=True)[2],
+         lambda a, b: ops.ball_query(a, b, 0.4, 3, None, None, True, True)[2], (xyz, query)),
+        (lambda f, w: pointops.three_interpolate(f, idx, w), lambda f, w: ops.gather(f, idx, w), (feat, weight)),
+        (lambda f: pointops.group_points(f, idx), lambda f: ops.gather(f, idx.reshape(2, 21, 1), None), (feat,)),
+    ]
+    for api, raw, inputs in pairs:
+        for a, b in zip(grads(api, *inputs), grads(raw, *inputs), strict=True):
+            assert a is not None and torch.count_nonzero(a) > 0
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
