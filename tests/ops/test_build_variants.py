@@ -1,0 +1,61 @@
+"""Switching one build directory between a CPU-only and a CUDA build relinks with the right
+objects: the binding compiled with -DPOINTOPS_WITH_CUDA (which registers the CUDA kernels)
+must not be replaced by a stale CPU-only one, nor the other way round.
+
+A copy of ops-src with a one-kernel CUDA source and no CPU kernel sources keeps each build to
+the binding alone (the library is never loaded, so unresolved kernel symbols are fine)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NVCC = shutil.which("nvcc")
+NM = shutil.which("nm")
+
+pytestmark = [
+    pytest.mark.slow,  # three builds of the binding, about 20 s on 2 cores
+    pytest.mark.skipif(NVCC is None or NM is None or not sys.platform.startswith("linux"),
+                       reason="needs nvcc and nm on Linux"),
+]
+
+
+def build(src: Path, cuda: bool) -> str:
+    env = dict(os.environ, POINTOPS_CUDA="1" if cuda else "0", TORCH_CUDA_ARCH_LIST="9.0", MAX_JOBS="2")
+    result = subprocess.run([sys.executable, "setup.py", "build_ext"], cwd=src, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def references_cuda_kernels(src: Path) -> bool:
+    (library,) = src.glob("build/lib.*/pointops/_C*.so")
+    symbols = subprocess.run([NM, "-C", str(library)], capture_output=True, text=True, check=True).stdout
+    return "furthest_point_sample_cuda" in symbols
+
+
+def test_cpu_and_cuda_builds_in_one_directory_use_their_own_objects(tmp_path):
+    src = tmp_path / "ops-src"
+    shutil.copytree(REPO / "ops-src", src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__"))
+    for cpp in (src / "csrc" / "cpu").glob("*.cpp"):
+        cpp.unlink()
+    for cu in (src / "csrc" / "cuda").glob("*.cu"):
+        cu.unlink()
+    (src / "csrc" / "cuda" / "empty_kernel.cu").write_text("__global__ void pointops_empty_kernel() {}\n")
+
+    build(src, cuda=False)
+    assert not references_cuda_kernels(src)
+    build(src, cuda=True)  # sources unchanged: only the configuration differs
+    assert references_cuda_kernels(src)
+    assert list(src.glob("build/temp.*/cuda/csrc/binding.o")) and list(src.glob("build/temp.*/cpu/csrc/binding.o"))
+    build(src, cuda=False)
+    assert not references_cuda_kernels(src)
+    (library,) = src.glob("build/lib.*/pointops/_C*.so")
+    built_at = library.stat().st_mtime_ns
+    build(src, cuda=False)  # same configuration, nothing changed: nothing is rebuilt
+    assert library.stat().st_mtime_ns == built_at
