@@ -6,7 +6,9 @@ With tiny tensors the kernels do next to no work, so the time per call is the ho
 dispatcher, the autograd wrapper, the Python checks and the binding's checks and allocations.
 Each layer is timed as `calls` back-to-back calls, `reps` times; the median per-call time is
 reported in microseconds. Layers: the raw torch.ops.pointops op without and with an input that
-requires grad, the Python API (value checks on and off) and the pointnet2-compatible API.
+requires grad, the Python API (value checks on and off, and with an input that requires grad)
+and the pointnet2-compatible API. ball_query returns squared distances (return_dist2=True) in the
+raw and native rows, so the rows with requires_grad build a graph; the compat row returns indices.
 """
 
 from __future__ import annotations
@@ -64,19 +66,24 @@ def _cases(torch, pointops, compat):
         ("gather_points", "raw op", lambda: ops.gather(feat, idx2_col, None)),
         ("gather_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx2_col, None)),
         ("gather_points", "Python API", lambda: pointops.gather_points(feat, idx2)),
+        ("gather_points", "Python API, requires_grad", lambda: pointops.gather_points(feat_g, idx2)),
         ("gather_points", "compat API (int32 idx)", lambda: compat.gather_operation(feat, idx2_i32)),
         ("group_points", "raw op", lambda: ops.gather(feat, idx3_flat, None)),
         ("group_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx3_flat, None)),
         ("group_points", "Python API", lambda: pointops.group_points(feat, idx3)),
+        ("group_points", "Python API, requires_grad", lambda: pointops.group_points(feat_g, idx3)),
         ("group_points", "compat API (int32 idx)", lambda: compat.grouping_operation(feat, idx3_i32)),
         ("knn", "raw op", lambda: ops.knn(xyz, query, K, None, None)),
         ("knn", "raw op, requires_grad", lambda: ops.knn(xyz_g, query, K, None, None)),
         ("knn", "Python API", lambda: pointops.knn(xyz, query, K)),
+        ("knn", "Python API, requires_grad", lambda: pointops.knn(xyz_g, query, K)),
         ("knn", "compat API (three_nn)", lambda: compat.three_nn(query, xyz)),
-        ("ball_query", "raw op", lambda: ops.ball_query(xyz, query, 0.3, K, None, None, True, False)),
+        ("ball_query", "raw op", lambda: ops.ball_query(xyz, query, 0.3, K, None, None, True, True)),
         ("ball_query", "raw op, requires_grad",
-         lambda: ops.ball_query(xyz_g, query, 0.3, K, None, None, True, False)),
-        ("ball_query", "Python API", lambda: pointops.ball_query(xyz, query, 0.3, K)),
+         lambda: ops.ball_query(xyz_g, query, 0.3, K, None, None, True, True)),
+        ("ball_query", "Python API", lambda: pointops.ball_query(xyz, query, 0.3, K, return_dist2=True)),
+        ("ball_query", "Python API, requires_grad",
+         lambda: pointops.ball_query(xyz_g, query, 0.3, K, return_dist2=True)),
         ("ball_query", "compat API", lambda: compat.ball_query(0.3, K, xyz, query)),
         ("furthest_point_sample", "raw op", lambda: ops.furthest_point_sample(xyz, M, None, 0)),
         ("furthest_point_sample", "Python API", lambda: pointops.furthest_point_sample(xyz, M)),

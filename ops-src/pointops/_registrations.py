@@ -129,15 +129,18 @@ def _eager_function(name, op, setup_context, backward):
     """An autograd.Function with the formulas registered above, for eager calls of the Python
     API that need grad: it skips the dispatcher's round trip through the Python autograd kernel
     that register_autograd installs (about half the host time of such a call). torch.compile
-    traces the registered op instead."""
+    traces the registered op instead. forward takes ctx itself: a separate setup_context
+    staticmethod would make every apply() bind its arguments through inspect.signature, which
+    costs more than it saves."""
 
-    def forward(*args):
+    def forward(ctx, *args):
         with torch._C._AutoDispatchBelowAutograd():
-            return op(*args)
+            output = op(*args)
+        setup_context(ctx, args, output)
+        return output
 
     return type(name, (torch.autograd.Function,), {
         "forward": staticmethod(forward),
-        "setup_context": staticmethod(setup_context),
         "backward": staticmethod(backward),
     })
 
