@@ -183,3 +183,33 @@ def test_api_gradients_equal_the_registered_autograd_of_the_raw_ops():
         for a, b in zip(grads(api, *inputs), grads(raw, *inputs), strict=True):
             assert a is not None and torch.count_nonzero(a) > 0
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+def test_cuda_checks_on_raise_and_checks_off_stay_in_bounds():
+    dev = "cuda"
+    feat = torch.rand(1, 2, 5, device=dev)
+    bad_idx = torch.tensor([[0, 5, -7]], device=dev)
+    xyz, query = pts(1, 6).to(dev), pts(1, 3).to(dev)
+    long_lengths = torch.tensor([50], device=dev)
+    nan_query = torch.full((1, 2, 3), math.nan, device=dev)
+    with pytest.raises(ValueError, match="idx values must lie in -1..4"):
+        pointops.gather_points(feat, bad_idx)
+    with pytest.raises(ValueError, match="lengths values must lie in 0..6"):
+        pointops.knn(xyz, query, 2, lengths=long_lengths)
+    with pytest.raises(ValueError, match="query contains nan or inf"):
+        pointops.ball_query(xyz, nan_query, 0.5, 2)
+    with pointops.value_checks(False):
+        out = pointops.gather_points(feat, bad_idx)  # out-of-range indices read as -1: zeros
+        torch.testing.assert_close(out[:, :, 1:], torch.zeros(1, 2, 2, device=dev))
+        dist2, idx = pointops.knn(xyz, query, 2, lengths=long_lengths)  # lengths clamped to 6
+        expected_dist2, expected_idx = pointops.knn(xyz, query, 2)
+        torch.testing.assert_close(idx, expected_idx)
+        torch.testing.assert_close(dist2, expected_dist2)
+        idx, count = pointops.ball_query(xyz, nan_query, 0.5, 2)
+        pointops.furthest_point_sample(xyz, 4, lengths=long_lengths)
+        torch.cuda.synchronize()  # any fault in the kernels above surfaces here
+    assert ((idx >= -1) & (idx < 6)).all() and ((count >= 0) & (count <= 2)).all()
