@@ -210,6 +210,9 @@ def test_cuda_checks_on_raise_and_checks_off_stay_in_bounds():
         torch.testing.assert_close(idx, expected_idx)
         torch.testing.assert_close(dist2, expected_dist2)
         idx, count = pointops.ball_query(xyz, nan_query, 0.5, 2)
-        pointops.furthest_point_sample(xyz, 4, lengths=long_lengths)
+        fps_long = pointops.furthest_point_sample(xyz, 4, lengths=long_lengths)
+        fps_nan = pointops.furthest_point_sample(torch.full((1, 6, 3), math.nan, device=dev), 4)
         torch.cuda.synchronize()  # any fault in the kernels above surfaces here
     assert ((idx >= -1) & (idx < 6)).all() and ((count >= 0) & (count <= 2)).all()
+    for picks in (fps_long, fps_nan):
+        assert ((picks >= -1) & (picks < 6)).all()
