@@ -10,8 +10,8 @@
 #   1. the whole tests/ops suite (CUDA-parametrized and CUDA-only tests included);
 #   2. compute-sanitizer memcheck and racecheck over tests/gpu/sanitizer_workload.py.
 # Logs go to ${OUT:-/tmp/pointops-gpu}; the exit status is non-zero if any step failed.
-# POINTOPS_PYTEST_ARGS adds pytest arguments (e.g. -k 'not compile_for_sm90' where CI already
-# compiles the sources); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds);
+# POINTOPS_PYTEST_ARGS adds pytest arguments, split on spaces with no quoting (so a -k
+# expression belongs in POINTOPS_PYTEST_K); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds);
 # SANITIZER_TOOLS (default 'memcheck racecheck') picks the compute-sanitizer tools;
 # POINTOPS_PYTEST_K selects tests by keyword (e.g. 'cuda or gpu' for the CUDA cases only).
 set -uo pipefail
