@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
+
+from bench_common import write_json
 
 
 def _median_s(fn, reps: int) -> tuple[float, object]:
@@ -29,16 +29,6 @@ def _median_s(fn, reps: int) -> tuple[float, object]:
         result = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
-
-
-def _write_json(path: str, payload: dict) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bench-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
           f"pointops / fpsample exact = {ratio_exact:.3f}; "
           f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
     if args.json:
-        _write_json(args.json, {
+        write_json(args.json, {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": platform.platform(), "cpu_count": os.cpu_count(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
 import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from bench_common import write_json
 
 
 def _median_ms(fn, warmup: int, reps: int) -> float:
@@ -237,16 +236,6 @@ def bench_cpu(table: Table) -> None:
               note=f"{torch.get_num_threads()} threads")
 
 
-def _write_json(path: str, payload: dict) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bench-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results to this file")
@@ -281,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu:
         bench_cpu(table)
     if args.json:
-        _write_json(args.json, {"meta": meta, "rows": table.rows})
+        write_json(args.json, {"meta": meta, "rows": table.rows})
     return 0
 
 

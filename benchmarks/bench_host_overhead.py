@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
+
+from bench_common import write_json
 
 
 def _median_us(fn, calls: int, reps: int) -> float:
@@ -34,16 +33,6 @@ def _median_us(fn, calls: int, reps: int) -> float:
             fn()
         per_call.append((time.perf_counter() - t0) / calls)
     return statistics.median(per_call) * 1e6
-
-
-def _write_json(path: str, payload: dict) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".bench-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def _cases(torch, pointops, compat):
@@ -125,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['op']:<22} {r['layer']:<30} {r['us']:8.1f}")
     if args.json:
-        _write_json(args.json, {
+        write_json(args.json, {
             "benchmark": "bench_host_overhead",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "python": platform.python_version(),
