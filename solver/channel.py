@@ -542,7 +542,10 @@ def _print_matrix(builds: list[RenderedBuild]) -> None:
         archs = ";".join(b.sass_archs) + (f"+PTX({b.ptx_arch})" if b.ptx_arch else "") if b.cuda_version else "-"
         arch_min = f">={b.cuda_arch_min}" if b.cuda_arch_min else "-"
         print(f"{b.platform:14s} {b.variant:8s} {b.build_string:24s} {b.cuda_version or '-':5s} {arch_min:12s} {archs}")
-        print(f"{'':14s} run: {', '.join(b.run + b.run_constraints)}")
+        line = f"{'':14s} run: {', '.join(b.run)}"
+        if b.run_constraints:
+            line += f"; constrains: {', '.join(b.run_constraints)}"
+        print(line)
 
 
 def run(args: argparse.Namespace) -> int:

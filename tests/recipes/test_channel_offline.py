@@ -227,3 +227,12 @@ def test_render_only_prints_the_matrix(capsys):
     assert cli.main(["channel", "--render-only"]) == 0
     rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines()[1:] if not line.startswith(" ")]
     assert len(rows) == 11 and ["win-64", "cuda128"] in rows and ["osx-arm64", "cpu"] in rows
+
+
+def test_render_only_shows_the_arch_constraint_apart_from_run_requirements(capsys):
+    assert cli.main(["channel", "--render-only"]) == 0
+    details = [line.strip() for line in capsys.readouterr().out.splitlines() if line.startswith(" ")]
+    cuda_lines = [line for line in details if "cuda*" in line]
+    assert cuda_lines and all("; constrains: __cuda_arch >=" in line for line in cuda_lines)
+    run_parts = [line.split("; constrains:")[0] for line in details]
+    assert not any("__cuda_arch" in part for part in run_parts)
