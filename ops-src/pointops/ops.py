@@ -363,25 +363,26 @@ def _features(feat, name: str = "feat") -> Tensor:
     return feat
 
 
-def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
-    """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
+def _features_and_index(feat, idx, idx_layout: str):
+    """Checks feat [B, C, N] and an index tensor of layout `idx_layout` (e.g. "[B, M]") into it;
+    returns them with the pending index-range check."""
     feat = _features(feat)
     idx = _index(idx, "idx", feat, "feat")
-    if idx.dim() != 2 or idx.shape[0] != feat.shape[0]:
-        raise ValueError(f"pointops: idx must have shape [B, M] with B = {feat.shape[0]}, got "
+    if idx.dim() != idx_layout.count(",") + 1 or idx.shape[0] != feat.shape[0]:
+        raise ValueError(f"pointops: idx must have shape {idx_layout} with B = {feat.shape[0]}, got "
                          f"{list(idx.shape)}")
-    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
+    return feat, idx, _ValueChecks().indices(idx, "idx", feat.shape[2])
+
+
+def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
+    """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
+    feat, idx, checks = _features_and_index(feat, idx, "[B, M]")
     return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,), GatherFunction)
 
 
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m, j] = feat[b, c, idx[b, m, j]]: [B, C, M, K]; idx -1 gives 0."""
-    feat = _features(feat)
-    idx = _index(idx, "idx", feat, "feat")
-    if idx.dim() != 3 or idx.shape[0] != feat.shape[0]:
-        raise ValueError(f"pointops: idx must have shape [B, M, K] with B = {feat.shape[0]}, got "
-                         f"{list(idx.shape)}")
-    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
+    feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
     B, M, K = idx.shape
     out = _call(_gather_op, (feat, idx.reshape(B, M * K, 1), None), checks, (feat,), GatherFunction)
     return out.view(B, feat.shape[1], M, K)
