@@ -386,6 +386,9 @@ static void run_checks(bool small) {
   check_fps(Dtype::Float16, 1, 100000, 200, false, 0, false);
   for (const char* g : {"1", "2", "4", "8", "16"}) check_fps(Dtype::Float32, 3, 8000, 150, true, 0, false, "POINTOPS_FPS_GROUP", g);
   check_fps(Dtype::Float32, 2, 15000, 150, true, 3, false, "POINTOPS_FPS_GROUP", "1");   // registers + smem tail
+  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true, "POINTOPS_FPS_LEAN", "0");      // classic block path
+  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true, "POINTOPS_FPS_THREADS", "512");  // lean, ties
+  check_fps(Dtype::BFloat16, 5, 7000, 300, true, 2, false, "POINTOPS_FPS_THREADS", "1024");
   check_fps(Dtype::Float32, 2, 60000, 150, true, 0, true, "POINTOPS_FPS_GROUP", "4");    // hybrid clusters
   check_fps(Dtype::BFloat16, 2, 100000, 100, false, 0, false, "POINTOPS_FPS_GROUP", "8");
   check_fps(Dtype::Float32, 3, 30000, 150, true, 0, true, "POINTOPS_FPS_NO_CLUSTER", "1");  // grid path

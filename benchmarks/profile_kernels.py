@@ -1,0 +1,79 @@
+"""Per-kernel GPU time of the gather-family ops (forward and deterministic backward).
+
+    python benchmarks/profile_kernels.py [--reps 20] [--only three_interpolate] [--plain]
+
+Runs the gather shapes of bench_gpu.py under torch.profiler and prints, for each op, every
+CUDA kernel (and memset) it launched with its mean device time per call, so that a slow
+pipeline shows which stage to work on. --plain only runs the ops (for an outside profiler such
+as Nsight Compute). Needs a CUDA build of pointops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _profile(label: str, fn, reps: int, plain: bool) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    if plain:
+        return
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        us = ev.self_device_time_total / reps
+        if us > 0:
+            rows.append((us, ev.key))
+    total = sum(us for us, _ in rows)
+    print(f"{label}: {total:.1f} us of device time per call")
+    for us, key in sorted(rows, reverse=True):
+        print(f"    {us:8.1f} us  {key[:110]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--only", help="run only the cases whose name starts with this")
+    parser.add_argument("--plain", action="store_true", help="run the ops without torch.profiler")
+    args = parser.parse_args(argv)
+    import pointops  # noqa: F401  (registers torch.ops.pointops)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("profile_kernels: no CUDA device is visible", file=sys.stderr)
+        return 2
+    ops = torch.ops.pointops
+    g = torch.Generator(device="cpu").manual_seed(2)
+    cases = [("gather_points", 8, 128, 16384, 4096, 1, False),
+             ("group_points", 8, 64, 16384, 4096 * 32, 1, False),
+             ("three_interpolate", 8, 128, 4096, 16384, 3, True),
+             ("gather_points_large_out", 16, 256, 16384, 65536, 1, False)]
+    for name, B, C, N, P, T, weighted in cases:
+        if args.only and not name.startswith(args.only):
+            continue
+        for dtype in (torch.float32, torch.float16):
+            feat = (1.0 + torch.rand(B, C, N, generator=g)).to("cuda", dtype)
+            idx = torch.randint(0, N, (B, P, T), generator=g).cuda()
+            w = torch.rand(B, P, T, generator=g).to("cuda", dtype) if weighted else None
+            grad = torch.rand(B, C, P, generator=g).to("cuda", dtype)
+            tag = f"{name} B{B} C{C} N{N} P{P} T{T} {str(dtype)[6:]}"
+            _profile(tag + " forward", lambda: ops.gather(feat, idx, w), args.reps, args.plain)
+            _profile(tag + " backward_feat", lambda: ops.gather_backward_feat(grad, idx, w, N), args.reps, args.plain)
+            if weighted:
+                _profile(tag + " backward_weight", lambda: ops.gather_backward_weight(grad, feat, idx),
+                         args.reps, args.plain)
+            del feat, idx, w, grad
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
