@@ -178,6 +178,8 @@ class BuildPointops(build_ext):
         base_temp = self.build_temp
         self.build_temp = os.path.join(base_temp, "cuda" if with_cuda else "cpu")
 
+        # Headers count as dependencies: an edited header rebuilds the library.
+        ext.depends += sorted(str(p) for p in CSRC.rglob("*.h")) + sorted(str(p) for p in CSRC.rglob("*.cuh"))
         ext.include_dirs += [str(CSRC)] + cpp_extension.include_paths()
         ext.library_dirs += cpp_extension.library_paths()
         ext.libraries += ["torch_cpu"]
@@ -218,6 +220,10 @@ class BuildPointops(build_ext):
             ext.define_macros.append(("POINTOPS_WITH_CUDA", "1"))
             objects = self._compile_cuda(nvcc, cu_sources, plan, jobs)
             ext.extra_objects += objects
+            # setuptools relinks only when a listed source or dependency is newer than the
+            # library; the freshly compiled CUDA objects must count, or an edited .cu file
+            # would leave the old kernels in the installed library.
+            ext.depends += objects
             ext.library_dirs.append(str(_find_cudart_static(cuda_home)))
             ext.libraries.append("cudart_static")
             if not IS_WINDOWS:
