@@ -38,6 +38,21 @@ def _profile(label: str, fn, reps: int, plain: bool) -> None:
         print(f"    {us:8.1f} us  {key[:110]}")
 
 
+def _profile_case(ops, g, name, shape, weighted, dtype, reps, plain) -> None:
+    import torch
+
+    B, C, N, P, T = shape
+    feat = (1.0 + torch.rand(B, C, N, generator=g)).to("cuda", dtype)
+    idx = torch.randint(0, N, (B, P, T), generator=g).cuda()
+    w = torch.rand(B, P, T, generator=g).to("cuda", dtype) if weighted else None
+    grad = torch.rand(B, C, P, generator=g).to("cuda", dtype)
+    tag = f"{name} B{B} C{C} N{N} P{P} T{T} {str(dtype)[6:]}"
+    _profile(tag + " forward", lambda: ops.gather(feat, idx, w), reps, plain)
+    _profile(tag + " backward_feat", lambda: ops.gather_backward_feat(grad, idx, w, N), reps, plain)
+    if weighted:
+        _profile(tag + " backward_weight", lambda: ops.gather_backward_weight(grad, feat, idx), reps, plain)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
@@ -60,17 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not name.startswith(args.only):
             continue
         for dtype in (torch.float32, torch.float16):
-            feat = (1.0 + torch.rand(B, C, N, generator=g)).to("cuda", dtype)
-            idx = torch.randint(0, N, (B, P, T), generator=g).cuda()
-            w = torch.rand(B, P, T, generator=g).to("cuda", dtype) if weighted else None
-            grad = torch.rand(B, C, P, generator=g).to("cuda", dtype)
-            tag = f"{name} B{B} C{C} N{N} P{P} T{T} {str(dtype)[6:]}"
-            _profile(tag + " forward", lambda: ops.gather(feat, idx, w), args.reps, args.plain)
-            _profile(tag + " backward_feat", lambda: ops.gather_backward_feat(grad, idx, w, N), args.reps, args.plain)
-            if weighted:
-                _profile(tag + " backward_weight", lambda: ops.gather_backward_weight(grad, feat, idx),
-                         args.reps, args.plain)
-            del feat, idx, w, grad
+            _profile_case(ops, g, name, (B, C, N, P, T), weighted, dtype, args.reps, args.plain)
             torch.cuda.empty_cache()
     return 0
 

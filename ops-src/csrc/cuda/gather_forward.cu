@@ -48,9 +48,26 @@ __global__ void __launch_bounds__(kThreads)
 // Staged path: a block copies CC whole feature rows feat[b, c0..c0+CC, :] into shared memory
 // with coalesced loads, then gathers from there for a range of p. A direct gather pulls a
 // 32-byte sector from L2 for every 4-byte element; staging reads each row once.
-constexpr int kStagedThreads = 1024;  // one block per SM: many warps to hide the gather latency
+// 512-thread blocks with a ~96 KB stage let two blocks share an SM, so one stages while the
+// other gathers. TT is the number of entries per output (1: gather/group, 3: three_interpolate)
+// known at compile time, so a thread loads its indices and weights once, into registers, and
+// reuses them for every channel; TT = 0 is the runtime-T fallback.
+constexpr int kStagedThreads = 512;
 
 template <class T>
+__device__ __forceinline__ void stage_rows(const T* __restrict__ src, int64_t count, T* rows) {
+  const bool vec = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && ((count * sizeof(T)) % 16 == 0);
+  if (vec) {
+    const uint4* s4 = reinterpret_cast<const uint4*>(src);
+    uint4* d4 = reinterpret_cast<uint4*>(rows);
+    const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
+    for (int64_t i = threadIdx.x; i < n4; i += kStagedThreads) d4[i] = s4[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < count; i += kStagedThreads) rows[i] = src[i];
+  }
+}
+
+template <class T, int TT>
 __global__ void __launch_bounds__(kStagedThreads)
     gather_staged_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
@@ -65,47 +82,104 @@ __global__ void __launch_bounds__(kStagedThreads)
   const int64_t cg = (tile / p_chunks) % c_groups;
   const int64_t b = tile / (p_chunks * c_groups);
   const int64_t c0 = cg * CC;
-  const int64_t cn = C - c0 < CC ? C - c0 : CC;
+  const int cn = static_cast<int>(C - c0 < CC ? C - c0 : CC);
 
   // Rows c0..c0+cn of cloud b are one contiguous range of feat.
-  const T* src = feat + (b * C + c0) * N;
-  const int64_t count = cn * N;
-  const bool vec = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && ((count * sizeof(T)) % 16 == 0);
-  if (vec) {
-    const uint4* s4 = reinterpret_cast<const uint4*>(src);
-    uint4* d4 = reinterpret_cast<uint4*>(rows);
-    const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t i = threadIdx.x; i < n4; i += kStagedThreads) d4[i] = s4[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += kStagedThreads) rows[i] = src[i];
-  }
+  stage_rows(feat + (b * C + c0) * N, cn * N, rows);
   __syncthreads();
 
   const int64_t p_end = (pc + 1) * p_chunk < P ? (pc + 1) * p_chunk : P;
   for (int64_t p = pc * p_chunk + threadIdx.x; p < p_end; p += kStagedThreads) {
     const int64_t* ix = idx + (b * P + p) * T_;
     T* o = out + (b * C + c0) * P + p;
-    if (weight == nullptr && T_ == 1) {
-      const int64_t j = ix[0];
-      const bool valid = j >= 0 && j < N;
-      for (int64_t cc = 0; cc < cn; ++cc) o[cc * P] = valid ? rows[cc * N + j] : from_acc<T>(A(0));
-      continue;
-    }
-    const T* w = weight == nullptr ? nullptr : weight + (b * P + p) * T_;
-    for (int64_t cc = 0; cc < cn; ++cc) {
-      A acc = A(0);
-      for (int64_t t = 0; t < T_; ++t) {
-        const int64_t j = ix[t];
-        if (j < 0 || j >= N) continue;
-        const A v = to_acc(rows[cc * N + j]);
-        acc = add_rn(acc, w == nullptr ? v : mul_rn(to_acc(w[t]), v));
+    if constexpr (TT > 0) {
+      // Offsets into a staged row (-1: the entry adds nothing) and weights, loaded once.
+      int j[TT];
+      A w[TT];
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        const int64_t v = ix[t];
+        j[t] = (v >= 0 && v < N) ? static_cast<int>(v) : -1;
+        w[t] = weight == nullptr ? A(1) : to_acc(weight[(b * P + p) * TT + t]);
       }
-      o[cc * P] = from_acc<T>(acc);
+      if (TT == 1 && weight == nullptr) {  // plain gather: copy the value itself
+        const T zero = from_acc<T>(A(0));
+#pragma unroll 4
+        for (int cc = 0; cc < cn; ++cc) o[cc * P] = j[0] >= 0 ? rows[static_cast<int64_t>(cc) * N + j[0]] : zero;
+        continue;
+      }
+#pragma unroll 4
+      for (int cc = 0; cc < cn; ++cc) {
+        const T* row = rows + static_cast<int64_t>(cc) * N;
+        A acc = A(0);
+#pragma unroll
+        for (int t = 0; t < TT; ++t) {
+          if (j[t] < 0) continue;
+          const A v = to_acc(row[j[t]]);
+          acc = add_rn(acc, weight == nullptr ? v : mul_rn(w[t], v));
+        }
+        o[cc * P] = from_acc<T>(acc);
+      }
+    } else {
+      const T* w = weight == nullptr ? nullptr : weight + (b * P + p) * T_;
+      for (int cc = 0; cc < cn; ++cc) {
+        A acc = A(0);
+        for (int64_t t = 0; t < T_; ++t) {
+          const int64_t j = ix[t];
+          if (j < 0 || j >= N) continue;
+          const A v = to_acc(rows[cc * N + j]);
+          acc = add_rn(acc, w == nullptr ? v : mul_rn(to_acc(w[t]), v));
+        }
+        o[cc * P] = from_acc<T>(acc);
+      }
     }
   }
 }
 
-constexpr int64_t kStageBytes = 192 * 1024;  // one block per SM, rows of up to 48K floats
+// Shared memory per staged block: about 96 KB (two blocks per SM); rows longer than that
+// get one block per SM and up to kMaxStageBytes. POINTOPS_GATHER_STAGE_KB overrides the first.
+constexpr int64_t kMaxStageBytes = 192 * 1024;
+
+int64_t stage_budget(int64_t row_bytes) {
+  const int64_t kb = env_int("POINTOPS_GATHER_STAGE_KB", 96);
+  const int64_t budget = (kb > 0 ? kb : 96) * 1024;
+  return row_bytes <= budget ? (budget < kMaxStageBytes ? budget : kMaxStageBytes) : kMaxStageBytes;
+}
+
+template <class E, int TT>
+Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t B, int64_t C,
+                     int64_t N, int64_t P, int64_t T, E* out, cudaStream_t s, bool* launched) {
+  const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
+  // Channels per block: as many rows as fit, spread evenly over the channel groups.
+  const int64_t max_cc = stage_budget(row_bytes) / row_bytes;
+  const int64_t groups = ceil_div(C, max_cc);
+  const int64_t CC = ceil_div(C, groups);
+  const size_t smem = static_cast<size_t>(CC * row_bytes);
+  auto kernel = gather_staged_kernel<E, TT>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStagedThreads, smem) != cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();
+    per_sm = 1;
+  }
+  // Split p into chunks until there are about two waves of blocks (each chunk re-stages its rows).
+  const int64_t base_blocks = B * groups;
+  const int64_t wave = static_cast<int64_t>(per_sm) * current_device_sm_count();
+  int64_t p_chunks = ceil_div(2 * wave, base_blocks);
+  const int64_t max_chunks = ceil_div(P, kStagedThreads);
+  if (p_chunks > max_chunks) p_chunks = max_chunks;
+  if (p_chunks < 1) p_chunks = 1;
+  const int64_t p_chunk = ceil_div(P, p_chunks);
+  const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
+  if (blocks > INT32_MAX) return nullptr;  // the direct path (a grid-stride loop) takes it
+  kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(feat, idx, weight, B, C, N, P,
+                                                                         T, out, CC, p_chunk);
+  *launched = true;
+  return launch_status();
+}
 
 }  // namespace
 
@@ -116,37 +190,29 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
+    const E* f = static_cast<const E*>(feat);
+    const E* w = static_cast<const E*>(weight);
+    E* o = static_cast<E*>(out);
     // Staged when a feature row fits in shared memory and is used about once or more per
     // element (P*T >= N/2); otherwise gather directly.
     const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
     const int forced = env_int("POINTOPS_GATHER_STAGED", -1);
-    const bool staged = forced >= 0 ? (forced == 1 && row_bytes <= kStageBytes)
-                                    : (row_bytes <= kStageBytes && 2 * P * T >= N);
-    if (staged && N > 0) {
-      int64_t CC = kStageBytes / row_bytes;
-      if (CC > C) CC = C;
-      const int64_t base_blocks = B * ceil_div(C, CC);
-      int64_t p_chunks = ceil_div(4 * current_device_sm_count(), base_blocks);  // about 4 waves
-      const int64_t max_chunks = ceil_div(P, 1024);
-      if (p_chunks > max_chunks) p_chunks = max_chunks;
-      if (p_chunks < 1) p_chunks = 1;
-      const int64_t p_chunk = ceil_div(P, p_chunks);
-      const size_t smem = static_cast<size_t>(CC * row_bytes);
-      const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
-      if (blocks <= INT32_MAX) {  // else the direct path below (a grid-stride loop)
-        auto kernel = gather_staged_kernel<E>;
-        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem));
-        if (err != cudaSuccess) return cudaGetErrorString(err);
-        kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
-            static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,
-            static_cast<E*>(out), CC, p_chunk);
-        return launch_status();
+    const bool fits = N > 0 && row_bytes <= kMaxStageBytes && N <= INT32_MAX;
+    const bool staged = forced >= 0 ? (forced == 1 && fits) : (fits && 2 * P * T >= N);
+    if (staged) {
+      bool launched = false;
+      Status st = nullptr;
+      if (T == 1) {
+        st = launch_staged<E, 1>(f, idx, w, B, C, N, P, T, o, s, &launched);
+      } else if (T == 3) {
+        st = launch_staged<E, 3>(f, idx, w, B, C, N, P, T, o, s, &launched);
+      } else {
+        st = launch_staged<E, 0>(f, idx, w, B, C, N, P, T, o, s, &launched);
       }
+      if (st != nullptr || launched) return st;
     }
-    gather_forward_kernel<E><<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(
-        static_cast<const E*>(feat), idx, static_cast<const E*>(weight), B, C, N, P, T,
-        static_cast<E*>(out));
+    gather_forward_kernel<E><<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(f, idx, w, B, C, N, P,
+                                                                               T, o);
     return launch_status();
   });
 }
