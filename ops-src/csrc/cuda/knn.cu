@@ -9,14 +9,14 @@
 // to every unvisited cell.
 #include "common.cuh"
 #include "spatial_grid.cuh"
+#include "tiled_scan.cuh"
 
 namespace pointops {
 namespace {
 
 using namespace cuda_detail;
 
-constexpr int kThreads = 256;
-constexpr int kTile = 1024;
+constexpr int kThreads = kScanThreads;
 // From 4096 points the grid wins (H200: three_nn B8 N4096 M16384 0.15 ms on the grid, 0.65 ms
 // scanning); below, scanning the cloud is cheaper than building the grid.
 constexpr int64_t kGridMinPoints = 4096;
@@ -124,11 +124,6 @@ struct MemoryTopK {
   }
 };
 
-template <class A>
-struct alignas(4 * sizeof(A)) Point4 {
-  A x, y, z, pad;
-};
-
 template <class T, class TopK>
 __global__ void __launch_bounds__(kThreads)
     knn_tiled_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
@@ -136,36 +131,24 @@ __global__ void __launch_bounds__(kThreads)
                      int64_t B, int64_t N, int64_t M, int64_t K, T* __restrict__ dist2_out,
                      int64_t* __restrict__ idx, acc_t<T>* __restrict__ work_d) {
   using A = acc_t<T>;
-  __shared__ Point4<A> tile[kTile];
+  __shared__ Point4<A> tile[kScanTile];
   for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
-    const int64_t n = clamped_length(lengths, b, N);
-    const int64_t mq = clamped_length(query_lengths, b, M);
-    const int64_t m = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
-    const int64_t q = b * M + m;
-    const bool active = m < mq;
-    A qx = 0, qy = 0, qz = 0;
-    if (active) {
-      qx = to_acc(query[q * 3]);
-      qy = to_acc(query[q * 3 + 1]);
-      qz = to_acc(query[q * 3 + 2]);
-    }
+    const ScanQuery<A> sq(query, lengths, query_lengths, b, N, M);
+    const int64_t n = sq.n, m = sq.m, q = sq.q;
+    const bool active = sq.active;
     TopK top;
     top.init(static_cast<int>(K), active ? q : 0, work_d, idx);
     const T* pts = xyz + b * N * 3;
     // Queries past query_lengths still help stage tiles; the block scans only if one is active.
     const int64_t scan_n = __syncthreads_or(active) ? n : 0;
-    for (int64_t base = 0; base < scan_n; base += kTile) {
+    for (int64_t base = 0; base < scan_n; base += kScanTile) {
       __syncthreads();  // the previous tile may be overwritten now
-      for (int t = threadIdx.x; t < kTile && base + t < n; t += kThreads) {
-        const int64_t j = base + t;
-        tile[t] = Point4<A>{to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), A(0)};
-      }
+      const int len = stage_tile(tile, pts, base, n);
       __syncthreads();
       if (active) {
-        const int len = static_cast<int>(n - base < kTile ? n - base : kTile);
         for (int t = 0; t < len; ++t) {
           const Point4<A> p = tile[t];
-          const A d = dist2(p.x, p.y, p.z, qx, qy, qz);
+          const A d = dist2(p.x, p.y, p.z, sq.x, sq.y, sq.z);
           if (top.accepts(d, base + t)) top.insert(d, base + t);
         }
       }
