@@ -48,44 +48,51 @@ __global__ void __launch_bounds__(kThreads)
 // Staged path: a block copies CC whole feature rows feat[b, c0..c0+CC, :] into shared memory
 // with coalesced loads, then gathers from there for a range of p. A direct gather pulls a
 // 32-byte sector from L2 for every 4-byte element; staging reads each row once.
-// 512-thread blocks with a ~96 KB stage let two blocks share an SM, so one stages while the
-// other gathers. TT is the number of entries per output (1: gather/group, 3: three_interpolate)
+// Each SM runs 32 warps: one 1024-thread block with a stage of up to 192 KB for plain
+// gathers (T = 1: many channels per block, so each index is read for more outputs), or two
+// 512-thread blocks with ~96 KB each for the weighted T = 3 case (one stages while the other
+// gathers). TT is the number of entries per output (1: gather/group, 3: three_interpolate)
 // known at compile time, so a thread loads its indices and weights once, into registers, and
 // reuses them for every channel; TT = 0 is the runtime-T fallback.
-constexpr int kStagedThreads = 512;
+template <int TT>
+__host__ __device__ constexpr int staged_threads() {
+  return TT == 1 ? 1024 : 512;
+}
 
-template <class T>
+template <int THREADS, class T>
 __device__ __forceinline__ void stage_rows(const T* __restrict__ src, int64_t count, T* rows) {
   const bool vec = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && ((count * sizeof(T)) % 16 == 0);
   if (vec) {
     const uint4* s4 = reinterpret_cast<const uint4*>(src);
     uint4* d4 = reinterpret_cast<uint4*>(rows);
     const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t i = threadIdx.x; i < n4; i += kStagedThreads) d4[i] = s4[i];
+    for (int64_t i = threadIdx.x; i < n4; i += THREADS) d4[i] = s4[i];
   } else {
-    for (int64_t i = threadIdx.x; i < count; i += kStagedThreads) rows[i] = src[i];
+    for (int64_t i = threadIdx.x; i < count; i += THREADS) rows[i] = src[i];
   }
 }
 
 template <class T, int TT>
-__global__ void __launch_bounds__(kStagedThreads)
+__global__ void __launch_bounds__(staged_threads<TT>())
     gather_staged_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
                          int64_t T_, T* __restrict__ out, int64_t CC, int64_t p_chunk) {
   using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char stage_raw[];
   T* rows = reinterpret_cast<T*>(stage_raw);
-  const int64_t c_groups = ceil_div_dev(C, CC);
-  const int64_t p_chunks = ceil_div_dev(P, p_chunk);
-  const int64_t tile = blockIdx.x;
+  // The host launches at most INT32_MAX blocks, so the tile decode fits 32-bit arithmetic.
+  const unsigned int c_groups = static_cast<unsigned int>(ceil_div_dev(C, CC));
+  const unsigned int p_chunks = static_cast<unsigned int>(ceil_div_dev(P, p_chunk));
+  const unsigned int tile = blockIdx.x;
   const int64_t pc = tile % p_chunks;
   const int64_t cg = (tile / p_chunks) % c_groups;
-  const int64_t b = tile / (p_chunks * c_groups);
+  const int64_t b = tile / p_chunks / c_groups;
   const int64_t c0 = cg * CC;
   const int cn = static_cast<int>(C - c0 < CC ? C - c0 : CC);
 
   // Rows c0..c0+cn of cloud b are one contiguous range of feat.
-  stage_rows(feat + (b * C + c0) * N, cn * N, rows);
+  constexpr int kStagedThreads = staged_threads<TT>();
+  stage_rows<kStagedThreads>(feat + (b * C + c0) * N, cn * N, rows);
   __syncthreads();
 
   const int64_t p_end = (pc + 1) * p_chunk < P ? (pc + 1) * p_chunk : P;
@@ -136,14 +143,16 @@ __global__ void __launch_bounds__(kStagedThreads)
   }
 }
 
-// Shared memory per staged block: about 96 KB (two blocks per SM); rows longer than that
-// get one block per SM and up to kMaxStageBytes. POINTOPS_GATHER_STAGE_KB overrides the first.
+// Shared memory per staged block (see staged_threads); rows longer than the budget of their
+// case still stage one at a time, up to kMaxStageBytes. POINTOPS_GATHER_STAGE_KB overrides it.
 constexpr int64_t kMaxStageBytes = 192 * 1024;
 
-int64_t stage_budget(int64_t row_bytes) {
-  const int64_t kb = env_int("POINTOPS_GATHER_STAGE_KB", 96);
-  const int64_t budget = (kb > 0 ? kb : 96) * 1024;
-  return row_bytes <= budget ? (budget < kMaxStageBytes ? budget : kMaxStageBytes) : kMaxStageBytes;
+int64_t stage_budget(int64_t row_bytes, int TT) {
+  const int64_t fallback = TT == 1 ? 192 : 96;
+  const int64_t kb = env_int("POINTOPS_GATHER_STAGE_KB", static_cast<int>(fallback));
+  int64_t budget = (kb > 0 ? kb : fallback) * 1024;
+  if (budget > kMaxStageBytes) budget = kMaxStageBytes;
+  return row_bytes <= budget ? budget : kMaxStageBytes;
 }
 
 template <class E, int TT>
@@ -151,7 +160,8 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
                      int64_t N, int64_t P, int64_t T, E* out, cudaStream_t s, bool* launched) {
   const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
   // Channels per block: as many rows as fit, spread evenly over the channel groups.
-  const int64_t max_cc = stage_budget(row_bytes) / row_bytes;
+  constexpr int kStagedThreads = staged_threads<TT>();
+  const int64_t max_cc = stage_budget(row_bytes, TT) / row_bytes;
   const int64_t groups = ceil_div(C, max_cc);
   const int64_t CC = ceil_div(C, groups);
   const size_t smem = static_cast<size_t>(CC * row_bytes);
@@ -193,13 +203,13 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
     const E* f = static_cast<const E*>(feat);
     const E* w = static_cast<const E*>(weight);
     E* o = static_cast<E*>(out);
-    // Staged when a feature row fits in shared memory and reading it whole costs no more
-    // than the direct gather's 32-byte sector per gathered element (measured on an H200:
-    // equal at N = 4*P*T in float32, staged 1.5x faster there in float16).
+    // Staged when a feature row fits in shared memory and reading it whole costs less than
+    // half the direct gather's 32-byte sector per gathered element (H200, N = 4*P*T: about
+    // equal in float32, staged 1.5x faster in float16).
     const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
     const int forced = env_int("POINTOPS_GATHER_STAGED", -1);
     const bool fits = N > 0 && row_bytes <= kMaxStageBytes && N <= INT32_MAX;
-    const bool staged = forced >= 0 ? (forced == 1 && fits) : (fits && row_bytes <= 32 * P * T);
+    const bool staged = forced >= 0 ? (forced == 1 && fits) : (fits && row_bytes < 16 * P * T);
     if (staged) {
       bool launched = false;
       Status st = nullptr;
