@@ -175,11 +175,23 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
     cudaGetLastError();
     per_sm = 1;
   }
-  // Split p into chunks until there are about two waves of blocks (each chunk re-stages its rows).
+  // Split p into chunks (each re-stages its rows) for at least two waves of blocks, taking the
+  // count up to 2x that whose last wave is fullest (B8 C64 group_points: 4 full waves rather
+  // than 2.7).
   const int64_t base_blocks = B * groups;
   const int64_t wave = static_cast<int64_t>(per_sm) * current_device_sm_count();
-  int64_t p_chunks = ceil_div(2 * wave, base_blocks);
   const int64_t max_chunks = ceil_div(P, kStagedThreads);
+  const int64_t least = ceil_div(2 * wave, base_blocks);
+  int64_t p_chunks = least;
+  double best_fill = 0;
+  for (int64_t c = least; c <= 2 * least; ++c) {
+    const int64_t blocks_c = base_blocks * c;
+    const double fill = static_cast<double>(blocks_c) / static_cast<double>(ceil_div(blocks_c, wave) * wave);
+    if (fill > best_fill + 1e-9) {
+      best_fill = fill;
+      p_chunks = c;
+    }
+  }
   if (p_chunks > max_chunks) p_chunks = max_chunks;
   if (p_chunks < 1) p_chunks = 1;
   const int64_t p_chunk = ceil_div(P, p_chunks);
