@@ -96,39 +96,61 @@ __global__ void __launch_bounds__(staged_threads<TT>())
   __syncthreads();
 
   const int64_t p_end = (pc + 1) * p_chunk < P ? (pc + 1) * p_chunk : P;
-  for (int64_t p = pc * p_chunk + threadIdx.x; p < p_end; p += kStagedThreads) {
-    const int64_t* ix = idx + (b * P + p) * T_;
-    T* o = out + (b * C + c0) * P + p;
-    if constexpr (TT > 0) {
-      // Offsets into a staged row (-1: the entry adds nothing) and weights, loaded once.
-      int j[TT];
-      A w[TT];
+  const int64_t p_first = pc * p_chunk + threadIdx.x;
+  T* o_base = out + (b * C + c0) * P;
+  if constexpr (TT > 0) {
+    // Each thread keeps U outputs in flight, so their index loads (the latency that bounds
+    // this loop) overlap; offsets into a staged row (-1: adds nothing) and weights are loaded
+    // once and reused for every channel.
+    constexpr int U = 4;
+    for (int64_t p0 = p_first; p0 < p_end; p0 += U * kStagedThreads) {
+      int j[U][TT];
+      A w[U][TT];
 #pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        const int64_t v = ix[t];
-        j[t] = (v >= 0 && v < N) ? static_cast<int>(v) : -1;
-        w[t] = weight == nullptr ? A(1) : to_acc(weight[(b * P + p) * TT + t]);
-      }
-      if (TT == 1 && weight == nullptr) {  // plain gather: copy the value itself
-        const T zero = from_acc<T>(A(0));
-#pragma unroll 4
-        for (int cc = 0; cc < cn; ++cc) o[cc * P] = j[0] >= 0 ? rows[static_cast<int64_t>(cc) * N + j[0]] : zero;
-        continue;
-      }
-#pragma unroll 4
-      for (int cc = 0; cc < cn; ++cc) {
-        const T* row = rows + static_cast<int64_t>(cc) * N;
-        A acc = A(0);
+      for (int u = 0; u < U; ++u) {
+        const int64_t p = p0 + static_cast<int64_t>(u) * kStagedThreads;
 #pragma unroll
         for (int t = 0; t < TT; ++t) {
-          if (j[t] < 0) continue;
-          const A v = to_acc(row[j[t]]);
-          acc = add_rn(acc, weight == nullptr ? v : mul_rn(w[t], v));
+          int jj = -1;
+          A ww = A(0);
+          if (p < p_end) {
+            const int64_t e = (b * P + p) * TT + t;
+            const int64_t v = idx[e];
+            jj = (v >= 0 && v < N) ? static_cast<int>(v) : -1;
+            ww = weight == nullptr ? A(1) : to_acc(weight[e]);
+          }
+          j[u][t] = jj;
+          w[u][t] = ww;
         }
-        o[cc * P] = from_acc<T>(acc);
       }
-    } else {
+      for (int cc = 0; cc < cn; ++cc) {
+        const T* row = rows + static_cast<int64_t>(cc) * N;
+        T* o = o_base + static_cast<int64_t>(cc) * P + p0;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (p0 + static_cast<int64_t>(u) * kStagedThreads >= p_end) break;
+          T value;
+          if (TT == 1 && weight == nullptr) {  // plain gather: copy the value itself
+            value = j[u][0] >= 0 ? row[j[u][0]] : from_acc<T>(A(0));
+          } else {
+            A acc = A(0);
+#pragma unroll
+            for (int t = 0; t < TT; ++t) {
+              if (j[u][t] < 0) continue;
+              const A v = to_acc(row[j[u][t]]);
+              acc = add_rn(acc, weight == nullptr ? v : mul_rn(w[u][t], v));
+            }
+            value = from_acc<T>(acc);
+          }
+          o[u * kStagedThreads] = value;
+        }
+      }
+    }
+  } else {
+    for (int64_t p = p_first; p < p_end; p += kStagedThreads) {
+      const int64_t* ix = idx + (b * P + p) * T_;
       const T* w = weight == nullptr ? nullptr : weight + (b * P + p) * T_;
+      T* o = o_base + p;
       for (int cc = 0; cc < cn; ++cc) {
         A acc = A(0);
         for (int64_t t = 0; t < T_; ++t) {
