@@ -372,12 +372,8 @@ static void run_tiny() {
   setenv("POINTOPS_GATHER_STAGED", "0", 1);
   check_gather(Dtype::Float32, 2, 5, 300, 200, 3, true);
   unsetenv("POINTOPS_GATHER_STAGED");
-  setenv("POINTOPS_GATHER_CHUNK_P", "100", 1);  // p-chunks, 32- and 64-bit rows
   check_gather(Dtype::Float16, 2, 5, 300, 450, 3, true);
-  setenv("POINTOPS_GATHER_WIDE", "1", 1);
   check_gather(Dtype::Float32, 2, 5, 300, 450, 1, false);
-  unsetenv("POINTOPS_GATHER_WIDE");
-  unsetenv("POINTOPS_GATHER_CHUNK_P");
 }
 
 static void run_checks(bool small) {
@@ -428,40 +424,23 @@ static void run_checks(bool small) {
   }
   check_gather(Dtype::Float32, 1, 2, 10, 5000, 4, true);    // many entries per target
   check_gather(Dtype::Float32, 2, 6, 400, 300, 5, true);     // general T, weighted
-  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true); // staged p-chunks (a partial one)
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true); // staged: channel groups, p chunks
   check_gather(Dtype::Float16, 2, 37, 3000, 20000, 3, true);
-  check_gather(Dtype::Float32, 2, 3, 30000, 40000, 1, false); // p-chunks, n split over blocks
-  check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);      // rows of ~10^4 entries over chunks
-  check_gather(Dtype::Float32, 1, 600, 9000, 40, 2, true);    // one staging, two passes per block
-  for (Dtype dt : all) check_gather(dt, 8, 301, 500, 300, 2, true);  // 4 (f64: 2) channels a block
+  check_gather(Dtype::Float32, 2, 3, 30000, 40000, 1, false); // rows too long to stage
+  check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);      // rows of ~10^4 entries (heap sort)
+  check_gather(Dtype::Float32, 1, 600, 9000, 40, 2, true);    // many channels, few entries
+  for (Dtype dt : all) check_gather(dt, 8, 301, 500, 300, 2, true);  // channel groups, every dtype
   for (Dtype dt : {Dtype::Float32, Dtype::Float16}) {
-    check_gather(dt, 1, 2, 300000, 30000, 1, false);  // sparse long rows: direct (f32), whole (f16)
+    check_gather(dt, 1, 2, 300000, 30000, 1, false);  // sparse rows, direct forward
   }
-  setenv("POINTOPS_GATHER_CHUNK_P", "1000", 1);  // many p-chunks on small shapes, every dtype
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 3, true);
-  for (const char* cc : {"2", "4"}) {
-    setenv("POINTOPS_GATHER_CC", cc, 1);
-    for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
-    check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
-  }
-  unsetenv("POINTOPS_GATHER_CC");
-  setenv("POINTOPS_GATHER_CHUNKED", "1", 1);  // chunked even where entries are sparse
-  check_gather(Dtype::Float32, 2, 5, 20000, 3000, 1, true);
-  unsetenv("POINTOPS_GATHER_CHUNKED");
-  unsetenv("POINTOPS_GATHER_CHUNK_P");
+  for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
+  check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
   setenv("POINTOPS_GATHER_STAGED", "0", 1);
-  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path over p-chunks
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape
   check_gather(Dtype::BFloat16, 2, 3, 30000, 40000, 1, false);
-  check_gather(Dtype::Float32, 2, 7, 300, 100, 3, true);     // direct path, one chunk
+  check_gather(Dtype::Float32, 2, 7, 300, 100, 3, true);
   unsetenv("POINTOPS_GATHER_STAGED");
-  setenv("POINTOPS_GATHER_WIDE", "1", 1);  // 64-bit keys, entries and row starts
-  for (Dtype dt : all) check_gather(dt, 2, 7, 300, 100, 3, true);
-  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);
-  check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
-  setenv("POINTOPS_GATHER_CC", "2", 1);
-  check_gather(Dtype::Float16, 2, 9, 500, 5000, 2, true);
-  unsetenv("POINTOPS_GATHER_CC");
-  unsetenv("POINTOPS_GATHER_WIDE");
 }
 
 // ---------------------------------------------------------------------------------------------
