@@ -208,6 +208,13 @@ def _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, re
     bwd_bytes = B * C * P * es + B * P * T * 8 + B * C * N * es
     table.add(op + "_backward_feat", shape, bwd_ms, target=scatter_ms / 2, floor_ms=bwd_bytes / bw * 1e3,
               note=f"scatter_add_ {scatter_ms:.4f} ms (x{scatter_ms / bwd_ms:.2f}); deterministic")
+    # Back to back, as in a training step, the host's enqueueing of the pipeline's small
+    # kernels overlaps the GPU work; this row compares GPU time per call with that of scatter_add_.
+    bwd_b2b = _back_to_back_ms(lambda: ops.gather_backward_feat(grad, idx, w, N), calls=20)
+    scatter_b2b = _back_to_back_ms(scatter, calls=20)
+    table.add(op + "_backward_feat_b2b", shape, bwd_b2b, target=scatter_b2b / 2,
+              floor_ms=bwd_bytes / bw * 1e3,
+              note=f"calls back to back: scatter_add_ {scatter_b2b:.4f} ms (x{scatter_b2b / bwd_b2b:.2f})")
     if weighted:
         bw_ms = _median_ms(lambda: ops.gather_backward_weight(grad, feat, idx), 3, reps)
         table.add(op + "_backward_weight", shape, bw_ms, floor_ms=fwd_bytes / bw * 1e3)
