@@ -313,7 +313,7 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   auto d_feat = upload(encode(feat, dt)), d_w = upload(encode(w, dt)), d_g = upload(encode(grad, dt));
   auto d_idx = upload_i64(idx);
   DeviceBuffer d_out(B * C * P * elem_size(dt)), d_gf(B * C * N * elem_size(dt)), d_gw(B * P * T * elem_size(dt)),
-      ws(gather_backward_feat_cuda_workspace_bytes(B, N, P, T));
+      ws(gather_backward_feat_cuda_workspace_bytes(dt, B, C, N, P, T));
   poison(d_out), poison(d_gf), poison(d_gw);
   const void* wp = weighted ? d_w.ptr : nullptr;
   check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr), "gather");
@@ -374,6 +374,7 @@ static void run_tiny() {
   unsetenv("POINTOPS_GATHER_STAGED");
   check_gather(Dtype::Float16, 2, 5, 300, 450, 3, true);
   check_gather(Dtype::Float32, 2, 5, 300, 450, 1, false);
+  check_gather(Dtype::Float32, 1, 40, 100, 50000, 1, false);  // transposed backward
 }
 
 static void run_checks(bool small) {
@@ -436,6 +437,15 @@ static void run_checks(bool small) {
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 3, true);
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
   check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
+  // grad_out rows too long to stage: the transposed path (two channel slabs, T = 1, 3 and a
+  // runtime T, every dtype), then the direct path it replaces.
+  check_gather(Dtype::Float32, 2, 70, 500, 60000, 1, false);
+  check_gather(Dtype::Float16, 1, 5, 300, 120000, 3, true);
+  check_gather(Dtype::BFloat16, 1, 33, 4000, 100000, 1, false);
+  check_gather(Dtype::Float64, 1, 3, 2000, 30000, 2, true);
+  setenv("POINTOPS_GATHER_TRANSPOSED", "0", 1);
+  check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
+  unsetenv("POINTOPS_GATHER_TRANSPOSED");
   setenv("POINTOPS_GATHER_STAGED", "0", 1);
   check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape
   check_gather(Dtype::BFloat16, 2, 3, 30000, 40000, 1, false);
@@ -650,7 +660,7 @@ static void bench_rest(double bw, bool sweep) {
       auto d_f = upload(encode(feat, dt)), d_w = upload(encode(w, dt)), d_i = upload_i64(idx);
       DeviceBuffer d_out(s.B * s.C * s.P * elem_size(dt)), d_gf(s.B * s.C * s.N * elem_size(dt)),
           d_acc(s.B * s.C * s.N * 4), d_gw(s.B * s.P * s.T * elem_size(dt)),
-          ws(gather_backward_feat_cuda_workspace_bytes(s.B, s.N, s.P, s.T));
+          ws(gather_backward_feat_cuda_workspace_bytes(dt, s.B, s.C, s.N, s.P, s.T));
       const void* wp = s.weighted ? d_w.ptr : nullptr;
       const double es = elem_size(dt);
       char shape[120];

@@ -392,7 +392,7 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   }
 #ifdef POINTOPS_WITH_CUDA
   torch::stable::accelerator::DeviceGuard guard(grad_out.get_device_index());
-  const size_t bytes = gather_backward_feat_cuda_workspace_bytes(s.B, s.N, s.P, s.T);
+  const size_t bytes = gather_backward_feat_cuda_workspace_bytes(dt, s.B, s.C, s.N, s.P, s.T);
   Tensor ws = workspace_for(grad_out, bytes);
   raise_on_error(gather_backward_feat_cuda(dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w),
                                            s.B, s.C, s.N, s.P, s.T, grad_feat.mutable_data_ptr(),

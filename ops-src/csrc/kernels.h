@@ -94,7 +94,8 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
 Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx,
                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
                                 int64_t T, void* grad_feat);
-size_t gather_backward_feat_cuda_workspace_bytes(int64_t B, int64_t N, int64_t P, int64_t T);
+size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
+                                                 int64_t T);
 Status gather_backward_feat_cuda(Dtype dt, const void* grad_out, const int64_t* idx,
                                  const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
                                  int64_t T, void* grad_feat, void* workspace, void* stream);

@@ -215,24 +215,117 @@ __global__ void __launch_bounds__(kStagedThreads)
   }
 }
 
+// Transposed path, for grad_out rows too long to stage: a slab of kChannelTile channels of
+// grad_out [B, C, P] is transposed into the workspace as [B, P, kChannelTile], so that the
+// channel values of one entry are one contiguous (coalesced) read instead of one scattered
+// 4-byte read per channel. A block then sums 32 rows for the slab, lanes over channels, each
+// row in ascending entry order, and writes through a shared-memory tile so that the
+// grad_feat stores (n fastest) stay coalesced.
+constexpr int kChannelTile = 64;
+constexpr int kTransposeRows = 8;  // threadIdx.y extent of the transpose blocks (32 x 8)
+
+template <class T>
+__global__ void __launch_bounds__(32 * kTransposeRows)
+    transpose_slab_kernel(const T* __restrict__ src, int64_t B, int64_t C, int64_t P, int64_t c0,
+                          int cn, T* __restrict__ dst) {
+  __shared__ T tile[32][33];
+  const int64_t p_base = static_cast<int64_t>(blockIdx.x) * 32;
+  const int c_base = static_cast<int>(blockIdx.y) * 32;
+  for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
+    for (int i = threadIdx.y; i < 32; i += kTransposeRows) {
+      const int cc = c_base + i;
+      const int64_t p = p_base + threadIdx.x;
+      if (cc < cn && p < P) tile[i][threadIdx.x] = src[(b * C + c0 + cc) * P + p];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += kTransposeRows) {
+      const int64_t p = p_base + i;
+      const int cc = c_base + threadIdx.x;
+      if (cc < cn && p < P) dst[(b * P + p) * kChannelTile + cc] = tile[threadIdx.x][i];
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, class I, int TT>
+__global__ void __launch_bounds__(256)
+    row_sum_transposed_kernel(const T* __restrict__ slab, const T* __restrict__ weight,
+                              const I* __restrict__ row_start, const I* __restrict__ entries,
+                              int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c0,
+                              int cn, T* __restrict__ grad_feat) {
+  using A = acc_t<T>;
+  __shared__ A tile[kChannelTile][33];  // [channel][row of the block]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const I t_count = static_cast<I>(T_);
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
+    const I batch_first = static_cast<I>(b * P * T_);
+    const T* w_batch = weight == nullptr ? nullptr : weight + b * P * T_;
+    for (int j = warp; j < 32; j += 8) {
+      const int64_t n = n0 + j;
+      A acc0 = A(0), acc1 = A(0);
+      if (n < N) {
+        const I end = row_start[b * N + n + 1];
+        for (I r = row_start[b * N + n]; r < end; ++r) {
+          const I e = entries[r] - batch_first;
+          const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
+          const A w = w_batch == nullptr ? A(1) : to_acc(w_batch[e]);
+          const T* values = slab + (b * P + static_cast<int64_t>(p)) * kChannelTile;
+          if (lane < cn) {
+            const A v = to_acc(values[lane]);
+            acc0 = add_rn(acc0, w_batch == nullptr ? v : mul_rn(w, v));
+          }
+          if (lane + 32 < cn) {
+            const A v = to_acc(values[lane + 32]);
+            acc1 = add_rn(acc1, w_batch == nullptr ? v : mul_rn(w, v));
+          }
+        }
+      }
+      tile[lane][j] = acc0;
+      tile[lane + 32][j] = acc1;
+    }
+    __syncthreads();
+    const int64_t n = n0 + lane;
+    for (int cc = warp; cc < cn; cc += 8) {
+      if (n < N) grad_feat[(b * C + c0 + cc) * N + n] = from_acc<T>(tile[cc][lane]);
+    }
+    __syncthreads();
+  }
+}
+
+// The transposed path runs when grad_out rows are too long to stage (POINTOPS_GATHER_TRANSPOSED=0
+// turns it off); its slab lives in the workspace.
+inline bool use_transposed(int64_t P, size_t elem_bytes) {
+  return P * static_cast<int64_t>(elem_bytes) > kStageBytes && env_int("POINTOPS_GATHER_TRANSPOSED", 1) != 0 &&
+         env_int("POINTOPS_GATHER_STAGED", -1) != 0;
+}
+
+inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, bool transposed) {
+  if (!transposed) return 0;
+  const int64_t channels = C < kChannelTile ? C : kChannelTile;
+  return static_cast<size_t>(B * P * channels) * elem_bytes;
+}
+
 template <class I>
 struct BackwardPlan {
   I* counts;     // B*N+1, then the fill cursors
   I* row_start;  // B*N+1
   I* entries;    // B*P*T
+  void* slab;    // B*P*kChannelTile elements for the transposed path, else empty
   void* temp;
   size_t temp_bytes;
   size_t total_bytes;
 };
 
 template <class I>
-Status plan_backward(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T,
+Status plan_backward(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T, size_t slab_bytes,
                      BackwardPlan<I>* plan) {
   const int64_t rows = B * N + 1;
   WorkspaceCarver carve(workspace);
   plan->counts = carve.take<I>(rows);
   plan->row_start = carve.take<I>(rows);
   plan->entries = carve.take<I>(B * P * T);
+  plan->slab = carve.take<char>(slab_bytes);
   size_t scan_bytes = 0;
   cudaError_t err = cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, plan->counts, plan->row_start, rows);
   if (err != cudaSuccess) return cudaGetErrorString(err);
@@ -247,7 +340,10 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
                      int64_t N, int64_t P, int64_t T_, T* grad_feat, void* workspace,
                      cudaStream_t s) {
   BackwardPlan<I> plan;
-  if (Status st = plan_backward<I>(workspace, B, N, P, T_, &plan)) return st;
+  const bool transposed = use_transposed(P, sizeof(T));
+  if (Status st = plan_backward<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), transposed), &plan)) {
+    return st;
+  }
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
   const size_t count_bytes = static_cast<size_t>(rows) * sizeof(I);
@@ -291,6 +387,28 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
       return launch_status();
     }
   }
+  if (transposed) {
+    T* slab = static_cast<T*>(plan.slab);
+    const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
+    for (int64_t c0 = 0; c0 < C; c0 += kChannelTile) {
+      const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
+      const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, 32)), static_cast<unsigned int>(ceil_div(cn, 32)),
+                        batches);
+      transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, slab);
+      const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
+      if (T_ == 1) {
+        row_sum_transposed_kernel<T, I, 1><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
+                                                                  N, P, T_, c0, cn, grad_feat);
+      } else if (T_ == 3) {
+        row_sum_transposed_kernel<T, I, 3><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
+                                                                  N, P, T_, c0, cn, grad_feat);
+      } else {
+        row_sum_transposed_kernel<T, I, 0><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
+                                                                  N, P, T_, c0, cn, grad_feat);
+      }
+    }
+    return launch_status();
+  }
   // Enough (channel chunk, b, n) threads to fill the GPU, channels in multiples of kUnroll.
   int64_t chunks = ceil_div(int64_t{1} << 20, B * N);
   const int64_t max_chunks = ceil_div(C, kUnroll);
@@ -327,14 +445,17 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-size_t gather_backward_feat_cuda_workspace_bytes(int64_t B, int64_t N, int64_t P, int64_t T) {
+size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
+                                                 int64_t T) {
+  const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
+  const size_t slab = slab_bytes(B, C, P, elem, use_transposed(P, elem));
   if (fits_u32(B, N, P, T)) {
     BackwardPlan<uint32_t> plan;
-    if (plan_backward<uint32_t>(nullptr, B, N, P, T, &plan) != nullptr) return 0;
+    if (plan_backward<uint32_t>(nullptr, B, N, P, T, slab, &plan) != nullptr) return 0;
     return plan.total_bytes;
   }
   BackwardPlan<unsigned long long> plan;
-  if (plan_backward<unsigned long long>(nullptr, B, N, P, T, &plan) != nullptr) return 0;
+  if (plan_backward<unsigned long long>(nullptr, B, N, P, T, slab, &plan) != nullptr) return 0;
   return plan.total_bytes;
 }
 
