@@ -445,6 +445,9 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float64, 1, 3, 2000, 30000, 2, true);
   setenv("POINTOPS_GATHER_TRANSPOSED", "0", 1);
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
+  setenv("POINTOPS_GATHER_TRANSPOSED", "2", 1);  // transposed on stageable shapes too
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);
+  check_gather(Dtype::Float16, 3, 130, 700, 900, 1, false);
   unsetenv("POINTOPS_GATHER_TRANSPOSED");
   setenv("POINTOPS_GATHER_STAGED", "0", 1);
   check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape

@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kStagedThreads)
 }
 
 // Transposed path, for grad_out rows too long to stage: a slab of kChannelTile channels of
-// grad_out [B, C, P] is transposed into the workspace as [B, P, kChannelTile], so that the
+// grad_out [B, C, P] is transposed into the workspace as [B, P, min(C, kChannelTile)], so that the
 // channel values of one entry are one contiguous (coalesced) read instead of one scattered
 // 4-byte read per channel. A block then sums 32 rows for the slab, lanes over channels, each
 // row in ascending entry order, and writes through a shared-memory tile so that the
@@ -224,26 +224,30 @@ __global__ void __launch_bounds__(kStagedThreads)
 constexpr int kChannelTile = 64;
 constexpr int kTransposeRows = 8;  // threadIdx.y extent of the transpose blocks (32 x 8)
 
+// A block moves 64 channels x kTransposeSpan points: whole slab rows of stride <= 64 channels
+// are written by one block, and each block has enough work to amortize its start.
+constexpr int kTransposeSpan = 128;
+
 template <class T>
 __global__ void __launch_bounds__(32 * kTransposeRows)
     transpose_slab_kernel(const T* __restrict__ src, int64_t B, int64_t C, int64_t P, int64_t c0,
-                          int cn, T* __restrict__ dst) {
-  __shared__ T tile[32][33];
-  const int64_t p_base = static_cast<int64_t>(blockIdx.x) * 32;
-  const int c_base = static_cast<int>(blockIdx.y) * 32;
+                          int cn, int stride, T* __restrict__ dst) {
+  __shared__ T tile[kChannelTile][33];
   for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
-    for (int i = threadIdx.y; i < 32; i += kTransposeRows) {
-      const int cc = c_base + i;
-      const int64_t p = p_base + threadIdx.x;
-      if (cc < cn && p < P) tile[i][threadIdx.x] = src[(b * C + c0 + cc) * P + p];
+    for (int64_t p_base = static_cast<int64_t>(blockIdx.x) * kTransposeSpan;
+         p_base < P && p_base < (static_cast<int64_t>(blockIdx.x) + 1) * kTransposeSpan; p_base += 32) {
+      const int64_t p_load = p_base + threadIdx.x;
+      for (int cc = threadIdx.y; cc < cn; cc += kTransposeRows) {
+        if (p_load < P) tile[cc][threadIdx.x] = src[(b * C + c0 + cc) * P + p_load];
+      }
+      __syncthreads();
+      for (int i = threadIdx.y; i < 32; i += kTransposeRows) {
+        const int64_t p = p_base + i;
+        if (p >= P) break;
+        for (int cc = threadIdx.x; cc < cn; cc += 32) dst[(b * P + p) * stride + cc] = tile[cc][i];
+      }
+      __syncthreads();
     }
-    __syncthreads();
-    for (int i = threadIdx.y; i < 32; i += kTransposeRows) {
-      const int64_t p = p_base + i;
-      const int cc = c_base + threadIdx.x;
-      if (cc < cn && p < P) dst[(b * P + p) * kChannelTile + cc] = tile[threadIdx.x][i];
-    }
-    __syncthreads();
   }
 }
 
@@ -252,7 +256,7 @@ __global__ void __launch_bounds__(256)
     row_sum_transposed_kernel(const T* __restrict__ slab, const T* __restrict__ weight,
                               const I* __restrict__ row_start, const I* __restrict__ entries,
                               int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c0,
-                              int cn, T* __restrict__ grad_feat) {
+                              int cn, int stride, T* __restrict__ grad_feat) {
   using A = acc_t<T>;
   __shared__ A tile[kChannelTile][33];  // [channel][row of the block]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -270,7 +274,7 @@ __global__ void __launch_bounds__(256)
           const I e = entries[r] - batch_first;
           const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
           const A w = w_batch == nullptr ? A(1) : to_acc(w_batch[e]);
-          const T* values = slab + (b * P + static_cast<int64_t>(p)) * kChannelTile;
+          const T* values = slab + (b * P + static_cast<int64_t>(p)) * stride;
           if (lane < cn) {
             const A v = to_acc(values[lane]);
             acc0 = add_rn(acc0, w_batch == nullptr ? v : mul_rn(w, v));
@@ -294,10 +298,11 @@ __global__ void __launch_bounds__(256)
 }
 
 // The transposed path runs when grad_out rows are too long to stage (POINTOPS_GATHER_TRANSPOSED=0
-// turns it off); its slab lives in the workspace.
+// turns it off, =2 uses it for every shape); its slab lives in the workspace.
 inline bool use_transposed(int64_t P, size_t elem_bytes) {
-  return P * static_cast<int64_t>(elem_bytes) > kStageBytes && env_int("POINTOPS_GATHER_TRANSPOSED", 1) != 0 &&
-         env_int("POINTOPS_GATHER_STAGED", -1) != 0;
+  const int mode = env_int("POINTOPS_GATHER_TRANSPOSED", 1);
+  if (mode == 0 || env_int("POINTOPS_GATHER_STAGED", -1) == 0) return false;
+  return mode == 2 || P * static_cast<int64_t>(elem_bytes) > kStageBytes;
 }
 
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, bool transposed) {
@@ -311,7 +316,7 @@ struct BackwardPlan {
   I* counts;     // B*N+1, then the fill cursors
   I* row_start;  // B*N+1
   I* entries;    // B*P*T
-  void* slab;    // B*P*kChannelTile elements for the transposed path, else empty
+  void* slab;    // B*P*min(C, kChannelTile) elements for the transposed path, else empty
   void* temp;
   size_t temp_bytes;
   size_t total_bytes;
@@ -365,7 +370,7 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   }
   // grad_out rows that fit in shared memory: the staged sum (POINTOPS_GATHER_STAGED=0 turns it off).
   const int64_t row_bytes = P * static_cast<int64_t>(sizeof(T));
-  if (row_bytes > 0 && row_bytes <= kStageBytes && env_int("POINTOPS_GATHER_STAGED", -1) != 0) {
+  if (!transposed && row_bytes > 0 && row_bytes <= kStageBytes && env_int("POINTOPS_GATHER_STAGED", -1) != 0) {
     int64_t CC = kStageBytes / row_bytes;
     if (CC > C) CC = C;
     const int64_t base_blocks = B * ceil_div(C, CC);
@@ -389,23 +394,18 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   }
   if (transposed) {
     T* slab = static_cast<T*>(plan.slab);
+    // The slab holds min(C, kChannelTile) channels per point (its size in slab_bytes).
+    const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
     const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
     for (int64_t c0 = 0; c0 < C; c0 += kChannelTile) {
       const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
-      const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, 32)), static_cast<unsigned int>(ceil_div(cn, 32)),
-                        batches);
-      transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, slab);
+      const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
+      transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
       const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
-      if (T_ == 1) {
-        row_sum_transposed_kernel<T, I, 1><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
-                                                                  N, P, T_, c0, cn, grad_feat);
-      } else if (T_ == 3) {
-        row_sum_transposed_kernel<T, I, 3><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
-                                                                  N, P, T_, c0, cn, grad_feat);
-      } else {
-        row_sum_transposed_kernel<T, I, 0><<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C,
-                                                                  N, P, T_, c0, cn, grad_feat);
-      }
+      auto row_sum = T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
+                             : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
+      row_sum<<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C, N, P, T_, c0, cn, stride,
+                                     grad_feat);
     }
     return launch_status();
   }
