@@ -437,17 +437,17 @@ static void run_checks(bool small) {
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 3, true);
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
   check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
-  // grad_out rows too long to stage: the transposed path (two channel slabs, T = 1, 3 and a
-  // runtime T, every dtype), then the direct path it replaces.
+  // grad_out rows longer than shared memory: the transposed path (two channel slabs, T = 1, 3
+  // and a runtime T, every dtype); then the staged and direct sums.
   check_gather(Dtype::Float32, 2, 70, 500, 60000, 1, false);
   check_gather(Dtype::Float16, 1, 5, 300, 120000, 3, true);
   check_gather(Dtype::BFloat16, 1, 33, 4000, 100000, 1, false);
   check_gather(Dtype::Float64, 1, 3, 2000, 30000, 2, true);
-  setenv("POINTOPS_GATHER_TRANSPOSED", "0", 1);
+  setenv("POINTOPS_GATHER_TRANSPOSED", "0", 1);  // the staged row sums, and the direct ones
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
-  setenv("POINTOPS_GATHER_TRANSPOSED", "2", 1);  // transposed on stageable shapes too
   check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);
   check_gather(Dtype::Float16, 3, 130, 700, 900, 1, false);
+  check_gather(Dtype::Float64, 2, 7, 300, 100, 5, true);
   unsetenv("POINTOPS_GATHER_TRANSPOSED");
   setenv("POINTOPS_GATHER_STAGED", "0", 1);
   check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape
