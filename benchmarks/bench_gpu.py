@@ -5,7 +5,10 @@
 Every shape of the issue's table runs through the registered ops (torch.ops.pointops.*, the
 same kernels the Python API calls, without its input-value checks, which synchronize) on
 float32 points uniform in [1, 2]^3 with queries = the first M points of each cloud. Times are
-the median of CUDA-event timings after warm-up. Each row prints the time, the share of a floor
+the median of CUDA-event timings after warm-up, one call at a time with the GPU idle before it
+(so the host's enqueueing counts); rows ending in _b2b time calls queued back to back, as in a
+training step, against the baseline timed the same way, and gather_points_api times the public
+pointops.gather_points. Each row prints the time, the share of a floor
 (bytes that must move over the measured device-to-device copy rate; or FLOP over the fp32 rate
 for brute-force searches), the peer's best time, the target and PASS/MISS. The JSON file holds
 the rows and the machine: date, GPU, driver, torch, CUDA and the pointops build.
