@@ -18,7 +18,7 @@ NVCC = shutil.which("nvcc")
 NM = shutil.which("nm")
 
 pytestmark = [
-    pytest.mark.slow,  # three builds of the binding, about 20 s on 2 cores
+    pytest.mark.slow,  # a few builds of the binding, about 20 s each on 2 cores
     pytest.mark.skipif(NVCC is None or NM is None or not sys.platform.startswith("linux"),
                        reason="needs nvcc and nm on Linux"),
 ]
@@ -32,13 +32,16 @@ def build(src: Path, cuda: bool) -> str:
     return result.stdout + result.stderr
 
 
-def references_cuda_kernels(src: Path) -> bool:
+def library_symbols(src: Path) -> str:
     (library,) = src.glob("build/lib.*/pointops/_C*.so")
-    symbols = subprocess.run([NM, "-C", str(library)], capture_output=True, text=True, check=True).stdout
-    return "furthest_point_sample_cuda" in symbols
+    return subprocess.run([NM, "-C", str(library)], capture_output=True, text=True, check=True).stdout
 
 
-def test_cpu_and_cuda_builds_in_one_directory_use_their_own_objects(tmp_path):
+def references_cuda_kernels(src: Path) -> bool:
+    return "furthest_point_sample_cuda" in library_symbols(src)
+
+
+def minimal_copy(tmp_path: Path) -> Path:
     src = tmp_path / "ops-src"
     shutil.copytree(REPO / "ops-src", src,
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__"))
@@ -47,6 +50,33 @@ def test_cpu_and_cuda_builds_in_one_directory_use_their_own_objects(tmp_path):
     for cu in (src / "csrc" / "cuda").glob("*.cu"):
         cu.unlink()
     (src / "csrc" / "cuda" / "empty_kernel.cu").write_text("__global__ void pointops_empty_kernel() {}\n")
+    return src
+
+
+def test_an_edited_cuda_source_or_header_reaches_the_library(tmp_path):
+    """Incremental builds: setuptools relinks only when a source or dependency is newer than the
+    library, so the CUDA objects and the headers must count as dependencies."""
+    src = minimal_copy(tmp_path)
+    build(src, cuda=True)
+    assert "pointops_edited_kernel" not in library_symbols(src)
+    kernel = src / "csrc" / "cuda" / "empty_kernel.cu"
+    kernel.write_text(kernel.read_text() + "__global__ void pointops_edited_kernel() {}\n")
+    build(src, cuda=True)
+    assert "pointops_edited_kernel" in library_symbols(src)
+
+    build(src, cuda=False)
+    (library,) = src.glob("build/lib.*/pointops/_C*.so")
+    built_at = library.stat().st_mtime_ns
+    header = src / "csrc" / "kernels.h"
+    header.write_text(header.read_text() + "// edited\n")
+    later = built_at + 2_000_000_000  # two seconds past the library, whatever the clock's resolution
+    os.utime(header, ns=(later, later))
+    build(src, cuda=False)
+    assert library.stat().st_mtime_ns != built_at
+
+
+def test_cpu_and_cuda_builds_in_one_directory_use_their_own_objects(tmp_path):
+    src = minimal_copy(tmp_path)
 
     build(src, cuda=False)
     assert not references_cuda_kernels(src)
