@@ -66,6 +66,14 @@ void knn_one(const T* cloud, int64_t n, const T* q, int64_t K, T* dist2, int64_t
   }
 }
 
+// Points that query row r = b*M + m searches: its cloud's valid points, or none when m is past
+// the cloud's query length.
+int64_t searched_points(int64_t r, int64_t N, int64_t M, const int64_t* lengths,
+                        const int64_t* query_lengths) {
+  const int64_t b = r / M, m = r % M;
+  return m < cpu::valid_count(query_lengths, b, M) ? cpu::valid_count(lengths, b, N) : 0;
+}
+
 }  // namespace
 
 Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
@@ -81,11 +89,9 @@ Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_
     const T r2 = static_cast<T>(radius * radius);
     cpu::parallel_for(0, B * M, query_grain(N), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t b = r / M, m = r % M;
-        const int64_t n = cpu::valid_count(lengths, b, N);
-        const bool active = m < cpu::valid_count(query_lengths, b, M);
-        ball_query_one(points + 3 * N * b, active ? n : 0, queries + 3 * r, r2, inclusive, K,
-                       idx + K * r, count + r, d2 == nullptr ? nullptr : d2 + K * r);
+        ball_query_one(points + 3 * N * (r / M), searched_points(r, N, M, lengths, query_lengths),
+                       queries + 3 * r, r2, inclusive, K, idx + K * r, count + r,
+                       d2 == nullptr ? nullptr : d2 + K * r);
       }
     });
   });
@@ -103,11 +109,8 @@ Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* leng
     cpu::parallel_for(0, B * M, query_grain(N), [&](int64_t r0, int64_t r1) {
       std::vector<std::pair<T, int64_t>> heap;
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t b = r / M, m = r % M;
-        const int64_t n = cpu::valid_count(lengths, b, N);
-        const bool active = m < cpu::valid_count(query_lengths, b, M);
-        knn_one(points + 3 * N * b, active ? n : 0, queries + 3 * r, K, d2 + K * r, idx + K * r,
-                heap);
+        knn_one(points + 3 * N * (r / M), searched_points(r, N, M, lengths, query_lengths),
+                queries + 3 * r, K, d2 + K * r, idx + K * r, heap);
       }
     });
   });
