@@ -514,16 +514,13 @@ struct GroupPlan {
   bool valid() const { return G > 0; }
 };
 
-// Larger blocks keep the same register budget per block (fewer slots per thread); only
-// kThreads-blocks take a shared-memory tail.
-GroupPlan plan_for(int64_t N, int G, int threads = kThreads) {
+GroupPlan plan_for(int64_t N, int G) {
   GroupPlan plan;
-  plan.threads = threads;
   const int64_t chunk = ceil_div(N, G);
   if (chunk <= kRegisterCap) {
-    plan.slots = pow2_at_least(ceil_div(chunk, threads));
-    plan.chunk = static_cast<int64_t>(plan.slots) * threads;
-  } else if (threads == kThreads && chunk - kRegisterCap <= kMaxTail) {
+    plan.slots = pow2_at_least(ceil_div(chunk, kThreads));
+    plan.chunk = static_cast<int64_t>(plan.slots) * kThreads;
+  } else if (chunk - kRegisterCap <= kMaxTail) {
     plan.slots = kMaxSlots;
     plan.chunk = chunk;
     plan.hybrid = true;
@@ -606,10 +603,9 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
   return launch_status();
 }
 
-// Calls f(Points{}) with the point-holding policy of a register plan.
+// Calls f(RegisterPoints<T, slots>{}) for the plan's slot count.
 template <class T, class F>
-auto with_points(const GroupPlan& plan, F&& f) {
-  if (plan.hybrid) return f(HybridPoints<T, kMaxSlots>{});
+auto with_register_points(const GroupPlan& plan, F&& f) {
   switch (plan.slots) {
     case 1:
       return f(RegisterPoints<T, 1>{});
@@ -626,34 +622,19 @@ auto with_points(const GroupPlan& plan, F&& f) {
   }
 }
 
-// Calls f(RegisterPoints<T, slots, THREADS>{}) for the plan's slot count (at most MAX_SLOTS).
-template <class T, int THREADS, int MAX_SLOTS, class F>
-auto with_register_points(const GroupPlan& plan, F&& f) {
-  switch (plan.slots) {
-    case 1:
-      return f(RegisterPoints<T, 1, THREADS>{});
-    case 2:
-      return f(RegisterPoints<T, 2, THREADS>{});
-    case 4:
-      return f(RegisterPoints<T, 4, THREADS>{});
-    case 8:
-      return f(RegisterPoints<T, (8 < MAX_SLOTS ? 8 : MAX_SLOTS), THREADS>{});
-    case 16:
-      return f(RegisterPoints<T, (16 < MAX_SLOTS ? 16 : MAX_SLOTS), THREADS>{});
-    default:
-      return f(RegisterPoints<T, MAX_SLOTS, THREADS>{});
-  }
+// Calls f(Points{}) with the point-holding policy of a register plan.
+template <class T, class F>
+auto with_points(const GroupPlan& plan, F&& f) {
+  if (plan.hybrid) return f(HybridPoints<T, kMaxSlots>{});
+  return with_register_points<T>(plan, f);
 }
 
-// The lean one-block-per-cloud path: register plans of 256, 512 or 1024 threads.
+// The lean one-block-per-cloud path (register plans only).
 template <class T>
 Status launch_lean(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
-  auto go = [&](auto points) -> Status {
+  return with_register_points<T>(plan, [&](auto points) -> Status {
     return launch_group<T, decltype(points), kLeanBlock>(xyz, a, plan);
-  };
-  if (plan.threads == 1024) return with_register_points<T, 1024, 8>(plan, go);
-  if (plan.threads == 512) return with_register_points<T, 512, 16>(plan, go);
-  return with_register_points<T, kThreads, kMaxSlots>(plan, go);
+  });
 }
 
 template <class T, int MODE>
@@ -760,9 +741,7 @@ Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
   }
   if (best.valid()) {
     if (best.G == 1 && !best.hybrid && env_int("POINTOPS_FPS_LEAN", 1) != 0) {
-      const int threads = env_int("POINTOPS_FPS_THREADS", kThreads);
-      const GroupPlan lean = plan_for(N, 1, threads == 512 || threads == 1024 ? threads : kThreads);
-      if (lean.valid() && !lean.hybrid) return launch_lean<T>(xyz, a, lean);
+      return launch_lean<T>(xyz, a, best);
     }
     return best.G == 1 ? launch_plan<T, kBlockGroup>(xyz, a, best)
                        : launch_plan<T, kClusterGroup>(xyz, a, best);
