@@ -131,7 +131,7 @@ inline int env_int(const char* name, int fallback) {
   return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks for a grid-stride loop over `total` items (gridDim.x is capped; loops cover the rest).
 inline unsigned int grid_for(int64_t total, int threads, int64_t cap = 1 << 20) {

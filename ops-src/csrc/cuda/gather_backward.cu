@@ -1,8 +1,9 @@
 // Backward of the weighted gather on CUDA, deterministic (no float atomics).
 //
 // grad_feat: a counting sort groups the (p,t) entries by target point (count, scan, fill),
-// each target's row is sorted into ascending (p,t) order, then threads over (b, n) sum their
-// row for a chunk of channels, in that order.
+// each target's row is sorted into ascending (p,t) order, then each row is summed in that
+// order: from grad_out transposed into the workspace one 64-channel slab at a time (default),
+// or straight from grad_out by threads over (channel chunk, b, n) (POINTOPS_GATHER_STAGED=0).
 // grad_weight: one thread per (b,p,t) sums over c in ascending order.
 #include <cub/device/device_scan.cuh>
 
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kThreads)
                    int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c_chunk,
                    T* __restrict__ grad_feat) {
   using A = acc_t<T>;
-  const int64_t chunks = (C + c_chunk - 1) / c_chunk;
+  const int64_t chunks = ceil_div(C, c_chunk);
   const int64_t total = chunks * B * N;
   const int64_t per_batch = P * T_;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
@@ -135,81 +136,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (c + u < c_end) out[(c + u) * N] = from_acc<T>(acc[u]);
-      }
-    }
-  }
-}
-
-// Staged variant for grad_out rows that fit in shared memory: a block copies CC rows
-// grad_out[b, c0..c0+CC, :] with coalesced 16-byte loads and sums from there for a range of n,
-// so the per-entry reads hit shared memory instead of pulling a 32-byte L2 sector each.
-// TT (entries per p) is a template parameter so that p = e / TT is a constant division in the
-// index type (TT = 0: runtime T); entries are relative to the batch, in the index type I.
-constexpr int kStagedThreads = 1024;
-constexpr int64_t kStageBytes = 192 * 1024;
-
-template <class T>
-__device__ __forceinline__ void stage_rows(const T* __restrict__ src, int64_t count, T* rows) {
-  const bool vec = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && ((count * sizeof(T)) % 16 == 0);
-  if (vec) {
-    const uint4* s4 = reinterpret_cast<const uint4*>(src);
-    uint4* d4 = reinterpret_cast<uint4*>(rows);
-    const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t i = threadIdx.x; i < n4; i += kStagedThreads) d4[i] = s4[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += kStagedThreads) rows[i] = src[i];
-  }
-}
-
-template <class T, class I, int TT>
-__global__ void __launch_bounds__(kStagedThreads)
-    row_sum_staged_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
-                          const I* __restrict__ row_start, const I* __restrict__ entries,
-                          int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t CC,
-                          int64_t n_chunk, T* __restrict__ grad_feat) {
-  using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char stage_raw[];
-  T* rows = reinterpret_cast<T*>(stage_raw);
-  // The host launches at most INT32_MAX blocks, so the tile decode fits 32-bit arithmetic.
-  const unsigned int c_groups = static_cast<unsigned int>((C + CC - 1) / CC);
-  const unsigned int n_chunks = static_cast<unsigned int>((N + n_chunk - 1) / n_chunk);
-  const unsigned int tile = blockIdx.x;
-  const int64_t nc = tile % n_chunks;
-  const int64_t cg = (tile / n_chunks) % c_groups;
-  const int64_t b = tile / n_chunks / c_groups;
-  const int64_t c0 = cg * CC;
-  const int cn = static_cast<int>(C - c0 < CC ? C - c0 : CC);
-  stage_rows(grad_out + (b * C + c0) * P, cn * P, rows);  // rows c0..c0+cn: one range
-  __syncthreads();
-
-  const I batch_first = static_cast<I>(b * P * T_);  // entry numbers of this batch start here
-  const I t_count = static_cast<I>(T_);
-  const T* w_batch = weight == nullptr ? nullptr : weight + b * P * T_;
-  const int64_t n_end = (nc + 1) * n_chunk < N ? (nc + 1) * n_chunk : N;
-  for (int64_t n = nc * n_chunk + threadIdx.x; n < n_end; n += kStagedThreads) {
-    const int64_t row = b * N + n;
-    const I begin = row_start[row];
-    const I end = row_start[row + 1];
-    T* out = grad_feat + (b * C + c0) * N + n;
-    for (int c = 0; c < cn; c += kUnroll) {
-      A acc[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) acc[u] = A(0);
-      for (I r = begin; r < end; ++r) {
-        const I e = entries[r] - batch_first;
-        const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
-        const A w = w_batch == nullptr ? A(1) : to_acc(w_batch[e]);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (c + u < cn) {
-            const A v = to_acc(rows[static_cast<int64_t>(c + u) * P + p]);
-            acc[u] = add_rn(acc[u], w_batch == nullptr ? v : mul_rn(w, v));
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (c + u < cn) out[static_cast<int64_t>(c + u) * N] = from_acc<T>(acc[u]);
       }
     }
   }
@@ -297,13 +223,11 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// The transposed path is the default for every shape: on the H200 it beat the staged row sums
-// also where grad_out rows fit in shared memory (three_interpolate 308 -> 198 µs, gather_points
-// float16 137 -> 102 µs, group_points equal). POINTOPS_GATHER_TRANSPOSED=0 falls back to the
-// staged sums (rows that fit) or the direct ones; its slab lives in the workspace.
-inline bool use_transposed() {
-  return env_int("POINTOPS_GATHER_TRANSPOSED", 1) != 0 && env_int("POINTOPS_GATHER_STAGED", -1) != 0;
-}
+// The transposed sums serve every shape: on the H200 they also beat sums from grad_out rows
+// staged in shared memory where those fit (three_interpolate 308 -> 198 µs, gather_points
+// float16 137 -> 102 µs, group_points equal), so that staged variant was removed.
+// POINTOPS_GATHER_STAGED=0 selects the direct sums instead (no slab in the workspace).
+inline bool use_transposed() { return env_int("POINTOPS_GATHER_STAGED", -1) != 0; }
 
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, bool transposed) {
   if (!transposed) return 0;
@@ -367,30 +291,6 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
                                                                     plan.counts, plan.entries);
     sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N,
                                                                        plan.entries);
-  }
-  // grad_out rows that fit in shared memory: the staged sum (POINTOPS_GATHER_STAGED=0 turns it off).
-  const int64_t row_bytes = P * static_cast<int64_t>(sizeof(T));
-  if (!transposed && row_bytes > 0 && row_bytes <= kStageBytes && env_int("POINTOPS_GATHER_STAGED", -1) != 0) {
-    int64_t CC = kStageBytes / row_bytes;
-    if (CC > C) CC = C;
-    const int64_t base_blocks = B * ceil_div(C, CC);
-    int64_t n_chunks = ceil_div(4 * current_device_sm_count(), base_blocks);  // about 4 waves
-    const int64_t max_chunks = ceil_div(N, kStagedThreads);
-    if (n_chunks > max_chunks) n_chunks = max_chunks;
-    if (n_chunks < 1) n_chunks = 1;
-    const int64_t n_chunk = ceil_div(N, n_chunks);
-    const size_t smem = static_cast<size_t>(CC * row_bytes);
-    const int64_t blocks = base_blocks * ceil_div(N, n_chunk);
-    if (blocks <= INT32_MAX) {  // else the direct path below (a grid-stride loop)
-      auto kernel = T_ == 1 ? row_sum_staged_kernel<T, I, 1>
-                            : (T_ == 3 ? row_sum_staged_kernel<T, I, 3> : row_sum_staged_kernel<T, I, 0>);
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem));
-      if (err != cudaSuccess) return cudaGetErrorString(err);
-      kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(
-          grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CC, n_chunk, grad_feat);
-      return launch_status();
-    }
   }
   if (transposed) {
     T* slab = static_cast<T*>(plan.slab);

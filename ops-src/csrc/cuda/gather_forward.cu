@@ -11,8 +11,6 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ int64_t ceil_div_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // One thread per output element, p fastest so that idx/weight/out accesses are coalesced.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
@@ -81,8 +79,8 @@ __global__ void __launch_bounds__(staged_threads<TT>())
   extern __shared__ __align__(16) unsigned char stage_raw[];
   T* rows = reinterpret_cast<T*>(stage_raw);
   // The host launches at most INT32_MAX blocks, so the tile decode fits 32-bit arithmetic.
-  const unsigned int c_groups = static_cast<unsigned int>(ceil_div_dev(C, CC));
-  const unsigned int p_chunks = static_cast<unsigned int>(ceil_div_dev(P, p_chunk));
+  const unsigned int c_groups = static_cast<unsigned int>(ceil_div(C, CC));
+  const unsigned int p_chunks = static_cast<unsigned int>(ceil_div(P, p_chunk));
   const unsigned int tile = blockIdx.x;
   const int64_t pc = tile % p_chunks;
   const int64_t cg = (tile / p_chunks) % c_groups;
