@@ -10,7 +10,8 @@ the median of CUDA-event timings after warm-up, one call at a time with the GPU 
 training step, against the baseline timed the same way, and gather_points_api times the public
 pointops.gather_points. Each row prints the time, the share of a floor
 (bytes that must move over the measured device-to-device copy rate; or FLOP over the fp32 rate
-for brute-force searches), the peer's best time, the target and PASS/MISS. The JSON file holds
+for brute-force searches), the peer's best time, the target and PASS/MISS. Rows ending in _dtype
+compare float16/bfloat16 with float32 back to back. The JSON file holds
 the rows and the machine: date, GPU, driver, torch, CUDA and the pointops build.
 """
 
@@ -259,6 +260,64 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
             torch.cuda.empty_cache()
 
 
+DTYPE_TOLERANCE = 0.02  # a 16-bit run may be this much slower and still count as no slower
+
+
+def bench_dtypes(table: Table) -> None:
+    """float16/bfloat16 against float32 on one shape per op, timed back to back (GPU time per
+    call, so the host's enqueueing does not blur a few-percent difference). float32 is timed
+    twice, before and after; the rows print that spread, and the target allows DTYPE_TOLERANCE."""
+    import torch
+
+    ops = _ops()
+    g = torch.Generator(device="cpu").manual_seed(3)
+
+    def cases(dtype):
+        xyz = _points(8, 16384, dtype)
+        query = xyz[:, :4096].contiguous()
+        fps_xyz = _points(1, 100_000, dtype)
+        unknown, known = _points(8, 16384, dtype, seed=1), _points(8, 4096, dtype)
+        feat = (1.0 + torch.rand(8, 128, 4096, generator=g)).to("cuda", dtype)
+        idx3 = torch.randint(0, 4096, (8, 16384, 3), generator=g).cuda()
+        w3 = torch.rand(8, 16384, 3, generator=g).to("cuda", dtype)
+        grad3 = torch.rand(8, 128, 16384, generator=g).to("cuda", dtype)
+        feat_g = (1.0 + torch.rand(8, 64, 16384, generator=g)).to("cuda", dtype)
+        idx_g = torch.randint(0, 16384, (8, 4096 * 32, 1), generator=g).cuda()
+        grad_g = torch.rand(8, 64, 4096 * 32, generator=g).to("cuda", dtype)
+        grad_p = torch.rand(8, 128, 4096, generator=g).to("cuda", dtype)
+        idx_p = torch.randint(0, 16384, (8, 4096, 1), generator=g).cuda()
+        return [
+            ("fps", "B1 N100000 K1024", lambda: ops.furthest_point_sample(fps_xyz, 1024, None, 0)),
+            ("ball_query", "B8 N16384 M4096 r0.05 k32",
+             lambda: ops.ball_query(xyz, query, 0.05, 32, None, None, True, False)),
+            ("knn", "B8 N16384 M4096 k16", lambda: ops.knn(xyz, query, 16, None, None)),
+            ("three_nn", "B8 N4096 M16384", lambda: ops.knn(known, unknown, 3, None, None)),
+            ("three_interpolate", "B8 C128 N4096 P16384 T3", lambda: ops.gather(feat, idx3, w3)),
+            ("three_interpolate_backward_feat", "B8 C128 N4096 P16384 T3",
+             lambda: ops.gather_backward_feat(grad3, idx3, w3, 4096)),
+            ("group_points", "B8 C64 N16384 P131072 T1", lambda: ops.gather(feat_g, idx_g, None)),
+            ("group_points_backward_feat", "B8 C64 N16384 P131072 T1",
+             lambda: ops.gather_backward_feat(grad_g, idx_g, None, 16384)),
+            ("gather_points_backward_feat", "B8 C128 N16384 P4096 T1",
+             lambda: ops.gather_backward_feat(grad_p, idx_p, None, 16384)),
+        ]
+
+    f32_before = [_back_to_back_ms(fn, calls=20) for _, _, fn in cases(torch.float32)]
+    half = {dt: [_back_to_back_ms(fn, calls=20) for _, _, fn in cases(dt)]
+            for dt in (torch.float16, torch.bfloat16)}
+    f32_cases = cases(torch.float32)
+    f32_after = [_back_to_back_ms(fn, calls=20) for _, _, fn in f32_cases]
+    for i, (op, shape, _) in enumerate(f32_cases):
+        ref = min(f32_before[i], f32_after[i])
+        spread = abs(f32_before[i] - f32_after[i]) / ref
+        for dt, times in half.items():
+            table.add(op + "_dtype", f"{shape} {str(dt)[6:]} vs float32", times[i],
+                      target=ref * (1 + DTYPE_TOLERANCE),
+                      note=f"float32 {ref:.4f} ms (x{times[i] / ref:.3f}); float32 runs differ by "
+                           f"{100 * spread:.1f}%; back to back")
+        torch.cuda.empty_cache()
+
+
 def bench_cpu(table: Table) -> None:
     """A few CPU cases (every core through torch's thread pool)."""
     import torch
@@ -312,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
           f"copy {meta['copy_GBps']} GB/s (read + write)")
     table = Table()
     bench_gpu(table, bw, args.quick)
+    bench_dtypes(table)
     if args.cpu:
         bench_cpu(table)
     if args.json:

@@ -436,12 +436,40 @@ static void run_checks(bool small) {
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 3, true);
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
   check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
+  // 16-bit channel pairs (T = 3): rows not a multiple of 8 (unvectorized staging), one channel
+  // (a half pair), unweighted; then the unpaired 16-bit stage.
+  check_gather(Dtype::BFloat16, 2, 5, 301, 2000, 3, true);
+  check_gather(Dtype::Float16, 1, 1, 500, 3000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 3, 4096, 9000, 3, false);
+  setenv("POINTOPS_GATHER_PAIRED", "0", 1);
+  check_gather(Dtype::Float16, 2, 37, 3000, 20000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 6, 300, 2000, 3, true);
+  unsetenv("POINTOPS_GATHER_PAIRED");
   // Long grad_out rows on the transposed path (two channel slabs, T = 1, 3 and a runtime T,
   // every dtype); then the direct sums.
   check_gather(Dtype::Float32, 2, 70, 500, 60000, 1, false);
   check_gather(Dtype::Float16, 1, 5, 300, 120000, 3, true);
   check_gather(Dtype::BFloat16, 1, 33, 4000, 100000, 1, false);
   check_gather(Dtype::Float64, 1, 3, 2000, 30000, 2, true);
+  // The sparse sums (a lane per target) from grad_out, also on dense shapes (long rows), then
+  // from staged grad_out rows (several spans and channel groups), and the dense sums on a
+  // sparse shape.
+  setenv("POINTOPS_GATHER_SPARSE", "1", 1);
+  check_gather(Dtype::Float32, 2, 130, 500, 300, 1, false);
+  check_gather(Dtype::Float16, 1, 70, 3000, 2000, 3, true);
+  check_gather(Dtype::Float64, 2, 9, 500, 5000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 37, 300, 20000, 3, true);
+  check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);
+  check_gather(Dtype::Float32, 2, 130, 5000, 300, 1, false);
+  setenv("POINTOPS_GATHER_SPARSE", "2", 1);
+  check_gather(Dtype::Float32, 2, 37, 5000, 700, 3, true);
+  check_gather(Dtype::Float16, 2, 40, 9000, 5000, 1, false);
+  check_gather(Dtype::Float32, 1, 9, 4200, 3000, 5, true);  // > span entries: unstaged list
+  check_gather(Dtype::Float64, 2, 6, 9000, 1000, 1, false);
+  check_gather(Dtype::BFloat16, 3, 5, 4100, 33, 5, true);
+  setenv("POINTOPS_GATHER_SPARSE", "0", 1);
+  check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
+  unsetenv("POINTOPS_GATHER_SPARSE");
   setenv("POINTOPS_GATHER_STAGED", "0", 1);  // the direct forward and backward
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
   check_gather(Dtype::Float16, 3, 130, 700, 900, 1, false);

@@ -1,8 +1,9 @@
-"""Per-kernel GPU time of the gather-family ops (forward and deterministic backward).
+"""Per-kernel GPU time of the gather-family ops (forward and deterministic backward) and kNN.
 
     python benchmarks/profile_kernels.py [--reps 20] [--only three_interpolate] [--plain]
 
-Runs the gather shapes of bench_gpu.py under torch.profiler and prints, for each op, every
+Runs the gather shapes of bench_gpu.py (and its kNN B8 shape) under torch.profiler, in
+float32, float16 and bfloat16, and prints, for each op, every
 CUDA kernel (and memset) it launched with its mean device time per call, so that a slow
 pipeline shows which stage to work on. --plain only runs the ops (for an outside profiler such
 as Nsight Compute). Needs a CUDA build of pointops.
@@ -53,6 +54,16 @@ def _profile_case(ops, g, name, shape, weighted, dtype, reps, plain) -> None:
         _profile(tag + " backward_weight", lambda: ops.gather_backward_weight(grad, feat, idx), reps, plain)
 
 
+def _profile_knn(ops, g, dtype, reps, plain) -> None:
+    import torch
+
+    B, N, M, K = 8, 16384, 4096, 16
+    xyz = (1.0 + torch.rand(B, N, 3, generator=g)).to("cuda", dtype)
+    query = xyz[:, :M].contiguous()
+    _profile(f"knn B{B} N{N} M{M} k{K} {str(dtype)[6:]}", lambda: ops.knn(xyz, query, K, None, None),
+             reps, plain)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
@@ -71,10 +82,14 @@ def main(argv: list[str] | None = None) -> int:
              ("group_points", 8, 64, 16384, 4096 * 32, 1, False),
              ("three_interpolate", 8, 128, 4096, 16384, 3, True),
              ("gather_points_large_out", 16, 256, 16384, 65536, 1, False)]
+    dtypes = (torch.float32, torch.float16, torch.bfloat16)
+    if not args.only or "knn".startswith(args.only):
+        for dtype in dtypes:
+            _profile_knn(ops, g, dtype, args.reps, args.plain)
     for name, B, C, N, P, T, weighted in cases:
         if args.only and not name.startswith(args.only):
             continue
-        for dtype in (torch.float32, torch.float16):
+        for dtype in dtypes:
             _profile_case(ops, g, name, (B, C, N, P, T), weighted, dtype, args.reps, args.plain)
             torch.cuda.empty_cache()
     return 0

@@ -106,7 +106,7 @@ inline Status status_of(cudaError_t err) {
 }
 
 // Workspaces hold several arrays; each starts on a 256-byte boundary.
-inline size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+__host__ __device__ inline size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
 // Hands out consecutive aligned pieces of one workspace (the same walk sizes and carves it).
 class WorkspaceCarver {
@@ -146,6 +146,13 @@ inline int current_device_sm_count() {
   if (cudaGetDevice(&dev) != cudaSuccess) return 1;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 1;
   return sms > 0 ? sms : 1;
+}
+
+inline int64_t current_device_l2_bytes() {
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev) != cudaSuccess) return 0;
+  return bytes;
 }
 
 inline int current_device_major() {

@@ -2,8 +2,11 @@
 //
 // grad_feat: a counting sort groups the (p,t) entries by target point (count, scan, fill),
 // each target's row is sorted into ascending (p,t) order, then each row is summed in that
-// order: from grad_out transposed into the workspace one 64-channel slab at a time (default),
-// or straight from grad_out by threads over (channel chunk, b, n) (POINTOPS_GATHER_STAGED=0).
+// order. Dense rows (more entries than targets), or grad_out larger than half the L2: from
+// grad_out transposed into the workspace one 64-channel slab at a time, lanes over channels.
+// Sparse rows: a lane per target, from grad_out rows staged in shared memory where several
+// fit, else from grad_out directly. POINTOPS_GATHER_STAGED=0: straight from grad_out by
+// threads over (channel chunk, b, n).
 // grad_weight: one thread per (b,p,t) sums over c in ascending order.
 #include <cub/device/device_scan.cuh>
 
@@ -33,7 +36,9 @@ __global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t
   }
 }
 
-// Places each entry in its target's row; the order inside a row is fixed by sort_rows_kernel.
+// Places each entry in its target's row, counting the row's size in `cursor` back down to zero
+// (so the counts need no second memset); the first to claim a row takes its first slot, which
+// keeps rows nearly ascending for sort_rows_kernel (it fixes the order exactly).
 template <class I>
 __global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
                             int64_t entries_per_batch, const I* __restrict__ row_start,
@@ -44,7 +49,9 @@ __global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t 
     const int64_t j = idx[e];
     if (j < 0 || j >= N) continue;
     const int64_t row = (e / entries_per_batch) * N + j;
-    entries[row_start[row] + atomicAdd(&cursor[row], I(1))] = static_cast<I>(e);
+    // Adding the all-ones value subtracts 1 (atomicSub has no 64-bit overload).
+    const I remaining = atomicAdd(&cursor[row], ~I(0));
+    entries[row_start[row + 1] - remaining] = static_cast<I>(e);
   }
 }
 
@@ -223,14 +230,219 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// Sparse rows (at most one entry per target on average: gather_points of M < N points, where
+// most rows are empty and writing grad_feat is the bound). One warp covers 32 rows, a lane
+// each, for kSparseChannels channels: the row bounds are one coalesced load, a lane adds its
+// row's entries with the loads of all its channels in flight at once, and the 32 sums of a
+// channel are one coalesced store. No shared memory or barriers. (A warp walking all channels
+// of its rows, paying the row loads once, measured slower on the H200: 66 vs 54 µs.) Values
+// are read from grad_out itself, which stays in L2 (one scattered read per entry and channel);
+// reading a transposed copy instead measured slower (the transpose costs more than it saves).
+constexpr int kSparseChannels = 16;
+
+template <class I>
+__device__ __forceinline__ I warp_max(I v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const I other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+template <class T, class I, int TT>
+__global__ void __launch_bounds__(kThreads)
+    row_sum_sparse_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
+                          const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B,
+                          int64_t C, int64_t N, int64_t P, int64_t T_, T* __restrict__ grad_feat) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row_groups = ceil_div(N, 32);
+  const int64_t chunks = ceil_div(C, kSparseChannels);
+  const int64_t warps = B * chunks * row_groups;
+  const int64_t warp_stride = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const I t_count = static_cast<I>(T_);
+  for (int64_t wi = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; wi < warps;
+       wi += warp_stride) {
+    // Row groups fastest: neighbouring warps store neighbouring pieces of the same channel rows.
+    const int64_t group = wi % row_groups;
+    const int64_t chunk = (wi / row_groups) % chunks;
+    const int64_t b = wi / row_groups / chunks;
+    const int64_t n = group * 32 + lane;
+    const bool valid = n < N;
+    const I begin = valid ? row_start[b * N + n] : I(0);
+    const I end = valid ? row_start[b * N + n + 1] : I(0);
+    const I longest = warp_max<I>(end - begin);
+    const I batch_first = static_cast<I>(b * P * T_);
+    const int64_t c_first = chunk * kSparseChannels;
+    const int c_count = static_cast<int>(C - c_first < kSparseChannels ? C - c_first : kSparseChannels);
+    const T* values_b = grad_out + (b * C + c_first) * P;
+    A acc[kSparseChannels];
+#pragma unroll
+    for (int u = 0; u < kSparseChannels; ++u) acc[u] = A(0);
+    for (I k = 0; k < longest; ++k) {
+      if (begin + k < end) {
+        const I e = entries[begin + k] - batch_first;
+        const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
+        const A w = weight == nullptr ? A(1) : to_acc(weight[static_cast<int64_t>(batch_first) + e]);
+        const T* values = values_b + static_cast<int64_t>(p);
+#pragma unroll
+        for (int u = 0; u < kSparseChannels; ++u) {
+          if (u < c_count) {
+            const A v = to_acc(values[u * P]);
+            acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
+          }
+        }
+      }
+    }
+    if (valid) {
+      T* out = grad_feat + (b * C + c_first) * N + n;
+#pragma unroll
+      for (int u = 0; u < kSparseChannels; ++u) {
+        if (u < c_count) out[u * N] = from_acc<T>(acc[u]);
+      }
+    }
+  }
+}
+
+// Sparse rows with short grad_out rows (P * elem small enough that several channels of a
+// cloud fit in shared memory, as in gather_points): a block stages kStagedSumChannels-or-fewer
+// whole grad_out rows of one cloud with coalesced loads, and the row bounds and entry numbers
+// of a span of targets, then each warp sums 32 targets (a lane each) from shared memory only
+// and stores each channel's 32 sums in one coalesced piece. The scattered reads of the other
+// sparse sums (one L1 wavefront per entry and channel) become shared-memory reads, and no
+// global load latency sits between a warp and its stores.
+constexpr int kStagedSumThreads = 512;
+// One block per SM: 128 KB of grad_out rows and 4096 targets (bounds and entries, 32 KB in
+// 32-bit) per block measured best of the sizes tried on the H200 (B8 C128 N16384 P4096,
+// float32, back to back: 64 KB / 2048 targets 0.087 ms, 32 KB / 1024 0.075, 128 KB / 4096 0.072).
+constexpr int64_t kStagedSumRowBytes = 128 * 1024;
+constexpr int64_t kStagedSumSpan = 4096;
+constexpr int kStagedSumChannels = 16;  // at most this many grad_out rows per block
+constexpr int kStagedSumUnroll = 8;     // channels summed per pass over a target's entries
+
+template <class I>
+inline size_t staged_sum_smem(int64_t channels, int64_t P, size_t elem_bytes, int64_t span) {
+  return align_up(static_cast<size_t>(channels * P) * elem_bytes) + static_cast<size_t>(2 * span + 1) * sizeof(I);
+}
+
+template <class T, class I, int TT>
+__global__ void __launch_bounds__(kStagedSumThreads)
+    row_sum_sparse_staged_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
+                                 const I* __restrict__ row_start, const I* __restrict__ entries,
+                                 int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t CS,
+                                 int64_t span_rows, T* __restrict__ grad_feat) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const unsigned int spans = static_cast<unsigned int>(ceil_div(N, span_rows));
+  const unsigned int c_groups = static_cast<unsigned int>(ceil_div(C, CS));
+  const int64_t span = blockIdx.x % spans;
+  const int64_t c0 = (blockIdx.x / spans) % c_groups * CS;
+  const int64_t b = blockIdx.x / spans / c_groups;
+  const int cn = static_cast<int>(C - c0 < CS ? C - c0 : CS);
+  const int64_t n0 = span * span_rows;
+  const int rows = static_cast<int>(N - n0 < span_rows ? N - n0 : span_rows);
+  T* stage = reinterpret_cast<T*>(smem_raw);
+  I* s_start = reinterpret_cast<I*>(smem_raw + align_up(static_cast<size_t>(CS * P) * sizeof(T)));
+  I* s_entries = s_start + span_rows + 1;
+
+  // grad_out rows c0..c0+cn of cloud b are one contiguous range.
+  const T* src = grad_out + (b * C + c0) * P;
+  const int64_t count = cn * P;
+  if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && (count * sizeof(T)) % 16 == 0) {
+    const uint4* s4 = reinterpret_cast<const uint4*>(src);
+    uint4* d4 = reinterpret_cast<uint4*>(stage);
+    for (int64_t i = threadIdx.x; i < count * static_cast<int64_t>(sizeof(T)) / 16; i += kStagedSumThreads) {
+      d4[i] = s4[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < count; i += kStagedSumThreads) stage[i] = src[i];
+  }
+  for (int i = threadIdx.x; i <= rows; i += kStagedSumThreads) s_start[i] = row_start[b * N + n0 + i];
+  __syncthreads();
+  const I first = s_start[0];
+  const I total = s_start[rows] - first;
+  const bool staged = total <= static_cast<I>(span_rows);  // else read from global
+  if (staged) {
+    for (I i = threadIdx.x; i < total; i += kStagedSumThreads) s_entries[i] = entries[first + i];
+  }
+  __syncthreads();
+  const I* list = staged ? s_entries : entries + first;  // entry r of the span is list[r - first]
+  const I batch_first = static_cast<I>(b * P * T_);
+  const I t_count = static_cast<I>(T_);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int g = warp * 32; g < rows; g += kStagedSumThreads) {
+    const int n = g + lane;
+    const bool valid = n < rows;
+    const I begin = valid ? s_start[n] - first : I(0);
+    const I end = valid ? s_start[n + 1] - first : I(0);
+    const I longest = warp_max<I>(end - begin);
+    for (int c = 0; c < cn; c += kStagedSumUnroll) {
+      A acc[kStagedSumUnroll];
+#pragma unroll
+      for (int u = 0; u < kStagedSumUnroll; ++u) acc[u] = A(0);
+      for (I k = 0; k < longest; ++k) {
+        if (begin + k < end) {
+          const I e = list[begin + k] - batch_first;
+          const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
+          const A w = weight == nullptr ? A(1) : to_acc(weight[static_cast<int64_t>(batch_first) + e]);
+#pragma unroll
+          for (int u = 0; u < kStagedSumUnroll; ++u) {
+            if (c + u < cn) {
+              const A v = to_acc(stage[static_cast<int64_t>(c + u) * P + p]);
+              acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
+            }
+          }
+        }
+      }
+      if (valid) {
+        T* out = grad_feat + (b * C + c0 + c) * N + n0 + n;
+#pragma unroll
+        for (int u = 0; u < kStagedSumUnroll; ++u) {
+          if (c + u < cn) out[static_cast<int64_t>(u) * N] = from_acc<T>(acc[u]);
+        }
+      }
+    }
+  }
+}
+
 // The transposed sums serve every shape: on the H200 they also beat sums from grad_out rows
 // staged in shared memory where those fit (three_interpolate 308 -> 198 µs, gather_points
 // float16 137 -> 102 µs, group_points equal), so that staged variant was removed.
 // POINTOPS_GATHER_STAGED=0 selects the direct sums instead (no slab in the workspace).
-inline bool use_transposed() { return env_int("POINTOPS_GATHER_STAGED", -1) != 0; }
+// Which sums run (chosen from the sizes alone, so the workspace size and the launch agree).
+// POINTOPS_GATHER_SPARSE forces one (benchmarks and tests compare them): 0 the dense sums,
+// 1 the sparse sums from grad_out, 2 the sparse sums from staged grad_out rows (falling back
+// to 1 where those rows do not fit).
+enum class SumPath { Direct, Transposed, SparseDirect, SparseStaged };
 
-inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, bool transposed) {
-  if (!transposed) return 0;
+// grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
+inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
+  if (P <= 0) return 0;
+  int64_t cs = kStagedSumRowBytes / (P * static_cast<int64_t>(elem_bytes));
+  if (cs > kStagedSumChannels) cs = kStagedSumChannels;
+  if (cs > C) cs = C;
+  return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer than 4 rows per block re-reads the bounds too often
+}
+
+inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
+  if (env_int("POINTOPS_GATHER_STAGED", -1) == 0) return SumPath::Direct;
+  switch (env_int("POINTOPS_GATHER_SPARSE", -1)) {
+    case 0: return SumPath::Transposed;
+    case 1: return SumPath::SparseDirect;
+    case 2: return SumPath::SparseStaged;
+    default: break;
+  }
+  // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
+  // cheap while it stays in half of the L2. Beyond, each read would come from DRAM; the dense
+  // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
+  const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
+  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return SumPath::Transposed;
+  return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
+}
+
+inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
+  if (path != SumPath::Transposed) return 0;
   const int64_t channels = C < kChannelTile ? C : kChannelTile;
   return static_cast<size_t>(B * P * channels) * elem_bytes;
 }
@@ -269,14 +481,13 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
                      int64_t N, int64_t P, int64_t T_, T* grad_feat, void* workspace,
                      cudaStream_t s) {
   BackwardPlan<I> plan;
-  const bool transposed = use_transposed();
-  if (Status st = plan_backward<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), transposed), &plan)) {
+  const SumPath path = choose_sum_path(B, C, N, P, T_, sizeof(T));
+  if (Status st = plan_backward<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &plan)) {
     return st;
   }
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
-  const size_t count_bytes = static_cast<size_t>(rows) * sizeof(I);
-  cudaError_t err = cudaMemsetAsync(plan.counts, 0, count_bytes, s);
+  cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
     count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.counts);
@@ -284,7 +495,6 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   }
   size_t bytes = plan.temp_bytes;
   err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, s);
-  if (err == cudaSuccess && entries > 0) err = cudaMemsetAsync(plan.counts, 0, count_bytes, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
     fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.row_start,
@@ -292,7 +502,31 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
     sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N,
                                                                        plan.entries);
   }
-  if (transposed) {
+  if (path == SumPath::SparseStaged) {
+    const int64_t CS = staged_sum_channels(C, P, sizeof(T));
+    if (CS > 0) {
+      auto row_sum = T_ == 1 ? row_sum_sparse_staged_kernel<T, I, 1>
+                             : (T_ == 3 ? row_sum_sparse_staged_kernel<T, I, 3> : row_sum_sparse_staged_kernel<T, I, 0>);
+      const int64_t span = kStagedSumSpan;
+      const size_t smem = staged_sum_smem<I>(CS, P, sizeof(T), span);
+      err = cudaFuncSetAttribute(row_sum, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (err != cudaSuccess) return cudaGetErrorString(err);
+      const int64_t blocks = B * ceil_div(C, CS) * ceil_div(N, span);
+      if (blocks <= INT32_MAX) {
+        row_sum<<<static_cast<unsigned int>(blocks), kStagedSumThreads, smem, s>>>(
+            grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CS, span, grad_feat);
+        return launch_status();
+      }
+    }
+  }
+  if (path == SumPath::SparseDirect || path == SumPath::SparseStaged) {  // SparseStaged that did not fit
+    auto row_sum = T_ == 1 ? row_sum_sparse_kernel<T, I, 1>
+                           : (T_ == 3 ? row_sum_sparse_kernel<T, I, 3> : row_sum_sparse_kernel<T, I, 0>);
+    const unsigned int blocks = grid_for(B * ceil_div(C, kSparseChannels) * ceil_div(N, 32) * 32, kThreads);
+    row_sum<<<blocks, kThreads, 0, s>>>(grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, grad_feat);
+    return launch_status();
+  }
+  if (path == SumPath::Transposed) {
     T* slab = static_cast<T*>(plan.slab);
     // The slab holds min(C, kChannelTile) channels per point (its size in slab_bytes).
     const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
@@ -351,7 +585,7 @@ __global__ void __launch_bounds__(kThreads)
 size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
                                                  int64_t T) {
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
-  const size_t slab = slab_bytes(B, C, P, elem, use_transposed());
+  const size_t slab = slab_bytes(B, C, P, elem, choose_sum_path(B, C, N, P, T, elem));
   if (fits_u32(B, N, P, T)) {
     BackwardPlan<uint32_t> plan;
     if (plan_backward<uint32_t>(nullptr, B, N, P, T, slab, &plan) != nullptr) return 0;
