@@ -263,10 +263,12 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
 DTYPE_TOLERANCE = 0.02  # a 16-bit run may be this much slower and still count as no slower
 
 
-def bench_dtypes(table: Table) -> None:
+def bench_dtypes(table: Table, rounds: int = 5) -> None:
     """float16/bfloat16 against float32 on one shape per op, timed back to back (GPU time per
-    call, so the host's enqueueing does not blur a few-percent difference). float32 is timed
-    twice, before and after; the rows print that spread, and the target allows DTYPE_TOLERANCE."""
+    call, so the host's enqueueing does not blur a few-percent difference). The three dtypes
+    take turns for `rounds` rounds and each gets its median, so a drift of the GPU's clocks
+    during the run falls on all of them; the rows print how far the float32 rounds spread, and
+    the target allows DTYPE_TOLERANCE."""
     import torch
 
     ops = _ops()
@@ -302,20 +304,22 @@ def bench_dtypes(table: Table) -> None:
              lambda: ops.gather_backward_feat(grad_p, idx_p, None, 16384)),
         ]
 
-    f32_before = [_back_to_back_ms(fn, calls=20) for _, _, fn in cases(torch.float32)]
-    half = {dt: [_back_to_back_ms(fn, calls=20) for _, _, fn in cases(dt)]
-            for dt in (torch.float16, torch.bfloat16)}
-    f32_cases = cases(torch.float32)
-    f32_after = [_back_to_back_ms(fn, calls=20) for _, _, fn in f32_cases]
-    for i, (op, shape, _) in enumerate(f32_cases):
-        ref = min(f32_before[i], f32_after[i])
-        spread = abs(f32_before[i] - f32_after[i]) / ref
-        for dt, times in half.items():
-            table.add(op + "_dtype", f"{shape} {str(dt)[6:]} vs float32", times[i],
+    dtypes = (torch.float32, torch.float16, torch.bfloat16)
+    by_dtype = {dt: cases(dt) for dt in dtypes}
+    for i, (op, shape, _) in enumerate(by_dtype[torch.float32]):
+        times = {dt: [] for dt in dtypes}
+        for _ in range(rounds):
+            for dt in dtypes:
+                times[dt].append(_back_to_back_ms(by_dtype[dt][i][2], calls=20))
+        f32 = times[torch.float32]
+        ref = statistics.median(f32)
+        spread = (max(f32) - min(f32)) / min(f32)
+        for dt in dtypes[1:]:
+            ms = statistics.median(times[dt])
+            table.add(op + "_dtype", f"{shape} {str(dt)[6:]} vs float32", ms,
                       target=ref * (1 + DTYPE_TOLERANCE),
-                      note=f"float32 {ref:.4f} ms (x{times[i] / ref:.3f}); float32 runs differ by "
-                           f"{100 * spread:.1f}%; back to back")
-        torch.cuda.empty_cache()
+                      note=f"float32 {ref:.4f} ms (x{ms / ref:.3f}); medians of {rounds} alternating "
+                           f"rounds, float32 rounds spread {100 * spread:.1f}%; back to back")
 
 
 def bench_cpu(table: Table) -> None:
