@@ -321,9 +321,14 @@ constexpr int64_t kStagedSumSpan = 4096;
 constexpr int kStagedSumChannels = 16;  // at most this many grad_out rows per block
 constexpr int kStagedSumUnroll = 8;     // channels summed per pass over a target's entries
 
+// Shared memory of a block: the grad_out rows, then the span's row bounds (span + 1, padded to
+// 4 elements so that the entries after them start 16-byte aligned), then up to span entries.
+__host__ __device__ inline int64_t staged_sum_entries_offset(int64_t span) { return (span + 4) / 4 * 4; }
+
 template <class I>
 inline size_t staged_sum_smem(int64_t channels, int64_t P, size_t elem_bytes, int64_t span) {
-  return align_up(static_cast<size_t>(channels * P) * elem_bytes) + static_cast<size_t>(2 * span + 1) * sizeof(I);
+  return align_up(static_cast<size_t>(channels * P) * elem_bytes) +
+         static_cast<size_t>(staged_sum_entries_offset(span) + span) * sizeof(I);
 }
 
 template <class T, class I, int TT>
@@ -344,28 +349,16 @@ __global__ void __launch_bounds__(kStagedSumThreads)
   const int rows = static_cast<int>(N - n0 < span_rows ? N - n0 : span_rows);
   T* stage = reinterpret_cast<T*>(smem_raw);
   I* s_start = reinterpret_cast<I*>(smem_raw + align_up(static_cast<size_t>(CS * P) * sizeof(T)));
-  I* s_entries = s_start + span_rows + 1;
+  I* s_entries = s_start + staged_sum_entries_offset(span_rows);
 
-  // grad_out rows c0..c0+cn of cloud b are one contiguous range.
-  const T* src = grad_out + (b * C + c0) * P;
-  const int64_t count = cn * P;
-  if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && (count * sizeof(T)) % 16 == 0) {
-    const uint4* s4 = reinterpret_cast<const uint4*>(src);
-    uint4* d4 = reinterpret_cast<uint4*>(stage);
-    for (int64_t i = threadIdx.x; i < count * static_cast<int64_t>(sizeof(T)) / 16; i += kStagedSumThreads) {
-      d4[i] = s4[i];
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += kStagedSumThreads) stage[i] = src[i];
-  }
-  for (int i = threadIdx.x; i <= rows; i += kStagedSumThreads) s_start[i] = row_start[b * N + n0 + i];
+  // grad_out rows c0..c0+cn of cloud b are one contiguous range; so are the span's row bounds.
+  stage_to_shared<kStagedSumThreads, 8>(grad_out + (b * C + c0) * P, cn * P, stage);
+  stage_to_shared<kStagedSumThreads, 8>(row_start + b * N + n0, rows + 1, s_start);
   __syncthreads();
   const I first = s_start[0];
   const I total = s_start[rows] - first;
   const bool staged = total <= static_cast<I>(span_rows);  // else read from global
-  if (staged) {
-    for (I i = threadIdx.x; i < total; i += kStagedSumThreads) s_entries[i] = entries[first + i];
-  }
+  if (staged) stage_to_shared<kStagedSumThreads, 8>(entries + first, static_cast<int64_t>(total), s_entries);
   __syncthreads();
   const I* list = staged ? s_entries : entries + first;  // entry r of the span is list[r - first]
   const I batch_first = static_cast<I>(b * P * T_);

@@ -57,18 +57,7 @@ __host__ __device__ constexpr int staged_threads() {
   return TT == 1 ? 1024 : 512;
 }
 
-template <int THREADS, class T>
-__device__ __forceinline__ void stage_rows(const T* __restrict__ src, int64_t count, T* rows) {
-  const bool vec = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && ((count * sizeof(T)) % 16 == 0);
-  if (vec) {
-    const uint4* s4 = reinterpret_cast<const uint4*>(src);
-    uint4* d4 = reinterpret_cast<uint4*>(rows);
-    const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t i = threadIdx.x; i < n4; i += THREADS) d4[i] = s4[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += THREADS) rows[i] = src[i];
-  }
-}
+constexpr int kStageLoads = 4;  // 16-byte loads in flight per thread while staging
 
 // 16-bit features (float16, bfloat16) of three_interpolate are staged as channel pairs: word (q, j) holds
 // channel 2q of point j in its low half and channel 2q+1 in its high half (zero past the last
@@ -134,10 +123,10 @@ __global__ void __launch_bounds__(staged_threads<TT>())
     if (paired) {
       stage_row_pairs<kStagedThreads>(feat + (b * C + c0) * N, cn, N, reinterpret_cast<uint32_t*>(stage_raw));
     } else {
-      stage_rows<kStagedThreads>(feat + (b * C + c0) * N, cn * N, rows);
+      stage_to_shared<kStagedThreads, kStageLoads>(feat + (b * C + c0) * N, cn * N, rows);
     }
   } else {
-    stage_rows<kStagedThreads>(feat + (b * C + c0) * N, cn * N, rows);
+    stage_to_shared<kStagedThreads, kStageLoads>(feat + (b * C + c0) * N, cn * N, rows);
   }
   __syncthreads();
 
