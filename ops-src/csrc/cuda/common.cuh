@@ -148,40 +148,34 @@ inline int current_device_sm_count() {
   return sms > 0 ? sms : 1;
 }
 
+// Copies n items, each thread keeping U loads in flight before it stores them.
+template <int THREADS, int U, class V>
+__device__ __forceinline__ void copy_in_flight(const V* __restrict__ src, int64_t n, V* dst) {
+  for (int64_t base = threadIdx.x; base < n; base += static_cast<int64_t>(THREADS) * U) {
+    V v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * THREADS < n) v[u] = src[base + u * THREADS];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * THREADS < n) dst[base + u * THREADS] = v[u];
+    }
+  }
+}
+
 // Copies count elements into shared memory (16-byte loads and stores when both ends are
-// 16-byte aligned and the size a multiple of 16 bytes),
-// each thread keeping U loads in flight: a block stages tens of KB from L2 or DRAM, and with
-// one load at a time it would wait out the full latency of each.
+// 16-byte aligned and the size a multiple of 16 bytes), each thread keeping U loads in flight:
+// a block stages tens of KB from L2 or DRAM, and with one load at a time it would wait out the
+// full latency of each.
 template <int THREADS, int U, class T>
 __device__ __forceinline__ void stage_to_shared(const T* __restrict__ src, int64_t count, T* dst) {
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 &&
       (count * sizeof(T)) % 16 == 0) {
-    const uint4* s4 = reinterpret_cast<const uint4*>(src);
-    uint4* d4 = reinterpret_cast<uint4*>(dst);
-    const int64_t n4 = count * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t base = threadIdx.x; base < n4; base += static_cast<int64_t>(THREADS) * U) {
-      uint4 v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (base + u * THREADS < n4) v[u] = s4[base + u * THREADS];
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (base + u * THREADS < n4) d4[base + u * THREADS] = v[u];
-      }
-    }
+    copy_in_flight<THREADS, U>(reinterpret_cast<const uint4*>(src), count * static_cast<int64_t>(sizeof(T)) / 16,
+                               reinterpret_cast<uint4*>(dst));
   } else {
-    for (int64_t base = threadIdx.x; base < count; base += static_cast<int64_t>(THREADS) * U) {
-      T v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (base + u * THREADS < count) v[u] = src[base + u * THREADS];
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (base + u * THREADS < count) dst[base + u * THREADS] = v[u];
-      }
-    }
+    copy_in_flight<THREADS, U>(src, count, dst);
   }
 }
 
