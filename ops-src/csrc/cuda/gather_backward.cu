@@ -250,6 +250,29 @@ __device__ __forceinline__ I warp_max(I v) {
   return v;
 }
 
+// Sums a lane's target (entries list[begin..end), ascending) for `count` <= U channels:
+// acc[u] = sum of w * value(p, u). The warp steps through `longest` entries together.
+template <int U, int TT, class T, class I, class A, class Value>
+__device__ __forceinline__ void sum_target(const I* list, I begin, I end, I longest, I batch_first, I t_count,
+                                           const T* __restrict__ weight, int count, Value value, A (&acc)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) acc[u] = A(0);
+  for (I k = 0; k < longest; ++k) {
+    if (begin + k < end) {
+      const I e = list[begin + k] - batch_first;
+      const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
+      const A w = weight == nullptr ? A(1) : to_acc(weight[static_cast<int64_t>(batch_first) + e]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (u < count) {
+          const A v = to_acc(value(p, u));
+          acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
+        }
+      }
+    }
+  }
+}
+
 template <class T, class I, int TT>
 __global__ void __launch_bounds__(kThreads)
     row_sum_sparse_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
@@ -278,23 +301,8 @@ __global__ void __launch_bounds__(kThreads)
     const int c_count = static_cast<int>(C - c_first < kSparseChannels ? C - c_first : kSparseChannels);
     const T* values_b = grad_out + (b * C + c_first) * P;
     A acc[kSparseChannels];
-#pragma unroll
-    for (int u = 0; u < kSparseChannels; ++u) acc[u] = A(0);
-    for (I k = 0; k < longest; ++k) {
-      if (begin + k < end) {
-        const I e = entries[begin + k] - batch_first;
-        const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
-        const A w = weight == nullptr ? A(1) : to_acc(weight[static_cast<int64_t>(batch_first) + e]);
-        const T* values = values_b + static_cast<int64_t>(p);
-#pragma unroll
-        for (int u = 0; u < kSparseChannels; ++u) {
-          if (u < c_count) {
-            const A v = to_acc(values[u * P]);
-            acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
-          }
-        }
-      }
-    }
+    sum_target<kSparseChannels, TT>(entries, begin, end, longest, batch_first, t_count, weight, c_count,
+                                    [&](I p, int u) { return values_b[static_cast<int64_t>(p) + u * P]; }, acc);
     if (valid) {
       T* out = grad_feat + (b * C + c_first) * N + n;
 #pragma unroll
@@ -372,22 +380,8 @@ __global__ void __launch_bounds__(kStagedSumThreads)
     const I longest = warp_max<I>(end - begin);
     for (int c = 0; c < cn; c += kStagedSumUnroll) {
       A acc[kStagedSumUnroll];
-#pragma unroll
-      for (int u = 0; u < kStagedSumUnroll; ++u) acc[u] = A(0);
-      for (I k = 0; k < longest; ++k) {
-        if (begin + k < end) {
-          const I e = list[begin + k] - batch_first;
-          const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
-          const A w = weight == nullptr ? A(1) : to_acc(weight[static_cast<int64_t>(batch_first) + e]);
-#pragma unroll
-          for (int u = 0; u < kStagedSumUnroll; ++u) {
-            if (c + u < cn) {
-              const A v = to_acc(stage[static_cast<int64_t>(c + u) * P + p]);
-              acc[u] = add_rn(acc[u], weight == nullptr ? v : mul_rn(w, v));
-            }
-          }
-        }
-      }
+      sum_target<kStagedSumUnroll, TT>(list, begin, end, longest, batch_first, t_count, weight, cn - c,
+                                       [&](I p, int u) { return stage[static_cast<int64_t>(c + u) * P + p]; }, acc);
       if (valid) {
         T* out = grad_feat + (b * C + c0 + c) * N + n0 + n;
 #pragma unroll
