@@ -321,12 +321,19 @@ __global__ void __launch_bounds__(kThreads)
 // sparse sums (one L1 wavefront per entry and channel) become shared-memory reads, and no
 // global load latency sits between a warp and its stores.
 constexpr int kStagedSumThreads = 512;
-// One block per SM: 128 KB of grad_out rows and 4096 targets (bounds and entries, 32 KB in
-// 32-bit) per block measured best of the sizes tried on the H200 (B8 C128 N16384 P4096,
-// float32, back to back: 64 KB / 2048 targets 0.087 ms, 32 KB / 1024 0.075, 128 KB / 4096 0.072).
+// A block stages up to 8 grad_out rows (at most 128 KB) and the bounds and entries of 4096
+// targets. On the H200 (B8 C128 N16384 P4096, back to back) 8 rows were best in both float32
+// (128 KB, one block per SM: 0.068 ms; 4 rows 0.072) and float16 (64 KB, two blocks per SM:
+// 0.053 ms; 16 rows 0.056); spans of 1024 or 2048 targets with smaller stages, which fit 2-4
+// blocks per SM, were 1.2-2.5x slower: every block restages its rows and bounds.
 constexpr int64_t kStagedSumRowBytes = 128 * 1024;
 constexpr int64_t kStagedSumSpan = 4096;
-constexpr int kStagedSumChannels = 16;  // at most this many grad_out rows per block
+// POINTOPS_GATHER_SUM_STAGE_KB and POINTOPS_GATHER_SUM_SPAN override the two (benchmarks).
+inline int64_t staged_sum_row_bytes() {
+  return int64_t{1024} * env_int("POINTOPS_GATHER_SUM_STAGE_KB", static_cast<int>(kStagedSumRowBytes / 1024));
+}
+inline int64_t staged_sum_span() { return env_int("POINTOPS_GATHER_SUM_SPAN", static_cast<int>(kStagedSumSpan)); }
+constexpr int kStagedSumChannels = 8;  // at most this many grad_out rows per block
 constexpr int kStagedSumUnroll = 8;     // channels summed per pass over a target's entries
 
 // Shared memory of a block: the grad_out rows, then the span's row bounds (span + 1, padded to
@@ -406,10 +413,10 @@ enum class SumPath { Direct, Transposed, SparseDirect, SparseStaged };
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
   if (P <= 0) return 0;
-  int64_t cs = kStagedSumRowBytes / (P * static_cast<int64_t>(elem_bytes));
+  int64_t cs = staged_sum_row_bytes() / (P * static_cast<int64_t>(elem_bytes));
   if (cs > kStagedSumChannels) cs = kStagedSumChannels;
   if (cs > C) cs = C;
-  return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer than 4 rows per block re-reads the bounds too often
+  return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer rows per block re-read the bounds too often
 }
 
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
@@ -494,7 +501,7 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
     if (CS > 0) {
       auto row_sum = T_ == 1 ? row_sum_sparse_staged_kernel<T, I, 1>
                              : (T_ == 3 ? row_sum_sparse_staged_kernel<T, I, 3> : row_sum_sparse_staged_kernel<T, I, 0>);
-      const int64_t span = kStagedSumSpan;
+      const int64_t span = staged_sum_span();
       const size_t smem = staged_sum_smem<I>(CS, P, sizeof(T), span);
       err = cudaFuncSetAttribute(row_sum, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       if (err != cudaSuccess) return cudaGetErrorString(err);
