@@ -400,14 +400,15 @@ __global__ void __launch_bounds__(kStagedSumThreads)
   }
 }
 
-// The transposed sums serve every shape: on the H200 they also beat sums from grad_out rows
-// staged in shared memory where those fit (three_interpolate 308 -> 198 µs, gather_points
-// float16 137 -> 102 µs, group_points equal), so that staged variant was removed.
-// POINTOPS_GATHER_STAGED=0 selects the direct sums instead (no slab in the workspace).
-// Which sums run (chosen from the sizes alone, so the workspace size and the launch agree).
-// POINTOPS_GATHER_SPARSE forces one (benchmarks and tests compare them): 0 the dense sums,
-// 1 the sparse sums from grad_out, 2 the sparse sums from staged grad_out rows (falling back
-// to 1 where those rows do not fit).
+// Which sums run (chosen from the sizes alone, so the workspace size and the launch agree):
+// the transposed (dense) sums, the two sparse sums above, or with POINTOPS_GATHER_STAGED=0 the
+// direct sums (no slab in the workspace). The transposed sums replaced an earlier variant that
+// summed every row, a block of rows at a time, from grad_out rows staged in shared memory
+// (three_interpolate 308 -> 198 µs, gather_points float16 137 -> 102 µs, group_points equal on
+// the H200); the sparse staged sums above instead give each target a lane and serve only sparse
+// rows. POINTOPS_GATHER_SPARSE forces one (benchmarks and tests compare them): 0 the dense
+// sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged grad_out rows (falling
+// back to 1 where those rows do not fit).
 enum class SumPath { Direct, Transposed, SparseDirect, SparseStaged };
 
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
