@@ -375,6 +375,13 @@ static void run_tiny() {
   check_gather(Dtype::Float16, 2, 5, 300, 450, 3, true);
   check_gather(Dtype::Float32, 2, 5, 300, 450, 1, false);
   check_gather(Dtype::Float32, 1, 40, 100, 50000, 1, false);  // transposed backward
+  check_gather(Dtype::Float32, 2, 5, 5000, 300, 1, false);    // fused sparse backward
+  check_gather(Dtype::Float16, 1, 3, 4100, 200, 3, true);
+  setenv("POINTOPS_GATHER_SPARSE", "3", 1);                    // fused, long rows
+  check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
+  check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);   // more summed targets than slots
+  check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);     // two chunks per block
+  unsetenv("POINTOPS_GATHER_SPARSE");
 }
 
 static void run_checks(bool small) {
@@ -467,6 +474,21 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float32, 1, 9, 4200, 3000, 5, true);  // > span entries: unstaged list
   check_gather(Dtype::Float64, 2, 6, 9000, 1000, 1, false);
   check_gather(Dtype::BFloat16, 3, 5, 4100, 33, 5, true);
+  // The fused sparse sums: several spans and channel groups, a runtime T, odd N (scalar
+  // stores), fewer targets than a vector, long rows (heap sort), and too many entries
+  // (falls back to the staged sums).
+  setenv("POINTOPS_GATHER_SPARSE", "3", 1);
+  check_gather(Dtype::Float32, 2, 37, 5000, 700, 3, true);
+  check_gather(Dtype::Float16, 2, 40, 9000, 5000, 1, false);
+  check_gather(Dtype::Float64, 2, 6, 9001, 1000, 1, false);
+  check_gather(Dtype::BFloat16, 3, 5, 4100, 33, 5, true);
+  check_gather(Dtype::Float32, 1, 9, 4200, 3000, 2, true);
+  check_gather(Dtype::Float16, 2, 3, 5, 300, 1, false);
+  check_gather(Dtype::Float32, 1, 3, 7, 2000, 2, true);
+  check_gather(Dtype::Float32, 1, 4, 9000, 9000, 1, false);
+  check_gather(Dtype::Float32, 1, 5, 8000, 8000, 1, false);  // more summed targets than slots
+  check_gather(Dtype::Float32, 64, 40, 4096, 1000, 1, false);  // two chunks per block (double buffer)
+  check_gather(Dtype::Float16, 40, 128, 4000, 900, 1, false);
   setenv("POINTOPS_GATHER_SPARSE", "0", 1);
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
   unsetenv("POINTOPS_GATHER_SPARSE");

@@ -152,11 +152,14 @@ Tensor empty_like_shape(const Tensor& like, std::vector<int64_t> sizes, ScalarTy
 }
 
 #ifdef POINTOPS_WITH_CUDA
-Tensor workspace_for(const Tensor& like, size_t bytes) {
+// A kernel's scratch memory; none (no allocation, which costs host time per call) when it
+// needs no bytes.
+std::optional<Tensor> workspace_for(const Tensor& like, size_t bytes) {
+  if (bytes == 0) return std::nullopt;
   return torch::stable::new_empty(like, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
 }
-void* workspace_ptr(const Tensor& ws, size_t bytes) {
-  return bytes == 0 ? nullptr : ws.mutable_data_ptr();
+void* workspace_ptr(const std::optional<Tensor>& ws, size_t bytes) {
+  return bytes == 0 || !ws ? nullptr : ws->mutable_data_ptr();
 }
 #endif
 
@@ -189,7 +192,7 @@ Tensor furthest_point_sample(Tensor xyz, int64_t k, std::optional<Tensor> length
 #ifdef POINTOPS_WITH_CUDA
   torch::stable::accelerator::DeviceGuard guard(xyz.get_device_index());
   const size_t bytes = furthest_point_sample_cuda_workspace_bytes(dt, B, N, k);
-  Tensor ws = workspace_for(xyz, bytes);
+  auto ws = workspace_for(xyz, bytes);
   raise_on_error(furthest_point_sample_cuda(dt, xyz.const_data_ptr(), lengths_ptr(lens), B, N,
                                             k, start, out, workspace_ptr(ws, bytes),
                                             current_cuda_stream(xyz.get_device_index())),
@@ -256,7 +259,7 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
 #ifdef POINTOPS_WITH_CUDA
   torch::stable::accelerator::DeviceGuard guard(in.xyz.get_device_index());
   const size_t bytes = ball_query_cuda_workspace_bytes(in.dt, B, N, M, radius, k);
-  Tensor ws = workspace_for(in.xyz, bytes);
+  auto ws = workspace_for(in.xyz, bytes);
   raise_on_error(ball_query_cuda(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
                                  lengths_ptr(in.lengths), lengths_ptr(in.query_lengths), B, N, M,
                                  radius, inclusive, k, idx_p, count_p, d2,
@@ -290,7 +293,7 @@ std::tuple<Tensor, Tensor> knn(Tensor xyz, Tensor query, int64_t k, std::optiona
 #ifdef POINTOPS_WITH_CUDA
   torch::stable::accelerator::DeviceGuard guard(in.xyz.get_device_index());
   const size_t bytes = knn_cuda_workspace_bytes(in.dt, B, N, M, k);
-  Tensor ws = workspace_for(in.xyz, bytes);
+  auto ws = workspace_for(in.xyz, bytes);
   raise_on_error(knn_cuda(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
                           lengths_ptr(in.lengths), lengths_ptr(in.query_lengths), B, N, M, k,
                           dist2.mutable_data_ptr(), idx_p, workspace_ptr(ws, bytes),
@@ -393,7 +396,7 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
 #ifdef POINTOPS_WITH_CUDA
   torch::stable::accelerator::DeviceGuard guard(grad_out.get_device_index());
   const size_t bytes = gather_backward_feat_cuda_workspace_bytes(dt, s.B, s.C, s.N, s.P, s.T);
-  Tensor ws = workspace_for(grad_out, bytes);
+  auto ws = workspace_for(grad_out, bytes);
   raise_on_error(gather_backward_feat_cuda(dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w),
                                            s.B, s.C, s.N, s.P, s.T, grad_feat.mutable_data_ptr(),
                                            workspace_ptr(ws, bytes),

@@ -179,6 +179,31 @@ __device__ __forceinline__ void stage_to_shared(const T* __restrict__ src, int64
   }
 }
 
+// A 16-byte copy from global to shared memory that the thread does not wait for (cp.async,
+// sm_80 and newer; a plain copy before), its commit, and the wait until at most `pending`
+// committed groups are still in flight. Lets a block load its next rows while it works.
+__device__ __forceinline__ void copy16_async(void* shared_dst, const void* global_src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src) : "memory");
+#else
+  *static_cast<uint4*>(shared_dst) = *static_cast<const uint4*>(global_src);
+#endif
+}
+
+__device__ __forceinline__ void async_copies_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int pending>
+__device__ __forceinline__ void async_copies_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+#endif
+}
+
 inline int64_t current_device_l2_bytes() {
   int dev = 0, bytes = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 0;

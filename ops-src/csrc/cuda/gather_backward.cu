@@ -4,10 +4,15 @@
 // each target's row is sorted into ascending (p,t) order, then each row is summed in that
 // order. Dense rows (more entries than targets), or grad_out larger than half the L2: from
 // grad_out transposed into the workspace one 64-channel slab at a time, lanes over channels.
-// Sparse rows: a lane per target, from grad_out rows staged in shared memory where several
-// fit, else from grad_out directly. POINTOPS_GATHER_STAGED=0: straight from grad_out by
-// threads over (channel chunk, b, n).
+// Sparse rows: a lane per target. Where a cloud's entries and a few grad_out rows fit in shared
+// memory (gather_points), one fused kernel builds the rows of a span of targets in shared
+// memory and sums them there; else from the global rows above, with grad_out rows staged in
+// shared memory where several fit, or from grad_out directly. POINTOPS_GATHER_STAGED=0:
+// straight from grad_out by threads over (channel chunk, b, n).
 // grad_weight: one thread per (b,p,t) sums over c in ascending order.
+#include <atomic>
+
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "common.cuh"
@@ -55,8 +60,8 @@ __global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t 
   }
 }
 
-// Sorts each row ascending (the contract's summation order). Rows are short in practice
-// (insertion sort); a long row (many entries on one point) gets a heap sort.
+// Rows are sorted ascending (the contract's summation order). sift_down restores the max-heap
+// below root, for the heap sort of long rows.
 template <class I>
 __device__ void sift_down(I* a, int64_t root, int64_t len) {
   for (;;) {
@@ -71,31 +76,36 @@ __device__ void sift_down(I* a, int64_t root, int64_t len) {
   }
 }
 
+// Sorts a[0..len) ascending: insertion sort for short rows (the usual case), heap sort for long
+// ones (many entries on one point).
+template <class I>
+__device__ void sort_row(I* a, int64_t len) {
+  if (len <= 32) {
+    for (int64_t i = 1; i < len; ++i) {
+      const I v = a[i];
+      int64_t k = i;
+      while (k > 0 && a[k - 1] > v) {
+        a[k] = a[k - 1];
+        --k;
+      }
+      a[k] = v;
+    }
+    return;
+  }
+  for (int64_t i = len / 2 - 1; i >= 0; --i) sift_down(a, i, len);
+  for (int64_t end = len - 1; end > 0; --end) {
+    const I tmp = a[0];
+    a[0] = a[end];
+    a[end] = tmp;
+    sift_down(a, 0, end);
+  }
+}
+
 template <class I>
 __global__ void sort_rows_kernel(const I* __restrict__ row_start, int64_t rows, I* entries) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    I* a = entries + row_start[r];
-    const int64_t len = static_cast<int64_t>(row_start[r + 1] - row_start[r]);
-    if (len <= 32) {
-      for (int64_t i = 1; i < len; ++i) {
-        const I v = a[i];
-        int64_t k = i;
-        while (k > 0 && a[k - 1] > v) {
-          a[k] = a[k - 1];
-          --k;
-        }
-        a[k] = v;
-      }
-    } else {
-      for (int64_t i = len / 2 - 1; i >= 0; --i) sift_down(a, i, len);
-      for (int64_t end = len - 1; end > 0; --end) {
-        const I tmp = a[0];
-        a[0] = a[end];
-        a[end] = tmp;
-        sift_down(a, 0, end);
-      }
-    }
+    sort_row(entries + row_start[r], static_cast<int64_t>(row_start[r + 1] - row_start[r]));
   }
 }
 
@@ -400,16 +410,317 @@ __global__ void __launch_bounds__(kStagedSumThreads)
   }
 }
 
+// Fused sparse sums, the default for sparse rows when a cloud's entries and a few grad_out rows
+// fit in shared memory (gather_points): one launch and no workspace, in place of the seven
+// launches of the pipeline above (memset, count, two scan kernels, fill, sort, sums) and its
+// global row arrays. A block takes kFusedSpan targets of one cloud and a range of channels. It
+// reads the cloud's indices once, keeps the entries that land in its span, and builds their
+// rows in shared memory (count, scan, fill, sort each row ascending). Then it stages a few
+// grad_out rows at a time, loading the next rows while it stores the outputs of these (two
+// buffers, cp.async). Each staged row has two extra parts: a zero, and a slot per target
+// with several entries (or any entry, when weighted), where the block first writes that
+// target's sum in ascending entry order. So every target's output for a channel is one
+// shared-memory read at an offset fixed for the block (its entry's column, the zero, or its
+// slot), with no branches, and a thread's consecutive targets are one 16-byte store. Blocks
+// with more such targets than slots (or weights on many targets) sum every row in a loop.
+// Two blocks fit on an SM.
+constexpr int kFusedThreads = 512;
+constexpr int kFusedTargetsPerThread = 8;
+constexpr int kFusedSpan = kFusedThreads * kFusedTargetsPerThread;  // targets per block (< 2^16)
+constexpr int kFusedEntriesPerThread = 16;
+constexpr int64_t kFusedMaxEntries = int64_t{kFusedThreads} * kFusedEntriesPerThread;  // P * T cap
+constexpr int kFusedSlots = kFusedSpan / 8;  // summed targets per staged row
+static_assert(kFusedSlots <= kFusedThreads, "a thread sums each slot");
+// Shared memory per block; two blocks per SM need at most half of the H100/H200's 228 KB.
+constexpr int64_t kFusedSmemBytes = 110 * 1024;
+
+// Elements per staged row: grad_out's P, the zero, the slots; a multiple of 16 bytes.
+__host__ __device__ inline int64_t fused_row_stride(int64_t P, int64_t elem_bytes) {
+  const int64_t per_vec = 16 / elem_bytes;
+  return ceil_div(P + 1 + kFusedSlots, per_vec) * per_vec;
+}
+
+// Shared memory before the staged rows: the row positions (kFusedSpan + 1, padded), the entries
+// (P * T, padded), the slots' targets.
+__host__ __device__ inline size_t fused_rows_bytes(int64_t entries) {
+  return align_up(static_cast<size_t>(kFusedSpan + 4 + (entries + 3) / 4 * 4 + kFusedSlots) * sizeof(uint32_t));
+}
+
+// Copies `rows` rows of `len` elements (contiguous in src) to rows `stride` apart in dst, each
+// thread keeping U loads in flight.
+template <int THREADS, int U, class V>
+__device__ __forceinline__ void copy_rows_in_flight(const V* __restrict__ src, uint32_t len, uint32_t rows,
+                                                    uint32_t stride, V* dst) {
+  const uint32_t n = len * rows;
+  for (uint32_t base = threadIdx.x; base < n; base += THREADS * U) {
+    V v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * THREADS < n) v[u] = src[base + u * THREADS];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t i = base + u * THREADS;
+      if (i < n) dst[i + i / len * (stride - len)] = v[u];
+    }
+  }
+}
+
+template <class T, int TT>
+__global__ void __launch_bounds__(kFusedThreads, 2)
+    fused_sparse_sum_kernel(const T* __restrict__ grad_out, const int64_t* __restrict__ idx,
+                            const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
+                            int64_t T_, int64_t channels_per_block, int stage_rows, bool vector_stores,
+                            T* __restrict__ grad_feat) {
+  using A = acc_t<T>;
+  constexpr int VEC = 16 / sizeof(T);  // targets per 16-byte store
+  constexpr int kGroups = kFusedTargetsPerThread / VEC;
+  using BlockScan = cub::BlockScan<uint32_t, kFusedThreads>;
+  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ uint32_t s_summed;  // targets given a slot
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t E = P * T_;
+  const unsigned int spans = static_cast<unsigned int>(ceil_div(N, kFusedSpan));
+  const unsigned int c_groups = static_cast<unsigned int>(ceil_div(C, channels_per_block));
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x % spans) * kFusedSpan;
+  const int64_t c_begin = static_cast<int64_t>(blockIdx.x / spans % c_groups) * channels_per_block;
+  const int64_t b = blockIdx.x / spans / c_groups;
+  const int64_t c_end = C - c_begin < channels_per_block ? C : c_begin + channels_per_block;
+  const int rows = static_cast<int>(N - n0 < kFusedSpan ? N - n0 : kFusedSpan);
+  const uint32_t S = static_cast<uint32_t>(fused_row_stride(P, sizeof(T)));
+  const uint32_t zero_at = static_cast<uint32_t>(P), slots_at = zero_at + 1;
+  uint32_t* s_pos = reinterpret_cast<uint32_t*>(smem_raw);  // row r: s_list[s_pos[r] .. s_pos[r + 1])
+  uint32_t* s_list = s_pos + kFusedSpan + 4;
+  uint32_t* s_slot_target = s_list + (E + 3) / 4 * 4;
+  T* stage = reinterpret_cast<T*>(smem_raw + fused_rows_bytes(E));
+  const int t = threadIdx.x;
+
+  // Rows of the span: count into s_pos[r + 1], scan to row starts, fill (each slot claim moves
+  // s_pos[r + 1] on to the next row's start), sort.
+  for (int i = t; i <= kFusedSpan; i += kFusedThreads) s_pos[i] = 0;
+  for (int u = t; u < 2 * stage_rows; u += kFusedThreads) stage[static_cast<int64_t>(u) * S + zero_at] = T(0);
+  if (t == 0) s_summed = 0;
+  // The span-relative target of entry t + k * kFusedThreads, 16 bits each (kNoTarget: none or
+  // outside the span), two to a register: they live through the scan.
+  constexpr uint32_t kNoTarget = 0xffffu;
+  uint32_t targets[kFusedEntriesPerThread / 2];
+#pragma unroll
+  for (int k = 0; k < kFusedEntriesPerThread; ++k) {
+    const int64_t e = t + int64_t{k} * kFusedThreads;
+    const int64_t j = e < E ? idx[b * E + e] : -1;
+    const uint64_t local = static_cast<uint64_t>(j - n0);  // < rows exactly when n0 <= j < n0 + rows
+    const uint32_t packed = local < static_cast<uint64_t>(rows) ? static_cast<uint32_t>(local) : kNoTarget;
+    if (k % 2 == 0) targets[k / 2] = packed;
+    else targets[k / 2] |= packed << 16;
+  }
+  auto target_of = [&](int k) { return (targets[k / 2] >> (k % 2 * 16)) & kNoTarget; };
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kFusedEntriesPerThread; ++k) {
+    if (target_of(k) != kNoTarget) atomicAdd(&s_pos[target_of(k) + 1], 1u);
+  }
+  __syncthreads();
+  uint32_t counts[kFusedTargetsPerThread], total = 0;
+#pragma unroll
+  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+    counts[i] = s_pos[t * kFusedTargetsPerThread + i + 1];
+    total += counts[i];
+  }
+  uint32_t start;
+  BlockScan(scan_storage).ExclusiveSum(total, start);
+  __syncthreads();  // every count is read before the starts overwrite them
+#pragma unroll
+  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+    s_pos[t * kFusedTargetsPerThread + i + 1] = start;
+    start += counts[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kFusedEntriesPerThread; ++k) {
+    if (target_of(k) != kNoTarget) s_list[atomicAdd(&s_pos[target_of(k) + 1], 1u)] = t + k * kFusedThreads;
+  }
+  __syncthreads();
+  // A thread's targets: VEC consecutive ones per group, groups kFusedThreads * VEC apart. It
+  // sorts their rows of several entries, and finds where each reads its output in a staged row:
+  // its entry's column, the zero, or a slot (claimed once per thread, for all its targets).
+  auto target_n = [&](int i) { return (t + i / VEC * kFusedThreads) * VEC + i % VEC; };
+  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+    const int n = target_n(i);
+    if (n < rows && s_pos[n + 1] - s_pos[n] > 1) sort_row(s_list + s_pos[n], static_cast<int64_t>(s_pos[n + 1] - s_pos[n]));
+  }
+  const T* w_batch = weight == nullptr ? nullptr : weight + b * E;
+  auto column = [&](uint32_t e) { return TT == 1 ? e : (TT > 0 ? e / TT : e / static_cast<uint32_t>(T_)); };
+  uint32_t read_at[kFusedTargetsPerThread];
+  uint32_t wants_slot = 0;  // bit i: target i is summed into a slot
+#pragma unroll
+  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+    const int n = target_n(i);
+    const uint32_t lo = n < rows ? s_pos[n] : 0, count = n < rows ? s_pos[n + 1] - lo : 0;
+    read_at[i] = count == 1 && w_batch == nullptr ? column(s_list[lo]) : zero_at;
+    if (count > 1 || (count == 1 && w_batch != nullptr)) wants_slot |= 1u << i;
+  }
+  if (wants_slot != 0) {
+    uint32_t slot = atomicAdd(&s_summed, static_cast<uint32_t>(__popc(wants_slot)));
+#pragma unroll
+    for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+      if ((wants_slot >> i) & 1u) {
+        if (slot < kFusedSlots) {
+          s_slot_target[slot] = target_n(i);
+          read_at[i] = slots_at + slot;
+        }
+        ++slot;
+      }
+    }
+  }
+  __syncthreads();
+  const uint32_t summed = s_summed;
+  const bool all_slotted = summed <= kFusedSlots;  // else every target sums its row below
+  // Thread t sums slot t (kFusedSlots <= kFusedThreads): its target's entries.
+  const bool sums_slot = all_slotted && static_cast<uint32_t>(t) < summed;
+  const int slot_n = sums_slot ? static_cast<int>(s_slot_target[t]) : 0;
+
+  // w * grad_out[c, p] of entry e, from the staged row of channel c.
+  auto term = [&](const T* row, uint32_t e) {
+    const A x = to_acc(row[column(e)]);
+    return w_batch == nullptr ? x : mul_rn(to_acc(w_batch[e]), x);
+  };
+  auto row_sum = [&](const T* row, int n) {
+    A acc = A(0);
+    for (uint32_t r = s_pos[n]; r < s_pos[n + 1]; ++r) acc = add_rn(acc, term(row, s_list[r]));
+    return from_acc<T>(acc);
+  };
+
+  // Chunks of stage_rows channels go through two buffers: the next chunk's rows load (cp.async)
+  // while this chunk's outputs are summed and stored.
+  const T* g_batch = grad_out + b * C * P;
+  const bool vector_copy = P * sizeof(T) % 16 == 0 && reinterpret_cast<uintptr_t>(grad_out) % 16 == 0;
+  const int64_t chunks = ceil_div(c_end - c_begin, stage_rows);
+  auto buffer = [&](int64_t chunk) { return stage + (chunk & 1) * static_cast<int64_t>(stage_rows) * S; };
+  auto rows_in = [&](int64_t chunk) {
+    const int64_t c0 = c_begin + chunk * stage_rows;
+    return static_cast<int>(c_end - c0 < stage_rows ? c_end - c0 : stage_rows);
+  };
+  auto load = [&](int64_t chunk) {
+    const T* src = g_batch + (c_begin + chunk * stage_rows) * P;
+    const uint32_t cs = static_cast<uint32_t>(rows_in(chunk));
+    if (vector_copy) {
+      const uint32_t len = static_cast<uint32_t>(P / VEC);
+      uint4* dst = reinterpret_cast<uint4*>(buffer(chunk));
+      const uint4* from = reinterpret_cast<const uint4*>(src);
+      for (uint32_t u = 0; u < cs; ++u, dst += S / VEC, from += len) {
+        for (uint32_t i = t; i < len; i += kFusedThreads) copy16_async(dst + i, from + i);
+      }
+    } else {
+      copy_rows_in_flight<kFusedThreads, 4>(src, static_cast<uint32_t>(P), cs, S, buffer(chunk));
+    }
+    async_copies_commit();
+  };
+  load(0);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    if (chunk + 1 < chunks) {
+      load(chunk + 1);
+      async_copies_wait<1>();
+    } else {
+      async_copies_wait<0>();
+    }
+    __syncthreads();  // this chunk's rows are in place for every thread
+    T* const rows_base = buffer(chunk);
+    const int cs = rows_in(chunk);
+    if (all_slotted) {
+      if (sums_slot) {
+        for (int u = 0; u < cs; ++u) rows_base[u * S + slots_at + t] = row_sum(rows_base + u * S, slot_n);
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const int n_first = (t + k * kFusedThreads) * VEC;
+      if (n_first >= rows) break;
+      T* dst = grad_feat + (b * C + c_begin + chunk * stage_rows) * N + n0 + n_first;
+      for (int u = 0; u < cs; ++u, dst += N) {
+        const T* row = rows_base + static_cast<uint32_t>(u) * S;
+        alignas(16) T out[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) out[v] = all_slotted ? row[read_at[k * VEC + v]] : row_sum(row, n_first + v);
+        if (vector_stores) {
+          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+        } else {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) {
+            if (n_first + v < rows) dst[v] = out[v];
+          }
+        }
+      }
+    }
+    __syncthreads();  // this chunk's buffer is free for chunk + 2
+  }
+}
+
+struct FusedPlan {
+  int stage_rows;              // grad_out rows per buffer (two buffers)
+  int64_t channels_per_block;  // a multiple of stage_rows
+  int64_t blocks;
+  size_t smem;
+};
+
+// The fused sums' launch, or false where they do not apply (too many entries for the block's
+// registers and shared memory, or grad_out rows too long to stage).
+inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes, FusedPlan* plan) {
+  const int64_t entries = P * T;
+  if (P <= 0 || entries > kFusedMaxEntries) return false;
+  const int64_t row_bytes = fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
+  int64_t stage_rows = (kFusedSmemBytes - static_cast<int64_t>(fused_rows_bytes(entries))) / (2 * row_bytes);
+  if (stage_rows < 1) return false;
+  if (stage_rows > C) stage_rows = C;
+  // Two blocks per SM at least: fewer channels per block where the clouds and spans are few.
+  const int64_t slices = B * ceil_div(N, kFusedSpan);
+  int64_t groups = ceil_div(2 * int64_t{current_device_sm_count()}, slices);
+  const int64_t max_groups = ceil_div(C, stage_rows);
+  if (groups > max_groups) groups = max_groups;
+  if (groups < 1) groups = 1;
+  plan->stage_rows = static_cast<int>(stage_rows);
+  plan->channels_per_block = ceil_div(ceil_div(C, groups), stage_rows) * stage_rows;
+  plan->blocks = slices * ceil_div(C, plan->channels_per_block);
+  plan->smem = fused_rows_bytes(entries) + static_cast<size_t>(2 * stage_rows * row_bytes);
+  return plan->blocks <= INT32_MAX;
+}
+
+template <class T>
+Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
+                    int64_t P, int64_t T_, const FusedPlan& plan, T* grad_feat, cudaStream_t s) {
+  const int variant = T_ == 1 ? 0 : (T_ == 3 ? 1 : 2);
+  auto kernel = variant == 0 ? fused_sparse_sum_kernel<T, 1>
+                             : (variant == 1 ? fused_sparse_sum_kernel<T, 3> : fused_sparse_sum_kernel<T, 0>);
+  // Every plan fits in kFusedSmemBytes: raise the kernel's limit to that once per device (the
+  // call costs host time on every op call otherwise).
+  static std::atomic<uint64_t> limit_raised[3];
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit == 0 || (limit_raised[variant].load(std::memory_order_acquire) & bit) == 0) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFusedSmemBytes));
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    limit_raised[variant].fetch_or(bit, std::memory_order_acq_rel);
+  }
+  constexpr int VEC = 16 / sizeof(T);
+  const bool vector_stores = N % VEC == 0 && reinterpret_cast<uintptr_t>(grad_feat) % 16 == 0;
+  kernel<<<static_cast<unsigned int>(plan.blocks), kFusedThreads, plan.smem, s>>>(
+      grad_out, idx, weight, B, C, N, P, T_, plan.channels_per_block, plan.stage_rows, vector_stores, grad_feat);
+  return launch_status();
+}
+
 // Which sums run (chosen from the sizes alone, so the workspace size and the launch agree):
-// the transposed (dense) sums, the two sparse sums above, or with POINTOPS_GATHER_STAGED=0 the
-// direct sums (no slab in the workspace). The transposed sums replaced an earlier variant that
-// summed every row, a block of rows at a time, from grad_out rows staged in shared memory
-// (three_interpolate 308 -> 198 µs, gather_points float16 137 -> 102 µs, group_points equal on
-// the H200); the sparse staged sums above instead give each target a lane and serve only sparse
-// rows. POINTOPS_GATHER_SPARSE forces one (benchmarks and tests compare them): 0 the dense
-// sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged grad_out rows (falling
-// back to 1 where those rows do not fit).
-enum class SumPath { Direct, Transposed, SparseDirect, SparseStaged };
+// the transposed (dense) sums, the sparse sums above (fused, staged or direct), or with
+// POINTOPS_GATHER_STAGED=0 the direct sums (no slab in the workspace). The transposed sums
+// replaced an earlier variant that summed every row, a block of rows at a time, from grad_out
+// rows staged in shared memory (three_interpolate 308 -> 198 µs, gather_points float16 137 ->
+// 102 µs, group_points equal on the H200); the sparse sums instead give each target a lane and
+// serve only sparse rows. POINTOPS_GATHER_SPARSE forces one (benchmarks and tests compare
+// them): 0 the dense sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged
+// grad_out rows (falling back to 1 where those rows do not fit), 3 the fused sparse sums
+// (falling back to 2).
+enum class SumPath { Direct, Transposed, SparseDirect, SparseStaged, SparseFused };
 
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
@@ -420,12 +731,19 @@ inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
   return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer rows per block re-read the bounds too often
 }
 
+inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
+  FusedPlan fused;
+  if (plan_fused(B, C, N, P, T, elem_bytes, &fused)) return SumPath::SparseFused;
+  return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
+}
+
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
   if (env_int("POINTOPS_GATHER_STAGED", -1) == 0) return SumPath::Direct;
   switch (env_int("POINTOPS_GATHER_SPARSE", -1)) {
     case 0: return SumPath::Transposed;
     case 1: return SumPath::SparseDirect;
     case 2: return SumPath::SparseStaged;
+    case 3: return sparse_path(B, C, N, P, T, elem_bytes);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
@@ -433,7 +751,7 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
   if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return SumPath::Transposed;
-  return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
+  return sparse_path(B, C, N, P, T, elem_bytes);
 }
 
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
@@ -475,8 +793,13 @@ template <class T, class I>
 Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
                      int64_t N, int64_t P, int64_t T_, T* grad_feat, void* workspace,
                      cudaStream_t s) {
-  BackwardPlan<I> plan;
   const SumPath path = choose_sum_path(B, C, N, P, T_, sizeof(T));
+  if (path == SumPath::SparseFused) {
+    FusedPlan fused;
+    plan_fused(B, C, N, P, T_, sizeof(T), &fused);
+    return launch_fused(grad_out, idx, weight, B, C, N, P, T_, fused, grad_feat, s);
+  }
+  BackwardPlan<I> plan;
   if (Status st = plan_backward<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &plan)) {
     return st;
   }
@@ -580,7 +903,9 @@ __global__ void __launch_bounds__(kThreads)
 size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
                                                  int64_t T) {
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
-  const size_t slab = slab_bytes(B, C, P, elem, choose_sum_path(B, C, N, P, T, elem));
+  const SumPath path = choose_sum_path(B, C, N, P, T, elem);
+  if (path == SumPath::SparseFused) return 0;  // builds its rows in shared memory
+  const size_t slab = slab_bytes(B, C, P, elem, path);
   if (fits_u32(B, N, P, T)) {
     BackwardPlan<uint32_t> plan;
     if (plan_backward<uint32_t>(nullptr, B, N, P, T, slab, &plan) != nullptr) return 0;
