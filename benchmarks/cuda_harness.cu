@@ -377,6 +377,7 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 1, 40, 100, 50000, 1, false);  // transposed backward
   check_gather(Dtype::Float32, 2, 5, 5000, 300, 1, false);    // fused sparse backward
   check_gather(Dtype::Float16, 1, 3, 4100, 200, 3, true);
+  check_gather(Dtype::Float16, 1, 3, 4100, 300, 1, false);    // rows not a multiple of 16 bytes
   setenv("POINTOPS_GATHER_SPARSE", "3", 1);                    // fused, long rows
   check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
   check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);   // more summed targets than slots

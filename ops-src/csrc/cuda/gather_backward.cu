@@ -446,26 +446,6 @@ __host__ __device__ inline size_t fused_rows_bytes(int64_t entries) {
   return align_up(static_cast<size_t>(kFusedSpan + 4 + (entries + 3) / 4 * 4 + kFusedSlots) * sizeof(uint32_t));
 }
 
-// Copies `rows` rows of `len` elements (contiguous in src) to rows `stride` apart in dst, each
-// thread keeping U loads in flight.
-template <int THREADS, int U, class V>
-__device__ __forceinline__ void copy_rows_in_flight(const V* __restrict__ src, uint32_t len, uint32_t rows,
-                                                    uint32_t stride, V* dst) {
-  const uint32_t n = len * rows;
-  for (uint32_t base = threadIdx.x; base < n; base += THREADS * U) {
-    V v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (base + u * THREADS < n) v[u] = src[base + u * THREADS];
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t i = base + u * THREADS;
-      if (i < n) dst[i + i / len * (stride - len)] = v[u];
-    }
-  }
-}
-
 template <class T, int TT>
 __global__ void __launch_bounds__(kFusedThreads, 2)
     fused_sparse_sum_kernel(const T* __restrict__ grad_out, const int64_t* __restrict__ idx,
@@ -611,7 +591,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
         for (uint32_t i = t; i < len; i += kFusedThreads) copy16_async(dst + i, from + i);
       }
     } else {
-      copy_rows_in_flight<kFusedThreads, 4>(src, static_cast<uint32_t>(P), cs, S, buffer(chunk));
+      for (uint32_t u = 0; u < cs; ++u) copy_in_flight<kFusedThreads, 4>(src + u * P, P, buffer(chunk) + u * S);
     }
     async_copies_commit();
   };
