@@ -490,6 +490,8 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float32, 1, 5, 8000, 8000, 1, false);  // more summed targets than slots
   check_gather(Dtype::Float32, 64, 40, 4096, 1000, 1, false);  // two chunks per block (double buffer)
   check_gather(Dtype::Float16, 40, 128, 4000, 900, 1, false);
+  check_gather(Dtype::Float16, 2, 6, 300, 2000, 1, false);   // rows of ~7: slot sums from registers and looped
+  check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);   // the same, weighted
   setenv("POINTOPS_GATHER_SPARSE", "0", 1);
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
   unsetenv("POINTOPS_GATHER_SPARSE");

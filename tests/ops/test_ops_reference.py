@@ -206,3 +206,34 @@ def test_empty_batch_shapes(device):
     assert d.shape == (0, 5, 2) and i.shape == (0, 5, 2)
     idx, count = pointops.ball_query(xyz, xyz[:, :0], 1.0, 2)
     assert idx.shape == (0, 0, 2) and count.shape == (0, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("C", [0, 1, 3])
+def test_outputs_are_contiguous_with_the_expected_dtype_and_device(device, dtype, C):
+    # The ops allocate their outputs through the C shim with strides they compute themselves;
+    # they must match torch's own contiguous layout, size-0 and size-1 dimensions included.
+    if dtype == torch.float16 and device == "cpu":
+        pytest.skip("float16 runs on CUDA only")
+    def same_layout(t, shape, want_dtype):
+        expected = torch.empty(shape, dtype=want_dtype)
+        assert t.shape == expected.shape and t.stride() == expected.stride()
+        assert t.dtype == want_dtype and t.device.type == device
+
+    xyz = cloud("random", 2, 9).to(device, dtype)
+    same_layout(pointops.furthest_point_sample(xyz, 1), (2, 1), torch.int64)
+    d, i = pointops.knn(xyz, xyz[:, :4], 3)
+    same_layout(d, (2, 4, 3), dtype)
+    same_layout(i, (2, 4, 3), torch.int64)
+    idx, count = pointops.ball_query(xyz, xyz[:, :1], 0.5, 2)
+    same_layout(idx, (2, 1, 2), torch.int64)
+    same_layout(count, (2, 1), torch.int64)
+    feat = torch.randn(2, C, 9, dtype=dtype, device=device, requires_grad=True)
+    g_idx = torch.randint(0, 9, (2, 5), device=device)
+    out = pointops.gather_points(feat, g_idx)
+    same_layout(out, (2, C, 5), dtype)
+    (grad,) = torch.autograd.grad(out.sum(), feat)
+    same_layout(grad, (2, C, 9), dtype)
+    same_layout(pointops.group_points(feat, g_idx.view(2, 5, 1).expand(2, 5, 2)), (2, C, 5, 2), dtype)
+    w = torch.rand(2, 5, 3, dtype=dtype, device=device)
+    same_layout(pointops.three_interpolate(feat, g_idx.view(2, 5, 1).expand(2, 5, 3), w), (2, C, 5), dtype)

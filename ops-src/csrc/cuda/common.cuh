@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -141,10 +142,23 @@ inline unsigned int grid_for(int64_t total, int threads, int64_t cap = 1 << 20) 
   return static_cast<unsigned int>(blocks);
 }
 
+// An attribute of the current device (0 where it cannot be read), cached per device: the
+// launch plans read attributes on every op call, and each query costs host time.
+template <cudaDeviceAttr Attr>
+inline int current_device_attribute() {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> cache[kCachedDevices];  // 0: not read yet
+  int dev = 0, value = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  const bool cached = dev >= 0 && dev < kCachedDevices;
+  if (cached && (value = cache[dev].load(std::memory_order_relaxed)) != 0) return value;
+  if (cudaDeviceGetAttribute(&value, Attr, dev) != cudaSuccess) return 0;
+  if (cached) cache[dev].store(value, std::memory_order_relaxed);
+  return value;
+}
+
 inline int current_device_sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 1;
+  const int sms = current_device_attribute<cudaDevAttrMultiProcessorCount>();
   return sms > 0 ? sms : 1;
 }
 
@@ -204,19 +218,9 @@ __device__ __forceinline__ void async_copies_wait() {
 #endif
 }
 
-inline int64_t current_device_l2_bytes() {
-  int dev = 0, bytes = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev) != cudaSuccess) return 0;
-  return bytes;
-}
+inline int64_t current_device_l2_bytes() { return current_device_attribute<cudaDevAttrL2CacheSize>(); }
 
-inline int current_device_major() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
-  return major;
-}
+inline int current_device_major() { return current_device_attribute<cudaDevAttrComputeCapabilityMajor>(); }
 
 }  // namespace cuda_detail
 }  // namespace pointops

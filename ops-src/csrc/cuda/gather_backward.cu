@@ -415,7 +415,8 @@ __global__ void __launch_bounds__(kStagedSumThreads)
 // launches of the pipeline above (memset, count, two scan kernels, fill, sort, sums) and its
 // global row arrays. A block takes kFusedSpan targets of one cloud and a range of channels. It
 // reads the cloud's indices once, keeps the entries that land in its span, and builds their
-// rows in shared memory (count, scan, fill, sort each row ascending). Then it stages a few
+// rows in shared memory (count, scan, fill; a row is sorted ascending by the one thread that
+// reads it, and only if it has several entries). Then it stages a few
 // grad_out rows at a time, loading the next rows while it stores the outputs of these (two
 // buffers, cp.async). Each staged row has two extra parts: a zero, and a slot per target
 // with several entries (or any entry, when weighted), where the block first writes that
@@ -457,7 +458,6 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   constexpr int kGroups = kFusedTargetsPerThread / VEC;
   using BlockScan = cub::BlockScan<uint32_t, kFusedThreads>;
   __shared__ typename BlockScan::TempStorage scan_storage;
-  __shared__ uint32_t s_summed;  // targets given a slot
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int64_t E = P * T_;
   const unsigned int spans = static_cast<unsigned int>(ceil_div(N, kFusedSpan));
@@ -476,10 +476,9 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   const int t = threadIdx.x;
 
   // Rows of the span: count into s_pos[r + 1], scan to row starts, fill (each slot claim moves
-  // s_pos[r + 1] on to the next row's start), sort.
+  // s_pos[r + 1] on to the next row's start); rows are sorted later by the thread that sums them.
   for (int i = t; i <= kFusedSpan; i += kFusedThreads) s_pos[i] = 0;
   for (int u = t; u < 2 * stage_rows; u += kFusedThreads) stage[static_cast<int64_t>(u) * S + zero_at] = T(0);
-  if (t == 0) s_summed = 0;
   // The span-relative target of entry t + k * kFusedThreads, 16 bits each (kNoTarget: none or
   // outside the span), two to a register: they live through the scan.
   constexpr uint32_t kNoTarget = 0xffffu;
@@ -521,13 +520,9 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   }
   __syncthreads();
   // A thread's targets: VEC consecutive ones per group, groups kFusedThreads * VEC apart. It
-  // sorts their rows of several entries, and finds where each reads its output in a staged row:
-  // its entry's column, the zero, or a slot (claimed once per thread, for all its targets).
+  // finds where each reads its output in a staged row: its entry's column, the zero, or a slot
+  // (numbered by a block scan, in thread order).
   auto target_n = [&](int i) { return (t + i / VEC * kFusedThreads) * VEC + i % VEC; };
-  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
-    const int n = target_n(i);
-    if (n < rows && s_pos[n + 1] - s_pos[n] > 1) sort_row(s_list + s_pos[n], static_cast<int64_t>(s_pos[n + 1] - s_pos[n]));
-  }
   const T* w_batch = weight == nullptr ? nullptr : weight + b * E;
   auto column = [&](uint32_t e) { return TT == 1 ? e : (TT > 0 ? e / TT : e / static_cast<uint32_t>(T_)); };
   uint32_t read_at[kFusedTargetsPerThread];
@@ -539,25 +534,39 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     read_at[i] = count == 1 && w_batch == nullptr ? column(s_list[lo]) : zero_at;
     if (count > 1 || (count == 1 && w_batch != nullptr)) wants_slot |= 1u << i;
   }
-  if (wants_slot != 0) {
-    uint32_t slot = atomicAdd(&s_summed, static_cast<uint32_t>(__popc(wants_slot)));
+  uint32_t slot, summed;  // the scan storage is free: barriers followed its first use
+  BlockScan(scan_storage).ExclusiveSum(static_cast<uint32_t>(__popc(wants_slot)), slot, summed);
 #pragma unroll
-    for (int i = 0; i < kFusedTargetsPerThread; ++i) {
-      if ((wants_slot >> i) & 1u) {
-        if (slot < kFusedSlots) {
-          s_slot_target[slot] = target_n(i);
-          read_at[i] = slots_at + slot;
-        }
-        ++slot;
+  for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+    if ((wants_slot >> i) & 1u) {
+      if (slot < kFusedSlots) {
+        s_slot_target[slot] = target_n(i);
+        read_at[i] = slots_at + slot;
       }
+      ++slot;
+    }
+  }
+  const bool all_slotted = summed <= kFusedSlots;  // else every target sums its row below
+  if (!all_slotted) {  // rows are read in ascending order; each thread reads only its targets' rows
+    for (int i = 0; i < kFusedTargetsPerThread; ++i) {
+      const int n = target_n(i);
+      if (n < rows && s_pos[n + 1] - s_pos[n] > 1) sort_row(s_list + s_pos[n], static_cast<int64_t>(s_pos[n + 1] - s_pos[n]));
     }
   }
   __syncthreads();
-  const uint32_t summed = s_summed;
-  const bool all_slotted = summed <= kFusedSlots;  // else every target sums its row below
-  // Thread t sums slot t (kFusedSlots <= kFusedThreads): its target's entries.
+  // Thread t sums slot t (kFusedSlots <= kFusedThreads): its target's entries, which only it
+  // reads, so it sorts them here; rows of up to kSlotCached entries stay in registers.
+  constexpr int kSlotCached = 4;
   const bool sums_slot = all_slotted && static_cast<uint32_t>(t) < summed;
-  const int slot_n = sums_slot ? static_cast<int>(s_slot_target[t]) : 0;
+  uint32_t slot_lo = 0, slot_len = 0, slot_entry[kSlotCached];
+  if (sums_slot) {
+    const int n = static_cast<int>(s_slot_target[t]);
+    slot_lo = s_pos[n];
+    slot_len = s_pos[n + 1] - slot_lo;
+    if (slot_len > 1) sort_row(s_list + slot_lo, static_cast<int64_t>(slot_len));
+  }
+#pragma unroll
+  for (int j = 0; j < kSlotCached; ++j) slot_entry[j] = j < slot_len ? s_list[slot_lo + j] : 0;
 
   // w * grad_out[c, p] of entry e, from the staged row of channel c.
   auto term = [&](const T* row, uint32_t e) {
@@ -567,6 +576,18 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   auto row_sum = [&](const T* row, int n) {
     A acc = A(0);
     for (uint32_t r = s_pos[n]; r < s_pos[n + 1]; ++r) acc = add_rn(acc, term(row, s_list[r]));
+    return from_acc<T>(acc);
+  };
+  auto slot_sum = [&](const T* row) {
+    A acc = A(0);
+    if (slot_len <= kSlotCached) {
+#pragma unroll
+      for (int j = 0; j < kSlotCached; ++j) {
+        if (j < slot_len) acc = add_rn(acc, term(row, slot_entry[j]));
+      }
+    } else {
+      for (uint32_t r = slot_lo; r < slot_lo + slot_len; ++r) acc = add_rn(acc, term(row, s_list[r]));
+    }
     return from_acc<T>(acc);
   };
 
@@ -608,7 +629,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     const int cs = rows_in(chunk);
     if (all_slotted) {
       if (sums_slot) {
-        for (int u = 0; u < cs; ++u) rows_base[u * S + slots_at + t] = row_sum(rows_base + u * S, slot_n);
+        for (int u = 0; u < cs; ++u) rows_base[u * S + slots_at + t] = slot_sum(rows_base + u * S);
       }
       __syncthreads();
     }
