@@ -194,7 +194,7 @@ Tensor empty_like_shape(const Tensor& like, std::vector<int64_t> sizes, ScalarTy
 // needs no bytes.
 std::optional<Tensor> workspace_for(const Tensor& like, size_t bytes) {
   if (bytes == 0) return std::nullopt;
-  return torch::stable::new_empty(like, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
+  return empty_like_shape(like, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
 }
 void* workspace_ptr(const std::optional<Tensor>& ws, size_t bytes) {
   return bytes == 0 || !ws ? nullptr : ws->mutable_data_ptr();

@@ -558,13 +558,10 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   // reads, so it sorts them here; rows of up to kSlotCached entries stay in registers.
   constexpr int kSlotCached = 4;
   const bool sums_slot = all_slotted && static_cast<uint32_t>(t) < summed;
-  uint32_t slot_lo = 0, slot_len = 0, slot_entry[kSlotCached];
-  if (sums_slot) {
-    const int n = static_cast<int>(s_slot_target[t]);
-    slot_lo = s_pos[n];
-    slot_len = s_pos[n + 1] - slot_lo;
-    if (slot_len > 1) sort_row(s_list + slot_lo, static_cast<int64_t>(slot_len));
-  }
+  const int slot_n = sums_slot ? static_cast<int>(s_slot_target[t]) : 0;
+  const uint32_t slot_lo = sums_slot ? s_pos[slot_n] : 0, slot_len = sums_slot ? s_pos[slot_n + 1] - slot_lo : 0;
+  if (slot_len > 1) sort_row(s_list + slot_lo, static_cast<int64_t>(slot_len));
+  uint32_t slot_entry[kSlotCached];
 #pragma unroll
   for (int j = 0; j < kSlotCached; ++j) slot_entry[j] = j < slot_len ? s_list[slot_lo + j] : 0;
 
@@ -579,14 +576,11 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     return from_acc<T>(acc);
   };
   auto slot_sum = [&](const T* row) {
+    if (slot_len > kSlotCached) return row_sum(row, slot_n);
     A acc = A(0);
-    if (slot_len <= kSlotCached) {
 #pragma unroll
-      for (int j = 0; j < kSlotCached; ++j) {
-        if (j < slot_len) acc = add_rn(acc, term(row, slot_entry[j]));
-      }
-    } else {
-      for (uint32_t r = slot_lo; r < slot_lo + slot_len; ++r) acc = add_rn(acc, term(row, s_list[r]));
+    for (int j = 0; j < kSlotCached; ++j) {
+      if (j < slot_len) acc = add_rn(acc, term(row, slot_entry[j]));
     }
     return from_acc<T>(acc);
   };
