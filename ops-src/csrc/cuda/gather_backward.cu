@@ -475,8 +475,9 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   T* stage = reinterpret_cast<T*>(smem_raw + fused_rows_bytes(E));
   const int t = threadIdx.x;
 
-  // Rows of the span: count into s_pos[r + 1], scan to row starts, fill (each slot claim moves
-  // s_pos[r + 1] on to the next row's start); rows are sorted later by the thread that sums them.
+  // Rows of the span: count into s_pos[r + 1], scan to row starts, fill (each entry's claim of a
+  // list position moves s_pos[r + 1] on to the next row's start); rows are sorted later, by the
+  // thread that sums them.
   for (int i = t; i <= kFusedSpan; i += kFusedThreads) s_pos[i] = 0;
   for (int u = t; u < 2 * stage_rows; u += kFusedThreads) stage[static_cast<int64_t>(u) * S + zero_at] = T(0);
   // The span-relative target of entry t + k * kFusedThreads, 16 bits each (kNoTarget: none or
