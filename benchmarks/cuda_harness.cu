@@ -398,7 +398,11 @@ static void run_checks(bool small) {
   for (const char* g : {"1", "2", "4", "8", "16"}) check_fps(Dtype::Float32, 3, 8000, 150, true, 0, false, "POINTOPS_FPS_GROUP", g);
   check_fps(Dtype::Float32, 2, 15000, 150, true, 3, false, "POINTOPS_FPS_GROUP", "1");   // registers + smem tail
   check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true, "POINTOPS_FPS_LEAN", "0");      // classic block path
-  check_fps(Dtype::BFloat16, 5, 7000, 300, true, 2, false);  // lean path
+  check_fps(Dtype::BFloat16, 5, 7000, 300, true, 2, false);  // lean path, 256 threads
+  // Lean path in 128-thread blocks: every pick of a lattice cloud (ties at each step, decided
+  // by the slot tree and the warp fold), and the smallest blocks (2 slots a thread).
+  check_fps(Dtype::Float32, 2, 4096, 4096, true, 0, true);
+  check_fps(Dtype::Float16, 3, 200, 200, true, 1, true);
   check_fps(Dtype::Float32, 2, 60000, 150, true, 0, true, "POINTOPS_FPS_GROUP", "4");    // hybrid clusters
   check_fps(Dtype::BFloat16, 2, 100000, 100, false, 0, false, "POINTOPS_FPS_GROUP", "8");
   check_fps(Dtype::Float32, 3, 30000, 150, true, 0, true, "POINTOPS_FPS_NO_CLUSTER", "1");  // grid path

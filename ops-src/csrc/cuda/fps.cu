@@ -7,8 +7,9 @@
 //    share is larger, a tail in shared memory), and per step the group agrees on the farthest
 //    point:
 //      * G = 1: one block per cloud (small clouds, or no cluster support); with every point in
-//        registers, the lean variant packs each candidate into a 64-bit key, reduces keys only
-//        and reads the winner's coordinates back by index (fewer steps on the critical path);
+//        registers, the lean variant finds each thread's farthest point by a tree over its
+//        slots, reduces 64-bit keys only and reads the winner's coordinates back by index, in
+//        blocks of 128 threads (one warp per SM scheduler) where the registers allow;
 //      * cluster: G <= 16 blocks of a Hopper+ thread-block cluster push their winners into each
 //        other's shared memory and meet at a hardware cluster barrier;
 //      * grid: G co-resident blocks (cooperative launch) exchange winners through global memory
@@ -118,6 +119,7 @@ __global__ void __launch_bounds__(kGenericThreads)
 // Register, stream, cluster and grid paths (float accumulation, cloud index < 2^32 - 1).
 
 constexpr int kThreads = 256;
+constexpr int kLeanThreads = 128;  // lean path: fewer warps to reduce over, same issue rate
 constexpr int kMaxSlots = 32;  // points per thread in registers
 constexpr int kMaxCluster = 16;
 
@@ -207,9 +209,37 @@ struct RegisterPoints {
     }
   }
 
-  // Updates min-distances with the last pick and returns this thread's farthest point
-  // (without its coordinates when !kCoords: the lean block path reads them by index).
-  template <bool kCoords = true>
+  // The lean block path's update: min-distances, then this thread's farthest point (distance
+  // bits and index, no coordinates) found by a pairwise tree over the slots. The tree is
+  // log2(SLOTS) compares deep where a running maximum is SLOTS deep, and needs fewer
+  // instructions than a running maximum whose index is recovered afterwards.
+  __device__ __forceinline__ Pick update_farthest(float cx, float cy, float cz) {
+    float v[SLOTS];
+    int slot[SLOTS];
+#pragma unroll
+    for (int s = 0; s < SLOTS; ++s) {
+      md[s] = fminf(md[s], dist2(x[s], y[s], z[s], cx, cy, cz));
+      v[s] = md[s];
+      slot[s] = s;
+    }
+#pragma unroll
+    for (int width = 1; width < SLOTS; width *= 2) {
+#pragma unroll
+      for (int s = 0; s + width < SLOTS; s += 2 * width) {
+        // The right half holds the higher slots, so it wins only when strictly farther.
+        slot[s] = v[s + width] > v[s] ? slot[s + width] : slot[s];
+        v[s] = fmaxf(v[s], v[s + width]);  // min-distances are never NaN
+      }
+    }
+    // Padding slots hold -1: a thread with no real point offers no pick.
+    const bool none = v[0] < 0.f;
+    Pick p;
+    p.d = none ? 0u : __float_as_uint(v[0]);
+    p.i = none ? 0xffffffffu : static_cast<uint32_t>(base + slot[0] * THREADS + threadIdx.x);
+    return p;
+  }
+
+  // Updates min-distances with the last pick and returns this thread's farthest point.
   __device__ __forceinline__ Pick update(float cx, float cy, float cz) {
     float best = -1.f;
     int bs = 0;
@@ -226,7 +256,6 @@ struct RegisterPoints {
     Pick p;
     p.d = __float_as_uint(best);
     p.i = static_cast<uint32_t>(base + bs * THREADS + threadIdx.x);
-    if (!kCoords) return p;
     p.x = x[0];
     p.y = y[0];
     p.z = z[0];
@@ -357,20 +386,23 @@ __device__ __forceinline__ unsigned long long warp_key(uint32_t d, uint32_t i) {
 }
 
 // The block's best key, known to every thread: one barrier, then each thread folds the
-// per-warp keys from shared memory itself (broadcast reads, no second warp reduction).
+// per-warp keys from shared memory itself (broadcast reads, no second warp reduction), as a
+// pairwise tree: log2(WARPS) dependent 64-bit compares instead of WARPS - 1.
 template <int WARPS>
 __device__ __forceinline__ unsigned long long block_key(uint32_t d, uint32_t i,
                                                         unsigned long long (*warp_keys)[WARPS], int buf) {
   const unsigned long long key = warp_key(d, i);
   if ((threadIdx.x & 31) == 0) warp_keys[buf][threadIdx.x >> 5] = key;
   __syncthreads();
-  unsigned long long best = warp_keys[buf][0];
+  unsigned long long k[WARPS];
 #pragma unroll
-  for (int w = 1; w < WARPS; ++w) {
-    const unsigned long long k = warp_keys[buf][w];
-    best = k > best ? k : best;
+  for (int w = 0; w < WARPS; ++w) k[w] = warp_keys[buf][w];
+#pragma unroll
+  for (int width = 1; width < WARPS; width *= 2) {
+#pragma unroll
+    for (int w = 0; w + width < WARPS; w += 2 * width) k[w] = k[w + width] > k[w] ? k[w + width] : k[w];
   }
-  return best;
+  return k[0];
 }
 
 // One kernel for the register and stream paths and the three group modes.
@@ -462,7 +494,7 @@ __global__ void __launch_bounds__(Points::kBlock)
       __syncthreads();
       p = load_slot(group_pick[buf]);
     } else if constexpr (MODE == kLeanBlock) {
-      const Pick mine = points.template update<false>(cx, cy, cz);
+      const Pick mine = points.update_farthest(cx, cy, cz);
       p.i = ~static_cast<uint32_t>(block_key(mine.d, mine.i, warp_keys, buf));
       p.x = to_acc(pts[p.i * 3ull]);
       p.y = to_acc(pts[p.i * 3ull + 1]);
@@ -629,10 +661,30 @@ auto with_points(const GroupPlan& plan, F&& f) {
   return with_register_points<T>(plan, f);
 }
 
+// Calls f(Points{}) for the lean path: the plan's points (kThreads x slots) held by
+// kLeanThreads threads with twice the slots, when those still fit in registers.
+template <class T, class F>
+auto with_lean_points(const GroupPlan& plan, F&& f) {
+  switch (plan.slots) {
+    case 1:
+      return f(RegisterPoints<T, 2, kLeanThreads>{});
+    case 2:
+      return f(RegisterPoints<T, 4, kLeanThreads>{});
+    case 4:
+      return f(RegisterPoints<T, 8, kLeanThreads>{});
+    case 8:
+      return f(RegisterPoints<T, 16, kLeanThreads>{});
+    case 16:
+      return f(RegisterPoints<T, 32, kLeanThreads>{});
+    default:
+      return f(RegisterPoints<T, kMaxSlots, kThreads>{});
+  }
+}
+
 // The lean one-block-per-cloud path (register plans only).
 template <class T>
 Status launch_lean(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
-  return with_register_points<T>(plan, [&](auto points) -> Status {
+  return with_lean_points<T>(plan, [&](auto points) -> Status {
     return launch_group<T, decltype(points), kLeanBlock>(xyz, a, plan);
   });
 }
@@ -657,7 +709,13 @@ int64_t resident_blocks(Kernel kernel, size_t smem, int threads = kThreads) {
 
 // How many clouds of this plan run at once: clusters (G > 1) or blocks (G == 1); 0 if none fits.
 template <class T>
-int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
+int64_t concurrent_clouds(const GroupPlan& plan, bool clusters, bool lean) {
+  if (lean) {
+    return with_lean_points<T>(plan, [&](auto points) -> int64_t {
+      using Points = decltype(points);
+      return resident_blocks(fps_group_kernel<T, Points, kLeanBlock>, 0, Points::kBlock);
+    });
+  }
   return with_points<T>(plan, [&](auto points) -> int64_t {
     using Points = decltype(points);
     if (plan.G == 1) {
@@ -685,15 +743,16 @@ int64_t concurrent_clouds(const GroupPlan& plan, bool clusters) {
 
 // Estimated microseconds per step of one wave (calibrated on an H200): block reduction,
 // cluster exchange growing with G, and the per-thread update of registers and tail.
-double step_cost_us(const GroupPlan& plan) {
+double step_cost_us(const GroupPlan& plan, bool lean) {
+  if (lean) {  // measured at N = 1000..8192: 128 threads x 2*slots, or 256 threads x 32 slots
+    return plan.slots < kMaxSlots ? 0.18 + 0.0085 * 2 * plan.slots : 0.23 + 0.0156 * plan.slots;
+  }
   // Measured exchange cost of the cluster push and barrier, by cluster size.
   const int G = plan.G;
   const double exchange = G >= 16 ? 0.97 : G >= 8 ? 0.52 : G >= 4 ? 0.45 : G >= 2 ? 0.39 : 0.0;
   const int64_t in_registers = plan.chunk < kRegisterCap ? plan.chunk : kRegisterCap;
   const int64_t tail_rounds = plan.hybrid ? ceil_div(plan.chunk - kRegisterCap, kThreads) : 0;
-  // The lean one-block reduction (G = 1, registers only) measured 0.11 us cheaper per step.
-  const double reduce = plan.G == 1 && !plan.hybrid ? 0.26 : 0.37;
-  return reduce + exchange + 0.022 * static_cast<double>(in_registers) / kThreads +
+  return 0.37 + exchange + 0.022 * static_cast<double>(in_registers) / kThreads +
          0.044 * static_cast<double>(tail_rounds);
 }
 
@@ -725,24 +784,27 @@ Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
   // One block or one cluster per cloud: the plan with the lowest estimated time
   // (waves of concurrent clouds x steps x cost per step); POINTOPS_FPS_GROUP forces G.
   const int forced = env_int("POINTOPS_FPS_GROUP", 0);
+  // The lean block path (POINTOPS_FPS_LEAN=0 turns it off) takes every G = 1 register plan.
+  const bool lean_allowed = env_int("POINTOPS_FPS_LEAN", 1) != 0;
   GroupPlan best;
+  bool best_lean = false;
   double best_cost = 0;
   for (int G = 1; G <= kMaxCluster; G *= 2) {
     if (forced > 0 && G != forced) continue;
     const GroupPlan plan = plan_for(N, G);
     if (!plan.valid() || (G > 1 && !clusters)) continue;
-    const int64_t concurrent = concurrent_clouds<T>(plan, clusters);
+    const bool lean = lean_allowed && G == 1 && !plan.hybrid;
+    const int64_t concurrent = concurrent_clouds<T>(plan, clusters, lean);
     if (concurrent <= 0) continue;
-    const double cost = static_cast<double>(ceil_div(B, concurrent)) * step_cost_us(plan);
+    const double cost = static_cast<double>(ceil_div(B, concurrent)) * step_cost_us(plan, lean);
     if (!best.valid() || cost < best_cost) {
       best = plan;
+      best_lean = lean;
       best_cost = cost;
     }
   }
   if (best.valid()) {
-    if (best.G == 1 && !best.hybrid && env_int("POINTOPS_FPS_LEAN", 1) != 0) {
-      return launch_lean<T>(xyz, a, best);
-    }
+    if (best_lean) return launch_lean<T>(xyz, a, best);
     return best.G == 1 ? launch_plan<T, kBlockGroup>(xyz, a, best)
                        : launch_plan<T, kClusterGroup>(xyz, a, best);
   }
