@@ -196,9 +196,7 @@ std::optional<Tensor> workspace_for(const Tensor& like, size_t bytes) {
   if (bytes == 0) return std::nullopt;
   return empty_like_shape(like, {static_cast<int64_t>(bytes)}, ScalarType::Byte);
 }
-void* workspace_ptr(const std::optional<Tensor>& ws, size_t bytes) {
-  return bytes == 0 || !ws ? nullptr : ws->mutable_data_ptr();
-}
+void* workspace_ptr(const std::optional<Tensor>& ws) { return ws ? ws->mutable_data_ptr() : nullptr; }
 #endif
 
 // ------------------------------------------------------------------------------------------
@@ -232,7 +230,7 @@ Tensor furthest_point_sample(Tensor xyz, int64_t k, std::optional<Tensor> length
   const size_t bytes = furthest_point_sample_cuda_workspace_bytes(dt, B, N, k);
   auto ws = workspace_for(xyz, bytes);
   raise_on_error(furthest_point_sample_cuda(dt, xyz.const_data_ptr(), lengths_ptr(lens), B, N,
-                                            k, start, out, workspace_ptr(ws, bytes),
+                                            k, start, out, workspace_ptr(ws),
                                             current_cuda_stream(xyz.get_device_index())),
                  "furthest_point_sample");
 #endif
@@ -301,7 +299,7 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
   raise_on_error(ball_query_cuda(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
                                  lengths_ptr(in.lengths), lengths_ptr(in.query_lengths), B, N, M,
                                  radius, inclusive, k, idx_p, count_p, d2,
-                                 workspace_ptr(ws, bytes),
+                                 workspace_ptr(ws),
                                  current_cuda_stream(in.xyz.get_device_index())),
                  "ball_query");
 #endif
@@ -334,7 +332,7 @@ std::tuple<Tensor, Tensor> knn(Tensor xyz, Tensor query, int64_t k, std::optiona
   auto ws = workspace_for(in.xyz, bytes);
   raise_on_error(knn_cuda(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
                           lengths_ptr(in.lengths), lengths_ptr(in.query_lengths), B, N, M, k,
-                          dist2.mutable_data_ptr(), idx_p, workspace_ptr(ws, bytes),
+                          dist2.mutable_data_ptr(), idx_p, workspace_ptr(ws),
                           current_cuda_stream(in.xyz.get_device_index())),
                  "knn");
 #endif
@@ -437,7 +435,7 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   auto ws = workspace_for(grad_out, bytes);
   raise_on_error(gather_backward_feat_cuda(dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w),
                                            s.B, s.C, s.N, s.P, s.T, grad_feat.mutable_data_ptr(),
-                                           workspace_ptr(ws, bytes),
+                                           workspace_ptr(ws),
                                            current_cuda_stream(grad_out.get_device_index())),
                  "gather_backward_feat");
 #endif

@@ -727,19 +727,21 @@ inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
   return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer rows per block re-read the bounds too often
 }
 
-inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
-  FusedPlan fused;
-  if (plan_fused(B, C, N, P, T, elem_bytes, &fused)) return SumPath::SparseFused;
+// `fused` receives the fused sums' plan when they are chosen.
+inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                           FusedPlan* fused) {
+  if (plan_fused(B, C, N, P, T, elem_bytes, fused)) return SumPath::SparseFused;
   return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
 }
 
-inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
+inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                               FusedPlan* fused) {
   if (env_int("POINTOPS_GATHER_STAGED", -1) == 0) return SumPath::Direct;
   switch (env_int("POINTOPS_GATHER_SPARSE", -1)) {
     case 0: return SumPath::Transposed;
     case 1: return SumPath::SparseDirect;
     case 2: return SumPath::SparseStaged;
-    case 3: return sparse_path(B, C, N, P, T, elem_bytes);
+    case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
@@ -747,7 +749,7 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
   if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return SumPath::Transposed;
-  return sparse_path(B, C, N, P, T, elem_bytes);
+  return sparse_path(B, C, N, P, T, elem_bytes, fused);
 }
 
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
@@ -789,12 +791,9 @@ template <class T, class I>
 Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
                      int64_t N, int64_t P, int64_t T_, T* grad_feat, void* workspace,
                      cudaStream_t s) {
-  const SumPath path = choose_sum_path(B, C, N, P, T_, sizeof(T));
-  if (path == SumPath::SparseFused) {
-    FusedPlan fused;
-    plan_fused(B, C, N, P, T_, sizeof(T), &fused);
-    return launch_fused(grad_out, idx, weight, B, C, N, P, T_, fused, grad_feat, s);
-  }
+  FusedPlan fused;
+  const SumPath path = choose_sum_path(B, C, N, P, T_, sizeof(T), &fused);
+  if (path == SumPath::SparseFused) return launch_fused(grad_out, idx, weight, B, C, N, P, T_, fused, grad_feat, s);
   BackwardPlan<I> plan;
   if (Status st = plan_backward<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &plan)) {
     return st;
@@ -899,7 +898,8 @@ __global__ void __launch_bounds__(kThreads)
 size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
                                                  int64_t T) {
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
-  const SumPath path = choose_sum_path(B, C, N, P, T, elem);
+  FusedPlan fused;
+  const SumPath path = choose_sum_path(B, C, N, P, T, elem, &fused);
   if (path == SumPath::SparseFused) return 0;  // builds its rows in shared memory
   const size_t slab = slab_bytes(B, C, P, elem, path);
   if (fits_u32(B, N, P, T)) {
