@@ -458,7 +458,8 @@ static void run_checks(bool small) {
   check_gather(Dtype::BFloat16, 2, 6, 300, 2000, 3, true);
   unsetenv("POINTOPS_GATHER_PAIRED");
   // Long grad_out rows on the transposed path (two channel slabs, T = 1, 3 and a runtime T,
-  // every dtype); then the direct sums.
+  // every dtype; the first three have 2^16 entries or more, so their rows are built on the
+  // second stream beside the transpose, the float64 one in line); then the direct sums.
   check_gather(Dtype::Float32, 2, 70, 500, 60000, 1, false);
   check_gather(Dtype::Float16, 1, 5, 300, 120000, 3, true);
   check_gather(Dtype::BFloat16, 1, 33, 4000, 100000, 1, false);

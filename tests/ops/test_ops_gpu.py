@@ -93,6 +93,48 @@ def test_ops_run_on_the_current_stream():
         torch.testing.assert_close(value.cpu(), expected[name], msg=name)
 
 
+def _dense_backward_case(seed):
+    # 2 x 32768 entries over 2048 points: the transposed (dense) sums, with the rows built on a
+    # second stream beside the transpose (from 2^16 entries on)
+    g = torch.Generator().manual_seed(seed)
+    B, C, N, P = 2, 8, 2048, 32768
+    return torch.randint(-1, N, (B, P, 1), generator=g), torch.randn(B, C, P, generator=g), N
+
+
+def test_dense_backward_rows_built_beside_the_transpose_follow_the_stream():
+    ops = torch.ops.pointops
+    idx, grad, N = _dense_backward_case(seed=3)
+    expected = ops.gather_backward_feat(grad, idx, None, N)  # CPU: the same sums, same order
+    sources = idx.cuda(), grad.cuda()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        idx_dev = torch.zeros_like(sources[0])  # valid but wrong indices until the copy lands
+        grad_dev = torch.zeros_like(sources[1])
+        torch.cuda._sleep(50_000_000)  # the device-to-device copies below land late
+        idx_dev.copy_(sources[0])
+        grad_dev.copy_(sources[1])
+        got = ops.gather_backward_feat(grad_dev, idx_dev, None, N) * 1.0  # read at once, same stream
+    stream.synchronize()
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_dense_backward_rows_built_beside_the_transpose_in_a_cuda_graph():
+    ops = torch.ops.pointops
+    idx, grad, N = _dense_backward_case(seed=4)
+    idx_dev, static_grad = idx.cuda(), grad.cuda()
+    ops.gather_backward_feat(static_grad, idx_dev, None, N)  # warm up outside the graph
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.gather_backward_feat(static_grad, idx_dev, None, N)
+    _, new_grad, _ = _dense_backward_case(seed=5)
+    static_grad.copy_(new_grad)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), ops.gather_backward_feat(new_grad, idx, None, N))
+
+
 def test_cuda_graph_capture_and_replay():
     xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=1000, M=200))
     _all_ops(xyz, q, feat, idx3, w)  # warm up outside the graph

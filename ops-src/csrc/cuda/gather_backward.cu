@@ -16,6 +16,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "common.cuh"
+#include "stream_fork.cuh"
 
 namespace pointops {
 namespace {
@@ -165,6 +166,7 @@ __global__ void __launch_bounds__(kThreads)
 // row in ascending entry order, and writes through a shared-memory tile so that the
 // grad_feat stores (n fastest) stay coalesced.
 constexpr int kChannelTile = 64;
+constexpr int64_t kOverlapMinEntries = int64_t{1} << 16;  // rows built beside the transpose from here
 constexpr int kTransposeRows = 8;  // threadIdx.y extent of the transpose blocks (32 x 8)
 
 // A block moves 64 channels x kTransposeSpan points: whole slab rows of stride <= 64 channels
@@ -800,20 +802,30 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   }
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
-  cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), s);
+  // The transposed sums' first slab does not depend on the rows: build the rows on a second
+  // stream meanwhile (the transpose is bandwidth-bound, the row building bound by atomics and
+  // latency, so they share the GPU well). Worth a fork and a join only for many entries;
+  // POINTOPS_GATHER_OVERLAP=0 builds them in line (benchmarks compare the two).
+  StreamFork fork(s);
+  if (path == SumPath::Transposed && P > 0 && entries >= kOverlapMinEntries &&
+      env_int("POINTOPS_GATHER_OVERLAP", 1) != 0) {
+    if (Status st = fork.begin()) return st;
+  }
+  const cudaStream_t rows_stream = fork.side();  // s when not forked
+  cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), rows_stream);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.counts);
+    count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, rows_stream>>>(idx, B, N, P * T_, plan.counts);
     if (Status st = launch_status()) return st;
   }
   size_t bytes = plan.temp_bytes;
-  err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, s);
+  err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, rows_stream);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, B, N, P * T_, plan.row_start,
-                                                                    plan.counts, plan.entries);
-    sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, s>>>(plan.row_start, B * N,
-                                                                       plan.entries);
+    fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, rows_stream>>>(idx, B, N, P * T_, plan.row_start,
+                                                                              plan.counts, plan.entries);
+    sort_rows_kernel<I><<<grid_for(B * N, kThreads), kThreads, 0, rows_stream>>>(plan.row_start, B * N,
+                                                                                 plan.entries);
   }
   if (path == SumPath::SparseStaged) {
     const int64_t CS = staged_sum_channels(C, P, sizeof(T));
@@ -851,6 +863,7 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
         transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride,
                                                                              slab);
       }
+      if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
       const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
       auto row_sum = T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
                              : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
