@@ -209,11 +209,11 @@ struct RegisterPoints {
     }
   }
 
-  // The lean block path's update: min-distances, then this thread's farthest point (distance
-  // bits and index, no coordinates) found by a pairwise tree over the slots. The tree is
-  // log2(SLOTS) compares deep where a running maximum is SLOTS deep, and needs fewer
-  // instructions than a running maximum whose index is recovered afterwards.
-  __device__ __forceinline__ Pick update_farthest(float cx, float cy, float cz) {
+  // Updates min-distances with the last pick and returns this thread's farthest slot (its
+  // min-distance in `best`; -1 when the thread holds no real point, as padding slots hold -1).
+  // A pairwise tree over the slots: log2(SLOTS) compares deep where a running maximum is SLOTS
+  // deep, and fewer instructions than a running maximum whose index is recovered afterwards.
+  __device__ __forceinline__ int farthest_slot(float cx, float cy, float cz, float& best) {
     float v[SLOTS];
     int slot[SLOTS];
 #pragma unroll
@@ -231,27 +231,25 @@ struct RegisterPoints {
         v[s] = fmaxf(v[s], v[s + width]);  // min-distances are never NaN
       }
     }
-    // Padding slots hold -1: a thread with no real point offers no pick.
-    const bool none = v[0] < 0.f;
+    best = v[0];
+    return slot[0];
+  }
+
+  // The lean block path's update: this thread's farthest point without its coordinates.
+  __device__ __forceinline__ Pick update_farthest(float cx, float cy, float cz) {
+    float best;
+    const int bs = farthest_slot(cx, cy, cz, best);
+    const bool none = best < 0.f;
     Pick p;
-    p.d = none ? 0u : __float_as_uint(v[0]);
-    p.i = none ? 0xffffffffu : static_cast<uint32_t>(base + slot[0] * THREADS + threadIdx.x);
+    p.d = none ? 0u : __float_as_uint(best);
+    p.i = none ? 0xffffffffu : static_cast<uint32_t>(base + bs * THREADS + threadIdx.x);
     return p;
   }
 
   // Updates min-distances with the last pick and returns this thread's farthest point.
   __device__ __forceinline__ Pick update(float cx, float cy, float cz) {
-    float best = -1.f;
-    int bs = 0;
-#pragma unroll
-    for (int s = 0; s < SLOTS; ++s) {
-      const float m = fminf(md[s], dist2(x[s], y[s], z[s], cx, cy, cz));
-      md[s] = m;
-      if (m > best) {  // slots ascend in index: strict ">" keeps the lowest on ties
-        best = m;
-        bs = s;
-      }
-    }
+    float best;
+    const int bs = farthest_slot(cx, cy, cz, best);
     if (best < 0.f) return no_pick();
     Pick p;
     p.d = __float_as_uint(best);
