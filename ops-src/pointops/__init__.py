@@ -15,6 +15,7 @@ from ._loader import ExtensionLoadError, load_extension
 _EXTENSION_PATH = load_extension(torch.ops.load_library)
 
 from . import _registrations  # noqa: E402,F401  (needs the ops loaded above)
+from . import packed  # noqa: E402
 from ._build_info import build_info  # noqa: E402
 from .ops import (  # noqa: E402
     ball_query,
@@ -39,6 +40,7 @@ __all__ = [
     "gather_points",
     "group_points",
     "knn",
+    "packed",
     "set_value_checks",
     "three_interpolate",
     "three_nn",
