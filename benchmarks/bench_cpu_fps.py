@@ -63,11 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def ours(path):
         def sample():
-            os.environ["POINTOPS_CPU_FPS_PATH"] = path
-            try:
+            with pointops._tuning.override(CPU_FPS_PATH=path):
                 return ops.furthest_point_sample(xyz, args.k, None, 0)[0].numpy()
-            finally:
-                os.environ.pop("POINTOPS_CPU_FPS_PATH", None)
         return sample
 
     samplers = {

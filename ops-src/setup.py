@@ -308,7 +308,7 @@ setup(
     ext_modules=[
         Extension(
             "pointops._C",
-            sources=sorted(str(p.relative_to(HERE)) for p in [CSRC / "binding.cpp", CSRC / "cuda_stream.cpp",
+            sources=sorted(str(p.relative_to(HERE)) for p in [*CSRC.glob("*.cpp"), *(CSRC / "binding").glob("*.cpp"),
                                                               *(CSRC / "cpu").glob("*.cpp")]),
             py_limited_api=True,
         )

@@ -16,9 +16,11 @@
 //   CUDA: the launch error string). The binding layer turns it into a Python RuntimeError.
 // - CUDA functions take the stream as `void*` (a cudaStream_t) and never synchronize it;
 //   they run on the current device, which the binding layer sets to the input's device.
-// - Functions with a `workspace` take scratch device memory of at least
-//   `<name>_workspace_bytes(...)` bytes, allocated by the binding layer (so the caching
-//   allocator and CUDA graphs see it). A size of 0 means the pointer may be null.
+// - CUDA ops that choose among strategies are planned once per call: `<name>_cuda_plan(...)`
+//   returns a CudaPlan (the path, its launch shape and the workspace it needs), the binding
+//   layer allocates `plan.workspace_bytes` of scratch device memory (so the caching allocator
+//   and CUDA graphs see it; 0 bytes means the pointer may be null) and hands plan and workspace
+//   to `<name>_cuda(...)`, which launches exactly that plan.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,14 @@ enum class Dtype : int32_t { Float32 = 0, Float64 = 1, Float16 = 2, BFloat16 = 3
 
 using Status = const char*;  // nullptr = success
 
+// What a CUDA op's planner decided. `path` and `shape` mean what the op's .cu file says; the
+// binding layer reads only workspace_bytes and passes the plan back unchanged.
+struct CudaPlan {
+  int32_t path = 0;
+  int64_t shape[4] = {0, 0, 0, 0};
+  size_t workspace_bytes = 0;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Farthest point sampling.
 // xyz [B,N,3] -> idx [B,K]. Cloud b has n = lengths ? lengths[b] : N points.
@@ -38,10 +48,10 @@ using Status = const char*;  // nullptr = success
 // (cloud too small, including n == 0) are -1.
 Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
                                  int64_t N, int64_t K, int64_t start, int64_t* idx);
-size_t furthest_point_sample_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t K);
-Status furthest_point_sample_cuda(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
-                                  int64_t N, int64_t K, int64_t start, int64_t* idx,
-                                  void* workspace, void* stream);
+CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t K);
+Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
+                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
+                                  int64_t start, int64_t* idx, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Ball query.
@@ -56,12 +66,11 @@ Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_
                       const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
                       void* dist2);
-size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
-                                       int64_t K);
-Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-                       const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
-                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
-                       void* dist2, void* workspace, void* stream);
+CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
+Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
+                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
+                       int64_t M, double radius, bool inclusive, int64_t K, int64_t* idx,
+                       int64_t* count, void* dist2, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // k nearest neighbours (three_nn is knn with K = 3, query = unknown, xyz = known).
@@ -71,10 +80,10 @@ Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64
 Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
                void* dist2, int64_t* idx);
-size_t knn_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
-Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
-                void* dist2, int64_t* idx, void* workspace, void* stream);
+CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
+Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
+                const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
+                int64_t M, int64_t K, void* dist2, int64_t* idx, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Weighted gather: one kernel family serves gather_points (T = 1, no weight), group_points
@@ -94,11 +103,12 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
 Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx,
                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
                                 int64_t T, void* grad_feat);
-size_t gather_backward_feat_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
-                                                 int64_t T);
-Status gather_backward_feat_cuda(Dtype dt, const void* grad_out, const int64_t* idx,
-                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                                 int64_t T, void* grad_feat, void* workspace, void* stream);
+CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
+                                        int64_t T);
+Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
+                                 const int64_t* idx, const void* weight, int64_t B, int64_t C,
+                                 int64_t N, int64_t P, int64_t T, void* grad_feat, void* workspace,
+                                 void* stream);
 
 // Gradient w.r.t. weight: grad_w[b,p,t] = sum_c grad_out[b,c,p] * feat[b,c,idx[b,p,t]]
 // (0 where idx is -1). grad_w [B,P,T].

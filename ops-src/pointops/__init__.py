@@ -14,8 +14,11 @@ from ._loader import ExtensionLoadError, load_extension
 
 _EXTENSION_PATH = load_extension(torch.ops.load_library)
 
-from . import _registrations  # noqa: E402,F401  (needs the ops loaded above)
-from . import packed  # noqa: E402
+from . import (  # noqa: E402,F401
+    _registrations,  # noqa: E402,F401  (needs the ops loaded above)
+    _tuning,
+    packed,
+)
 from ._build_info import build_info  # noqa: E402
 from .ops import (  # noqa: E402
     ball_query,

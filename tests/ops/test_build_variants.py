@@ -82,7 +82,8 @@ def test_cpu_and_cuda_builds_in_one_directory_use_their_own_objects(tmp_path):
     assert not references_cuda_kernels(src)
     build(src, cuda=True)  # sources unchanged: only the configuration differs
     assert references_cuda_kernels(src)
-    assert list(src.glob("build/temp.*/cuda/csrc/binding.o")) and list(src.glob("build/temp.*/cpu/csrc/binding.o"))
+    assert list(src.glob("build/temp.*/cuda/csrc/binding/sampling.o"))
+    assert list(src.glob("build/temp.*/cpu/csrc/binding/sampling.o"))
     build(src, cuda=False)
     assert not references_cuda_kernels(src)
     (library,) = src.glob("build/lib.*/pointops/_C*.so")

@@ -1,6 +1,6 @@
 """The CPU kd-tree FPS sampler returns exactly what the brute-force scan returns.
 
-POINTOPS_CPU_FPS_PATH=brute|kdtree forces one CPU sampler; every case runs both and compares
+The CPU_FPS_PATH knob (brute|kdtree) forces one CPU sampler; every case runs both and compares
 indices bit for bit, on data built to stress the pruning bound and the lowest-index tie rule.
 """
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 
 def run_path(monkeypatch, path, xyz, k, lengths=None, start=0):
-    monkeypatch.setenv("POINTOPS_CPU_FPS_PATH", path)
-    return pointops.furthest_point_sample(xyz, k, lengths, start)
+    with pointops._tuning.override(CPU_FPS_PATH=path):
+        return pointops.furthest_point_sample(xyz, k, lengths, start)
 
 
 def assert_paths_agree(monkeypatch, xyz, k, lengths=None, start=0):
@@ -103,8 +103,24 @@ def test_ragged_lengths_and_starts(monkeypatch):
 
 
 def test_invalid_path_value_is_a_clear_error(monkeypatch):
-    with pytest.raises(RuntimeError, match="POINTOPS_CPU_FPS_PATH must be brute, kdtree or auto"):
+    with pytest.raises(ValueError, match="knob CPU_FPS_PATH takes one of"):
         run_path(monkeypatch, "fast", torch.rand(1, 10, 3), 3)
+
+
+def test_unknown_knob_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="no tuning knob named 'NO_SUCH_KNOB'"):
+        pointops._tuning.set_knob("NO_SUCH_KNOB", 1)
+
+
+def test_knob_from_the_environment_is_read_once(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import torch, pointops; xyz = torch.rand(1, 600, 3, dtype=torch.float64); "
+            "print(pointops._tuning.set_knob('CPU_FPS_PATH', None))")
+    env = {**__import__('os').environ, "POINTOPS_CPU_FPS_PATH": "brute"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "0"  # the environment's "brute", replaced by the call
 
 
 @st.composite

@@ -3,13 +3,12 @@
 // scan, which splits a single huge cloud into fixed chunks per step so the argmax (and hence the
 // result) does not depend on thread count. Both give identical indices.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "common.h"
 #include "fps_kdtree.h"
 #include "parallel.h"
+#include "../tuning.h"
 
 namespace pointops {
 
@@ -31,16 +30,16 @@ constexpr int64_t kKdTreeMinPicksSmall = 64;  // clouds of up to kKdTreeSmallN p
 constexpr int64_t kKdTreeSmallN = 2048;
 constexpr int64_t kKdTreeMinPicks = 128;
 
-// Which sampler to use. POINTOPS_CPU_FPS_PATH=brute|kdtree forces one (for tests comparing the
-// two); unset or "auto" chooses by size.
-enum class FpsPath { Auto, Brute, KdTree, Invalid };
+// Which sampler to use: chosen by size, unless the CpuFpsPath knob forces one (tests compare
+// the two).
+enum class FpsPath { Auto, Brute, KdTree };
 
 FpsPath requested_path() {
-  const char* value = std::getenv("POINTOPS_CPU_FPS_PATH");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return FpsPath::Auto;
-  if (std::strcmp(value, "brute") == 0) return FpsPath::Brute;
-  if (std::strcmp(value, "kdtree") == 0) return FpsPath::KdTree;
-  return FpsPath::Invalid;
+  switch (tuning(Knob::CpuFpsPath)) {
+    case 0: return FpsPath::Brute;
+    case 1: return FpsPath::KdTree;
+    default: return FpsPath::Auto;
+  }
 }
 
 bool use_kdtree(FpsPath path, int64_t n, int64_t picks) {
@@ -120,9 +119,6 @@ Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengt
   if (B <= 0 || K <= 0) return nullptr;
   if (start < 0) start = 0;
   const FpsPath path = requested_path();
-  if (path == FpsPath::Invalid) {
-    return "POINTOPS_CPU_FPS_PATH must be brute, kdtree or auto (or unset)";
-  }
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     const T* points = static_cast<const T*>(xyz);

@@ -155,33 +155,28 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-// The path is chosen from the sizes alone, so the workspace size and the launch agree.
-static bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  const int64_t min_points = env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints);
-  return dt != Dtype::Float64 && N >= min_points && B * N < (int64_t{1} << 31) && M > 0;
+// plan.path: a NeighbourPath; the grid's arrays are the workspace.
+CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
+  (void)K;
+  CudaPlan plan;
+  plan.path = neighbour_path(dt, B, N, M, kGridMinPoints);
+  if (plan.path == kUniformGrid) plan.workspace_bytes = carve_grid(nullptr, B, N).bytes;
+  return plan;
 }
 
-size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
-                                       int64_t K) {
-  (void)radius, (void)K;
-  if (!use_grid(dt, B, N, M)) return 0;
-  return carve_grid(nullptr, B, N).bytes;
-}
-
-Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-                       const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
-                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
-                       void* dist2, void* workspace, void* stream) {
+Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
+                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
+                       int64_t M, double radius, bool inclusive, int64_t K, int64_t* idx,
+                       int64_t* count, void* dist2, void* workspace, void* stream) {
   if (B == 0 || M == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool grid = use_grid(dt, B, N, M);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
     using A = acc_t<T>;
     // radius*radius in double, rounded once to the accumulation type (the contract's rule).
     const A r2 = static_cast<A>(radius * radius);
     if constexpr (!std::is_same<T, double>::value) {
-      if (grid) {
+      if (plan.path == kUniformGrid) {
         const SpatialGrid g = carve_grid(workspace, B, N);
         if (Status st = build_grid<T>(g, static_cast<const T*>(xyz), lengths, B, N,
                                       static_cast<float>(radius), 0.f, s)) {
@@ -194,9 +189,7 @@ Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64
         return launch_status();
       }
     }
-    const dim3 blocks(static_cast<unsigned int>(ceil_div(M, kThreads)),
-                      static_cast<unsigned int>(B < 65535 ? B : 65535));
-    ball_query_tiled_kernel<T><<<blocks, kThreads, 0, s>>>(
+    ball_query_tiled_kernel<T><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(
         static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M,
         r2, inclusive, K, idx, count, static_cast<T*>(dist2));
     return launch_status();

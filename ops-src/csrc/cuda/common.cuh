@@ -7,12 +7,14 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <mutex>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
 #include "../kernels.h"
+#include "../tuning.h"
 
 namespace pointops {
 namespace cuda_detail {
@@ -126,12 +128,6 @@ class WorkspaceCarver {
   size_t used_ = 0;
 };
 
-// Tuning overrides read from the environment (used by the benchmarks to compare strategies).
-inline int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr || *v == '\0' ? fallback : std::atoi(v);
-}
-
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks for a grid-stride loop over `total` items (gridDim.x is capped; loops cover the rest).
@@ -216,6 +212,114 @@ __device__ __forceinline__ void async_copies_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 #endif
+}
+
+// Recent launch plans, keyed by device, tuning generation and up to four sizes: planners that
+// query occupancy make driver calls costing microseconds of host time, on every op call
+// otherwise. A small table replaced round robin; lookups take a mutex (enqueueing only).
+template <class Value, int kEntries = 32>
+class PlanCache {
+ public:
+  struct Key {
+    int device = -1;
+    int64_t generation = 0;
+    int64_t size[4] = {0, 0, 0, 0};
+    bool operator==(const Key& o) const {
+      return device == o.device && generation == o.generation && size[0] == o.size[0] &&
+             size[1] == o.size[1] && size[2] == o.size[2] && size[3] == o.size[3];
+    }
+  };
+
+  static Key key(int64_t a, int64_t b = 0, int64_t c = 0, int64_t d = 0) {
+    Key k;
+    if (cudaGetDevice(&k.device) != cudaSuccess) k.device = -1;
+    k.generation = tuning_generation();
+    k.size[0] = a, k.size[1] = b, k.size[2] = c, k.size[3] = d;
+    return k;
+  }
+
+  bool find(const Key& k, Value* v) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int e = 0; e < kEntries; ++e) {
+      if (used_[e] && keys_[e] == k) {
+        *v = values_[e];
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void store(const Key& k, const Value& v) {
+    if (k.device < 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    keys_[next_] = k;
+    values_[next_] = v;
+    used_[next_] = true;
+    next_ = (next_ + 1) % kEntries;
+  }
+
+ private:
+  std::mutex mutex_;
+  Key keys_[kEntries];
+  Value values_[kEntries];
+  bool used_[kEntries] = {};
+  int next_ = 0;
+};
+
+// Sets an attribute of `kernel` on the current device to at least `value`; the driver is
+// called only when no earlier call on that device set as much (setting it costs host time, on
+// every op call otherwise).
+template <class Kernel>
+cudaError_t kernel_attribute_at_least(Kernel kernel, cudaFuncAttribute attribute, int value) {
+  constexpr int kEntries = 128;
+  struct Entry {
+    const void* kernel;
+    int device;
+    cudaFuncAttribute attribute;
+    int value;
+  };
+  static std::mutex mutex;
+  static Entry table[kEntries];
+  static int used = 0;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  std::lock_guard<std::mutex> lock(mutex);
+  Entry* entry = nullptr;
+  for (int e = 0; e < used; ++e) {
+    if (table[e].kernel == key && table[e].device == device && table[e].attribute == attribute) entry = &table[e];
+  }
+  if (entry != nullptr && entry->value >= value) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, attribute, value);
+  if (err != cudaSuccess) return err;
+  if (entry == nullptr && used < kEntries) entry = &table[used++];
+  if (entry != nullptr) *entry = Entry{key, device, attribute, value};
+  return cudaSuccess;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KB).
+template <class Kernel>
+cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return kernel_attribute_at_least(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+// Blocks of `kernel` resident per SM of the current device (at least 1), cached per device
+// and launch shape: the occupancy query costs host time on every op call otherwise.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  static PlanCache<int> cache;
+  const auto key = PlanCache<int>::key(reinterpret_cast<intptr_t>(reinterpret_cast<const void*>(kernel)), threads,
+                                       static_cast<int64_t>(smem));
+  int per_sm = 0;
+  if (cache.find(key, &per_sm)) return per_sm;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || per_sm < 1) {
+    cudaGetLastError();
+    return 1;
+  }
+  cache.store(key, per_sm);
+  return per_sm;
 }
 
 inline int64_t current_device_l2_bytes() { return current_device_attribute<cudaDevAttrL2CacheSize>(); }

@@ -562,16 +562,12 @@ GroupPlan plan_for(int64_t N, int G) {
   return plan;
 }
 
-// Sets the kernel attributes a plan needs; returns the launch configuration for `blocks`.
+// Sets the kernel attributes a plan needs.
 template <class Kernel>
 cudaError_t prepare(Kernel kernel, const GroupPlan& plan, int mode) {
-  cudaError_t err = cudaSuccess;
-  if (plan.smem > 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(plan.smem));
-  }
+  cudaError_t err = allow_dynamic_smem(kernel, plan.smem);
   if (err == cudaSuccess && mode == kClusterGroup && plan.G > 8) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    err = kernel_attribute_at_least(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   }
   return err;
 }
@@ -754,38 +750,26 @@ double step_cost_us(const GroupPlan& plan, bool lean) {
          0.044 * static_cast<double>(tail_rounds);
 }
 
-struct Workspace {
-  float* min_d;  // B*N (general and stream paths; the general path uses acc_t<T>)
-  PickSlot* slots;
-  unsigned long long* arrivals;
-  size_t bytes;
+// The paths (CudaPlan::path). Lean, Block, Cluster and Grid hold points in registers.
+enum FpsPath : int32_t { kGeneral = 0, kLean = 1, kBlock = 2, kCluster = 3, kGrid = 4, kStream = 5 };
+
+struct FpsChoice {
+  FpsPath path = kGeneral;
+  GroupPlan plan;
 };
 
-Workspace carve_workspace(void* base, Dtype dt, int64_t B, int64_t N) {
-  WorkspaceCarver carve(base);
-  Workspace ws;
-  ws.min_d = carve.take<float>(static_cast<size_t>(B * N) * (dtype_acc_bytes(dt) / sizeof(float)));
-  // The grid and stream paths never use more than one block per kThreads points of a cloud.
-  ws.slots = carve.take<PickSlot>(static_cast<size_t>(B) * 2 *
-                                  static_cast<size_t>(ceil_div(N, kThreads) + 1));
-  ws.arrivals = carve.take<unsigned long long>(static_cast<size_t>(B));
-  ws.bytes = carve.used();
-  return ws;
-}
-
+// The register and stream paths, chosen by the cost model and the device's occupancy; kGeneral
+// where none applies.
 template <class T>
-Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
-  *done = true;
-  const int64_t B = a.B, N = a.N;
-  const bool clusters = current_device_major() >= 9 && env_int("POINTOPS_FPS_NO_CLUSTER", 0) == 0;
+FpsChoice choose_fast(int64_t B, int64_t N) {
+  const bool clusters = current_device_major() >= 9 && tuning_or(Knob::FpsNoCluster, 0) == 0;
 
   // One block or one cluster per cloud: the plan with the lowest estimated time
-  // (waves of concurrent clouds x steps x cost per step); POINTOPS_FPS_GROUP forces G.
-  const int forced = env_int("POINTOPS_FPS_GROUP", 0);
-  // The lean block path (POINTOPS_FPS_LEAN=0 turns it off) takes every G = 1 register plan.
-  const bool lean_allowed = env_int("POINTOPS_FPS_LEAN", 1) != 0;
-  GroupPlan best;
-  bool best_lean = false;
+  // (waves of concurrent clouds x steps x cost per step); the FpsGroup knob forces G.
+  const int64_t forced = tuning_or(Knob::FpsGroup, 0);
+  // The lean block path (FpsLean = 0 turns it off) takes every G = 1 register plan.
+  const bool lean_allowed = tuning_or(Knob::FpsLean, 1) != 0;
+  FpsChoice best;
   double best_cost = 0;
   for (int G = 1; G <= kMaxCluster; G *= 2) {
     if (forced > 0 && G != forced) continue;
@@ -795,17 +779,13 @@ Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
     const int64_t concurrent = concurrent_clouds<T>(plan, clusters, lean);
     if (concurrent <= 0) continue;
     const double cost = static_cast<double>(ceil_div(B, concurrent)) * step_cost_us(plan, lean);
-    if (!best.valid() || cost < best_cost) {
-      best = plan;
-      best_lean = lean;
+    if (best.path == kGeneral || cost < best_cost) {
+      best.path = lean ? kLean : (G == 1 ? kBlock : kCluster);
+      best.plan = plan;
       best_cost = cost;
     }
   }
-  if (best.valid()) {
-    if (best_lean) return launch_lean<T>(xyz, a, best);
-    return best.G == 1 ? launch_plan<T, kBlockGroup>(xyz, a, best)
-                       : launch_plan<T, kClusterGroup>(xyz, a, best);
-  }
+  if (best.path != kGeneral) return best;
 
   // Grid path: all blocks of all clouds resident at once, points in registers.
   for (int slots : {32, 16, 8}) {  // fewer, fuller blocks: a cheaper barrier
@@ -818,7 +798,7 @@ Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
     const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
       return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
     });
-    if (B * G <= resident) return launch_plan<T, kGridGroup>(xyz, a, plan);
+    if (B * G <= resident) return FpsChoice{kGrid, plan};
   }
 
   // Stream path: as many resident blocks per cloud as fit.
@@ -829,40 +809,107 @@ Status fps_fast(const T* xyz, const LaunchArgs& a, bool* done) {
     GroupPlan plan;
     plan.G = static_cast<int>(G);
     plan.chunk = ceil_div(N, G);
-    return launch_group<T, StreamPoints<T>, kGridGroup>(xyz, a, plan);
+    return FpsChoice{kStream, plan};
   }
-  *done = false;
-  return nullptr;
+  return FpsChoice{};
+}
+
+FpsChoice choose(Dtype dt, int64_t B, int64_t N) {
+  // Indices travel as 32-bit (with 0xffffffff as "none"), so the fast paths need N < 2^32-1.
+  if (dt == Dtype::Float64 || tuning_or(Knob::FpsGeneral, 0) != 0 || N <= 0 ||
+      N >= static_cast<int64_t>(UINT32_MAX)) {
+    return FpsChoice{};
+  }
+  static PlanCache<FpsChoice> cache;
+  const auto key = PlanCache<FpsChoice>::key(static_cast<int64_t>(dt), B, N);
+  FpsChoice choice;
+  if (cache.find(key, &choice)) return choice;
+  dispatch_dtype(dt, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (!std::is_same<T, double>::value) choice = choose_fast<T>(B, N);
+    return nullptr;
+  });
+  cache.store(key, choice);
+  return choice;
+}
+
+struct Workspace {
+  acc_t<float>* min_d;  // B*N accumulation-type values (general and stream paths)
+  PickSlot* slots;      // grid and stream paths: one per block of a cloud, double-buffered
+  unsigned long long* arrivals;  // grid and stream paths: one barrier counter per cloud
+  size_t bytes;
+};
+
+Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B, int64_t N) {
+  WorkspaceCarver carve(base);
+  Workspace ws{nullptr, nullptr, nullptr, 0};
+  if (path == kGeneral || path == kStream) {
+    ws.min_d = carve.take<float>(static_cast<size_t>(B * N) * (dtype_acc_bytes(dt) / sizeof(float)));
+  }
+  if (path == kGrid || path == kStream) {
+    ws.slots = carve.take<PickSlot>(static_cast<size_t>(B) * 2 * static_cast<size_t>(plan.G + 1));
+    ws.arrivals = carve.take<unsigned long long>(static_cast<size_t>(B));
+  }
+  ws.bytes = carve.used();
+  return ws;
+}
+
+// GroupPlan <-> CudaPlan::shape.
+void pack(const GroupPlan& g, CudaPlan* plan) {
+  plan->shape[0] = g.G;
+  plan->shape[1] = g.chunk;
+  plan->shape[2] = static_cast<int64_t>(g.slots) | (static_cast<int64_t>(g.hybrid) << 16) |
+                   (static_cast<int64_t>(g.threads) << 20);
+  plan->shape[3] = static_cast<int64_t>(g.smem);
+}
+
+GroupPlan unpack(const CudaPlan& plan) {
+  GroupPlan g;
+  g.G = static_cast<int>(plan.shape[0]);
+  g.chunk = plan.shape[1];
+  g.slots = static_cast<int>(plan.shape[2] & 0xffff);
+  g.hybrid = ((plan.shape[2] >> 16) & 1) != 0;
+  g.threads = static_cast<int>(plan.shape[2] >> 20);
+  g.smem = static_cast<size_t>(plan.shape[3]);
+  return g;
 }
 
 }  // namespace
 
-size_t furthest_point_sample_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t K) {
+CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t K) {
   (void)K;
-  return carve_workspace(nullptr, dt, B, N).bytes;
+  const FpsChoice choice = choose(dt, B, N);
+  CudaPlan plan;
+  plan.path = choice.path;
+  pack(choice.plan, &plan);
+  plan.workspace_bytes = carve_workspace(nullptr, dt, choice.path, choice.plan, B, N).bytes;
+  return plan;
 }
 
-Status furthest_point_sample_cuda(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
-                                  int64_t N, int64_t K, int64_t start, int64_t* idx,
-                                  void* workspace, void* stream) {
+Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
+                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
+                                  int64_t start, int64_t* idx, void* workspace, void* stream) {
   if (B == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const Workspace ws = carve_workspace(workspace, dt, B, N);
-  const bool general_only = env_int("POINTOPS_FPS_GENERAL", 0) != 0;
+  const FpsPath path = static_cast<FpsPath>(plan.path);
+  const GroupPlan group = unpack(plan);
+  const Workspace ws = carve_workspace(workspace, dt, path, group, B, N);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
+    const T* points = static_cast<const T*>(xyz);
     if constexpr (!std::is_same<T, double>::value) {
-      // Indices travel as 32-bit (with 0xffffffff as "none"), so the fast paths need N < 2^32-1.
-      if (!general_only && N > 0 && N < static_cast<int64_t>(UINT32_MAX)) {
-        bool done = false;
-        const LaunchArgs args{lengths, B, N, K, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
-        const Status st = fps_fast<T>(static_cast<const T*>(xyz), args, &done);
-        if (done) return st;
+      const LaunchArgs args{lengths, B, N, K, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
+      switch (path) {
+        case kLean: return launch_lean<T>(points, args, group);
+        case kBlock: return launch_plan<T, kBlockGroup>(points, args, group);
+        case kCluster: return launch_plan<T, kClusterGroup>(points, args, group);
+        case kGrid: return launch_plan<T, kGridGroup>(points, args, group);
+        case kStream: return launch_group<T, StreamPoints<T>, kGridGroup>(points, args, group);
+        case kGeneral: break;
       }
     }
     fps_generic_kernel<T><<<static_cast<unsigned int>(B), kGenericThreads, 0, s>>>(
-        static_cast<const T*>(xyz), lengths, N, K, start, idx,
-        reinterpret_cast<acc_t<T>*>(ws.min_d));
+        points, lengths, N, K, start, idx, reinterpret_cast<acc_t<T>*>(ws.min_d));
     return launch_status();
   });
 }

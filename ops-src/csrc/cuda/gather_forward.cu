@@ -232,7 +232,7 @@ constexpr int64_t kMaxStageBytes = 192 * 1024;
 
 int64_t stage_budget(int64_t row_bytes, int TT) {
   const int64_t fallback = TT == 1 ? 192 : 96;
-  const int64_t kb = env_int("POINTOPS_GATHER_STAGE_KB", static_cast<int>(fallback));
+  const int64_t kb = tuning_or(Knob::GatherStageKb, fallback);
   int64_t budget = (kb > 0 ? kb : fallback) * 1024;
   if (budget > kMaxStageBytes) budget = kMaxStageBytes;
   return row_bytes <= budget ? budget : kMaxStageBytes;
@@ -248,22 +248,15 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
   // 16-bit three_interpolate stages channel pairs when two rows fit (an even channel count per
   // block): H200, B8 C128 N4096 P16384, 55 -> 43 µs. Plain gathers (T = 1) measured slower paired
   // (group_points 93 -> 98 µs), so they stage rows as they are.
-  const bool paired = sizeof(E) == 2 && TT == 3 && max_cc >= 2 && env_int("POINTOPS_GATHER_PAIRED", 1) != 0;
+  const bool paired = sizeof(E) == 2 && TT == 3 && max_cc >= 2 && tuning_or(Knob::GatherPaired, 1) != 0;
   if (paired) max_cc -= max_cc % 2;
   const int64_t groups = ceil_div(C, max_cc);
   int64_t CC = ceil_div(C, groups);
   if (paired) CC += CC % 2;
   const size_t smem = static_cast<size_t>(CC * row_bytes);
   auto kernel = gather_staged_kernel<E, TT>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
-  if (err != cudaSuccess) return cudaGetErrorString(err);
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStagedThreads, smem) != cudaSuccess ||
-      per_sm < 1) {
-    cudaGetLastError();
-    per_sm = 1;
-  }
+  if (cudaError_t err = allow_dynamic_smem(kernel, smem)) return cudaGetErrorString(err);
+  const int per_sm = blocks_per_sm(kernel, kStagedThreads, smem);
   // Split p into chunks (each re-stages its rows) for at least two waves of blocks, taking the
   // count up to 2x that whose last wave is fullest (B8 C64 group_points: 4 full waves rather
   // than 2.7).
@@ -308,7 +301,7 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
     // half the direct gather's 32-byte sector per gathered element (H200, N = 4*P*T: about
     // equal in float32, staged 1.5x faster in float16).
     const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
-    const int forced = env_int("POINTOPS_GATHER_STAGED", -1);
+    const int64_t forced = tuning(Knob::GatherStaged);
     const bool fits = N > 0 && row_bytes <= kMaxStageBytes && N <= INT32_MAX;
     const bool staged = forced >= 0 ? (forced == 1 && fits) : (fits && row_bytes < 16 * P * T);
     if (staged) {

@@ -247,12 +247,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The path is chosen from the sizes alone, so the workspace size and the launch agree.
-bool use_grid(Dtype dt, int64_t B, int64_t N, int64_t M) {
-  const int64_t min_points = env_int("POINTOPS_GRID_MIN_POINTS", kGridMinPoints);
-  return dt != Dtype::Float64 && N >= min_points && B * N < (int64_t{1} << 31) && M > 0;
-}
-
 template <class T, class TopK>
 Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
                   const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
@@ -266,31 +260,45 @@ Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
       return launch_status();
     }
   }
-  const dim3 blocks(static_cast<unsigned int>(ceil_div(M, kThreads)),
-                    static_cast<unsigned int>(B < 65535 ? B : 65535));
-  knn_tiled_kernel<T, TopK><<<blocks, kThreads, 0, s>>>(xyz, query, lengths, query_lengths, B, N,
+  knn_tiled_kernel<T, TopK><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(xyz, query, lengths, query_lengths, B, N,
                                                        M, K, dist2, idx, work_d);
   return launch_status();
 }
 
 }  // namespace
 
-size_t knn_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
+// plan.path: a NeighbourPath; plan.shape[0]: the register TopK capacity (4, 8, 16 or 32), or 0
+// for the workspace TopK (K > 32, or clouds of 2^31 points and more, whose indices need 64 bits).
+// Workspace: the workspace TopK's distances, then the grid's arrays.
+CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
+  CudaPlan plan;
+  plan.path = neighbour_path(dt, B, N, M, kGridMinPoints);
+  int64_t capacity = 0;
+  if (N < INT32_MAX) {
+    for (int64_t c : {4, 8, 16, 32}) {
+      if (K <= c) {
+        capacity = c;
+        break;
+      }
+    }
+  }
+  plan.shape[0] = capacity;
   WorkspaceCarver carve(nullptr);
-  if (K > 32) carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt));
-  size_t bytes = carve.used();
-  if (use_grid(dt, B, N, M)) bytes += carve_grid(nullptr, B, N).bytes;
-  return bytes;
+  if (capacity == 0) carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt));
+  plan.workspace_bytes = carve.used();
+  if (plan.path == kUniformGrid) plan.workspace_bytes += carve_grid(nullptr, B, N).bytes;
+  return plan;
 }
 
-Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
-                void* dist2, int64_t* idx, void* workspace, void* stream) {
+Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
+                const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
+                int64_t M, int64_t K, void* dist2, int64_t* idx, void* workspace, void* stream) {
   if (B == 0 || M == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool grid = use_grid(dt, B, N, M);
+  const bool grid = plan.path == kUniformGrid;
+  const int64_t capacity = plan.shape[0];
   WorkspaceCarver carve(workspace);
-  char* work_d = K > 32 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
+  char* work_d = capacity == 0 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
   char* grid_base = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + carve.used();
   const SpatialGrid g = grid ? carve_grid(grid_base, B, N) : SpatialGrid{};
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -304,13 +312,13 @@ Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* len
       using TopK = decltype(top_tag);
       return launch_knn<T, TopK>(grid, g, x, qy, lengths, query_lengths, B, N, M, K, d, idx, wd, s);
     };
-    const bool small_index = N < INT32_MAX;
-    if (!small_index) return run(MemoryTopK<A>{});
-    if (K <= 4) return run(RegisterTopK<A, 4>{});
-    if (K <= 8) return run(RegisterTopK<A, 8>{});
-    if (K <= 16) return run(RegisterTopK<A, 16>{});
-    if (K <= 32) return run(RegisterTopK<A, 32>{});
-    return run(MemoryTopK<A>{});
+    switch (capacity) {
+      case 4: return run(RegisterTopK<A, 4>{});
+      case 8: return run(RegisterTopK<A, 8>{});
+      case 16: return run(RegisterTopK<A, 16>{});
+      case 32: return run(RegisterTopK<A, 32>{});
+      default: return run(MemoryTopK<A>{});
+    }
   });
 }
 

@@ -37,6 +37,17 @@ struct SpatialGrid {
 
 inline int64_t grid_cells_per_cloud(int64_t N) { return 2 * N + 8; }
 
+// The neighbour searches' paths, chosen from the sizes alone: the uniform grid from
+// `min_points` points per cloud (float accumulation, and B*N < 2^31 so positions fit int32;
+// the GridMinPoints knob overrides the threshold), else the tiled scan of tiled_scan.cuh.
+enum NeighbourPath : int32_t { kTiledScan = 0, kUniformGrid = 1 };
+
+inline NeighbourPath neighbour_path(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t min_points) {
+  const int64_t threshold = tuning_or(Knob::GridMinPoints, min_points);
+  const bool grid = dt != Dtype::Float64 && N >= threshold && B * N < (int64_t{1} << 31) && M > 0;
+  return grid ? kUniformGrid : kTiledScan;
+}
+
 // Carves the grid's arrays from `base` (null: only sizes them).
 inline SpatialGrid carve_grid(void* base, int64_t B, int64_t N) {
   SpatialGrid g;

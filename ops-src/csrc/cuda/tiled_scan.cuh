@@ -44,6 +44,12 @@ struct ScanQuery {
   }
 };
 
+// Blocks of a tiled scan: x over the queries of a cloud, y over the clouds (grid-stride in y).
+inline dim3 tiled_scan_blocks(int64_t B, int64_t M) {
+  return dim3(static_cast<unsigned int>(ceil_div(M, kScanThreads)),
+              static_cast<unsigned int>(B < 65535 ? B : 65535));
+}
+
 // Copies points base..base+kScanTile of the cloud (at most n) into the tile; returns how many.
 // The caller brackets it with the barriers its loop needs.
 template <class T, class A>

@@ -1,5 +1,6 @@
-"""The benchmark tools under benchmarks/: the CUDA harness still compiles against kernels.h, and
-the Python benchmarks fail with a clear message (not a traceback) where they cannot run."""
+"""The developer tools: the GPU kernel oracle (tests/gpu/kernel_oracle.cu) still compiles against
+kernels.h, and the Python benchmarks fail with a clear message (not a traceback) where they
+cannot run."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ NVCC = shutil.which("nvcc")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
-def test_harness_compiles_against_the_kernel_contract(tmp_path):
-    # Compile only the harness translation unit (the kernels are compile-checked elsewhere):
+def test_kernel_oracle_compiles_against_the_kernel_contract(tmp_path):
+    # Compile only the oracle's translation unit (the kernels are compile-checked elsewhere):
     # a changed signature in kernels.h breaks this build.
-    obj = tmp_path / "cuda_harness.o"
+    obj = tmp_path / "kernel_oracle.o"
     cmd = [NVCC, "-c", "-O0", "-std=c++17", "-arch=sm_90", f"-I{REPO / 'ops-src' / 'csrc'}",
-           str(BENCH / "cuda_harness.cu"), "-o", str(obj)]
+           str(REPO / "tests" / "gpu" / "kernel_oracle.cu"), "-o", str(obj)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert obj.stat().st_size > 0

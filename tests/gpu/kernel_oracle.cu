@@ -1,13 +1,14 @@
-// Standalone check and benchmark of the pointops CUDA kernels through kernels.h, without torch.
+// The GPU correctness oracle of pointops: every CUDA path checked against the CPU kernels through
+// kernels.h, without torch (check, small, tiny), plus timings of the kernels alone (bench, sweep).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Iops-src/csrc benchmarks/cuda_harness.cu \
-//        ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp -o cuda_harness
-//   ./cuda_harness check            # every CUDA path against the CPU kernels, on random data
-//   ./cuda_harness bench out.json   # the issue's shapes, median of CUDA-event timings
-//   ./cuda_harness sweep out.json   # FPS only, plus the group sizes the planner did not pick
-//   ./cuda_harness sweep-all out.json  # every shape, plus the paths the planners did not pick
-//   ./cuda_harness small            # one small run of every path (for compute-sanitizer memcheck)
-//   ./cuda_harness tiny             # fewer, smaller cases (for racecheck, which is slower)
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Iops-src/csrc tests/gpu/kernel_oracle.cu \
+//        ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp ops-src/csrc/tuning.cpp -o kernel_oracle
+//   ./kernel_oracle check            # every CUDA path against the CPU kernels, on random data
+//   ./kernel_oracle bench out.json   # the issue's shapes, median of CUDA-event timings
+//   ./kernel_oracle sweep out.json   # FPS only, plus the group sizes the planner did not pick
+//   ./kernel_oracle sweep-all out.json  # every shape, plus the paths the planners did not pick
+//   ./kernel_oracle small            # one small run of every path (for compute-sanitizer memcheck)
+//   ./kernel_oracle tiny             # fewer, smaller cases (for racecheck, which is slower)
 //
 // The CPU kernels of the project are the reference: float16/bfloat16 inputs are compared with
 // the float32 CPU kernel on the same (exactly converted) values, so indices must match exactly
@@ -31,8 +32,19 @@
 
 #include "cpu/parallel.h"
 #include "kernels.h"
+#include "tuning.h"
 
 using namespace pointops;
+
+// Forces a planner's choice through its knob (value null: back to the planner's own).
+static void knob(const char* name, const char* value) {
+  Knob k;
+  if (!tuning_knob(name, &k)) {
+    std::fprintf(stderr, "unknown tuning knob %s\n", name);
+    std::exit(2);
+  }
+  set_tuning(k, value == nullptr ? kUnset : std::atoll(value));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Utilities
@@ -204,14 +216,15 @@ static int64_t idx_mismatch(const std::vector<int64_t>& a, const std::vector<int
 
 static void check_fps(Dtype dt, int64_t B, int64_t N, int64_t K, bool with_lengths, int64_t start,
                       bool quantized, const char* env_name = nullptr, const char* env_value = nullptr) {
-  if (env_name) setenv(env_name, env_value, 1);
+  if (env_name) knob(env_name, env_value);
   const auto pts = representable(uniform_points(B * N * 3, quantized), dt);
   const auto lengths = with_lengths ? random_lengths(B, N) : std::vector<int64_t>();
   auto d_xyz = upload(encode(pts, dt));
   auto d_len = upload_i64(lengths);
-  DeviceBuffer d_idx(B * K * 8), ws(furthest_point_sample_cuda_workspace_bytes(dt, B, N, K));
+  const CudaPlan plan = furthest_point_sample_cuda_plan(dt, B, N, K);
+  DeviceBuffer d_idx(B * K * 8), ws(plan.workspace_bytes);
   poison(d_idx);
-  check_status(furthest_point_sample_cuda(dt, d_xyz.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
+  check_status(furthest_point_sample_cuda(plan, dt, d_xyz.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
                                           B, N, K, start, d_idx.as<int64_t>(), ws.ptr, nullptr), "fps");
   CK(cudaDeviceSynchronize());
   const auto got = download_i64(d_idx, B * K);
@@ -225,7 +238,7 @@ static void check_fps(Dtype dt, int64_t B, int64_t N, int64_t K, bool with_lengt
                 (long long)B, (long long)N, (long long)K, with_lengths, (long long)start, quantized,
                 env_name ? env_name : "", env_name ? "=" : "", env_value ? env_value : "");
   report(name, bad, 0, bad == 0);
-  if (env_name) unsetenv(env_name);
+  if (env_name) knob(env_name, nullptr);
 }
 
 static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int64_t K, bool inclusive,
@@ -240,11 +253,11 @@ static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int6
   auto d_xyz = upload(encode(pts, dt)), d_q = upload(encode(qv, dt));
   auto d_len = upload_i64(lengths), d_qlen = upload_i64(qlengths);
   DeviceBuffer d_idx(B * M * K * 8), d_cnt(B * M * 8), d_dist(B * M * K * elem_size(dt)),
-      ws(ball_query_cuda_workspace_bytes(dt, B, N, M, r, K));
+      ws(ball_query_cuda_plan(dt, B, N, M, K).workspace_bytes);
   poison(d_idx), poison(d_cnt), poison(d_dist);
   const int64_t* lp = with_lengths ? d_len.as<int64_t>() : nullptr;
   const int64_t* qp = with_lengths ? d_qlen.as<int64_t>() : nullptr;
-  check_status(ball_query_cuda(dt, d_xyz.ptr, d_q.ptr, lp, qp, B, N, M, r, inclusive, K, d_idx.as<int64_t>(),
+  check_status(ball_query_cuda(ball_query_cuda_plan(dt, B, N, M, K), dt, d_xyz.ptr, d_q.ptr, lp, qp, B, N, M, r, inclusive, K, d_idx.as<int64_t>(),
                                d_cnt.as<int64_t>(), with_dist ? d_dist.ptr : nullptr, ws.ptr, nullptr),
                "ball_query");
   CK(cudaDeviceSynchronize());
@@ -275,9 +288,10 @@ static void check_knn(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K, bool
   const auto qlengths = with_lengths ? random_lengths(B, M) : std::vector<int64_t>();
   auto d_xyz = upload(encode(pts, dt)), d_q = upload(encode(qv, dt));
   auto d_len = upload_i64(lengths), d_qlen = upload_i64(qlengths);
-  DeviceBuffer d_idx(B * M * K * 8), d_dist(B * M * K * elem_size(dt)), ws(knn_cuda_workspace_bytes(dt, B, N, M, K));
+  const CudaPlan plan = knn_cuda_plan(dt, B, N, M, K);
+  DeviceBuffer d_idx(B * M * K * 8), d_dist(B * M * K * elem_size(dt)), ws(plan.workspace_bytes);
   poison(d_idx), poison(d_dist);
-  check_status(knn_cuda(dt, d_xyz.ptr, d_q.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
+  check_status(knn_cuda(plan, dt, d_xyz.ptr, d_q.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
                         with_lengths ? d_qlen.as<int64_t>() : nullptr, B, N, M, K, d_dist.ptr,
                         d_idx.as<int64_t>(), ws.ptr, nullptr), "knn");
   CK(cudaDeviceSynchronize());
@@ -313,12 +327,13 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   auto d_feat = upload(encode(feat, dt)), d_w = upload(encode(w, dt)), d_g = upload(encode(grad, dt));
   auto d_idx = upload_i64(idx);
   DeviceBuffer d_out(B * C * P * elem_size(dt)), d_gf(B * C * N * elem_size(dt)), d_gw(B * P * T * elem_size(dt)),
-      ws(gather_backward_feat_cuda_workspace_bytes(dt, B, C, N, P, T));
+      ws(gather_backward_feat_cuda_plan(dt, B, C, N, P, T).workspace_bytes);
   poison(d_out), poison(d_gf), poison(d_gw);
   const void* wp = weighted ? d_w.ptr : nullptr;
   check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr), "gather");
-  check_status(gather_backward_feat_cuda(dt, d_g.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr,
-                                         nullptr), "gather_backward_feat");
+  check_status(gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
+                                         d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr),
+               "gather_backward_feat");
   if (weighted)
     check_status(gather_backward_weight_cuda(dt, d_g.ptr, d_feat.ptr, d_idx.as<int64_t>(), B, C, N, P, T, d_gw.ptr,
                                              nullptr), "gather_backward_weight");
@@ -369,20 +384,20 @@ static void run_tiny() {
   check_knn(Dtype::Float32, 1, 9000, 100, 16, true, false);
   check_knn(Dtype::Float32, 1, 9000, 60, 40, false, false);
   check_gather(Dtype::Float32, 2, 5, 300, 200, 3, true);
-  setenv("POINTOPS_GATHER_STAGED", "0", 1);
+  knob("POINTOPS_GATHER_STAGED", "0");
   check_gather(Dtype::Float32, 2, 5, 300, 200, 3, true);
-  unsetenv("POINTOPS_GATHER_STAGED");
+  knob("POINTOPS_GATHER_STAGED", nullptr);
   check_gather(Dtype::Float16, 2, 5, 300, 450, 3, true);
   check_gather(Dtype::Float32, 2, 5, 300, 450, 1, false);
   check_gather(Dtype::Float32, 1, 40, 100, 50000, 1, false);  // transposed backward
   check_gather(Dtype::Float32, 2, 5, 5000, 300, 1, false);    // fused sparse backward
   check_gather(Dtype::Float16, 1, 3, 4100, 200, 3, true);
   check_gather(Dtype::Float16, 1, 3, 4100, 300, 1, false);    // rows not a multiple of 16 bytes
-  setenv("POINTOPS_GATHER_SPARSE", "3", 1);                    // fused, long rows
+  knob("POINTOPS_GATHER_SPARSE", "3");                    // fused, long rows
   check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
   check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);   // more summed targets than slots
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);     // two chunks per block
-  unsetenv("POINTOPS_GATHER_SPARSE");
+  knob("POINTOPS_GATHER_SPARSE", nullptr);
 }
 
 static void run_checks(bool small) {
@@ -453,10 +468,10 @@ static void run_checks(bool small) {
   check_gather(Dtype::BFloat16, 2, 5, 301, 2000, 3, true);
   check_gather(Dtype::Float16, 1, 1, 500, 3000, 3, true);
   check_gather(Dtype::BFloat16, 2, 3, 4096, 9000, 3, false);
-  setenv("POINTOPS_GATHER_PAIRED", "0", 1);
+  knob("POINTOPS_GATHER_PAIRED", "0");
   check_gather(Dtype::Float16, 2, 37, 3000, 20000, 3, true);
   check_gather(Dtype::BFloat16, 2, 6, 300, 2000, 3, true);
-  unsetenv("POINTOPS_GATHER_PAIRED");
+  knob("POINTOPS_GATHER_PAIRED", nullptr);
   // Long grad_out rows on the transposed path (two channel slabs, T = 1, 3 and a runtime T,
   // every dtype; the first three have 2^16 entries or more, so their rows are built on the
   // second stream beside the transpose, the float64 one in line); then the direct sums.
@@ -467,14 +482,14 @@ static void run_checks(bool small) {
   // The sparse sums (a lane per target) from grad_out, also on dense shapes (long rows), then
   // from staged grad_out rows (several spans and channel groups), and the dense sums on a
   // sparse shape.
-  setenv("POINTOPS_GATHER_SPARSE", "1", 1);
+  knob("POINTOPS_GATHER_SPARSE", "1");
   check_gather(Dtype::Float32, 2, 130, 500, 300, 1, false);
   check_gather(Dtype::Float16, 1, 70, 3000, 2000, 3, true);
   check_gather(Dtype::Float64, 2, 9, 500, 5000, 3, true);
   check_gather(Dtype::BFloat16, 2, 37, 300, 20000, 3, true);
   check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);
   check_gather(Dtype::Float32, 2, 130, 5000, 300, 1, false);
-  setenv("POINTOPS_GATHER_SPARSE", "2", 1);
+  knob("POINTOPS_GATHER_SPARSE", "2");
   check_gather(Dtype::Float32, 2, 37, 5000, 700, 3, true);
   check_gather(Dtype::Float16, 2, 40, 9000, 5000, 1, false);
   check_gather(Dtype::Float32, 1, 9, 4200, 3000, 5, true);  // > span entries: unstaged list
@@ -483,7 +498,7 @@ static void run_checks(bool small) {
   // The fused sparse sums: several spans and channel groups, a runtime T, odd N (scalar
   // stores), fewer targets than a vector, long rows (heap sort), and too many entries
   // (falls back to the staged sums).
-  setenv("POINTOPS_GATHER_SPARSE", "3", 1);
+  knob("POINTOPS_GATHER_SPARSE", "3");
   check_gather(Dtype::Float32, 2, 37, 5000, 700, 3, true);
   check_gather(Dtype::Float16, 2, 40, 9000, 5000, 1, false);
   check_gather(Dtype::Float64, 2, 6, 9001, 1000, 1, false);
@@ -497,17 +512,17 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float16, 40, 128, 4000, 900, 1, false);
   check_gather(Dtype::Float16, 2, 6, 300, 2000, 1, false);   // rows of ~7: slot sums from registers and looped
   check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);   // the same, weighted
-  setenv("POINTOPS_GATHER_SPARSE", "0", 1);
+  knob("POINTOPS_GATHER_SPARSE", "0");
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
-  unsetenv("POINTOPS_GATHER_SPARSE");
-  setenv("POINTOPS_GATHER_STAGED", "0", 1);  // the direct forward and backward
+  knob("POINTOPS_GATHER_SPARSE", nullptr);
+  knob("POINTOPS_GATHER_STAGED", "0");  // the direct forward and backward
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
   check_gather(Dtype::Float16, 3, 130, 700, 900, 1, false);
   check_gather(Dtype::Float64, 2, 7, 300, 100, 5, true);
   check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // direct path on a stageable shape
   check_gather(Dtype::BFloat16, 2, 3, 30000, 40000, 1, false);
   check_gather(Dtype::Float32, 2, 7, 300, 100, 3, true);
-  unsetenv("POINTOPS_GATHER_STAGED");
+  knob("POINTOPS_GATHER_STAGED", nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,7 +606,7 @@ static void write_json(const char* json_path, double bw) {
       std::fprintf(stderr, "cannot write %s\n", json_path);
       std::exit(2);
     }
-    std::fprintf(f, "{\n  \"tool\": \"cuda_harness\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
+    std::fprintf(f, "{\n  \"tool\": \"kernel_oracle\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
                  "  \"cuda_runtime\": %d,\n  \"copy_GBps\": %.1f,\n  \"rows\": [\n", prop.name, prop.multiProcessorCount,
                  driver, runtime, bw / 1e9);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -621,9 +636,10 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
       if (dt == Dtype::Float16 && s.N != 100000) continue;
       const auto pts = uniform_points(s.B * s.N * 3, false);
       auto d_xyz = upload(encode(pts, dt));
-      DeviceBuffer d_idx(s.B * s.K * 8), ws(furthest_point_sample_cuda_workspace_bytes(dt, s.B, s.N, s.K));
+      const CudaPlan plan = furthest_point_sample_cuda_plan(dt, s.B, s.N, s.K);
+      DeviceBuffer d_idx(s.B * s.K * 8), ws(plan.workspace_bytes);
       const double ms = time_ms([&] {
-        check_status(furthest_point_sample_cuda(dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0, d_idx.as<int64_t>(), ws.ptr,
+        check_status(furthest_point_sample_cuda(plan, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0, d_idx.as<int64_t>(), ws.ptr,
                                                 nullptr), "fps"); }, 2, s.N >= 1000000 ? 3 : 10);
       char shape[100];
       std::snprintf(shape, sizeof shape, "B%lld N%lld K%lld %s", (long long)s.B, (long long)s.N, (long long)s.K, dt_name(dt));
@@ -632,11 +648,13 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
       add_row("fps", shape, ms, s.target, s.peer, 0, note);
       if (sweep && dt == Dtype::Float32 && s.N <= 100000) {  // the alternatives the planner skipped
         for (const char* g : {"1", "2", "4", "8", "16"}) {
-          setenv("POINTOPS_FPS_GROUP", g, 1);
+          knob("POINTOPS_FPS_GROUP", g);
+          const CudaPlan forced = furthest_point_sample_cuda_plan(dt, s.B, s.N, s.K);
+          DeviceBuffer ws_forced(forced.workspace_bytes);
           const double alt = time_ms([&] {
-            check_status(furthest_point_sample_cuda(dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0, d_idx.as<int64_t>(),
-                                                    ws.ptr, nullptr), "fps"); }, 1, 3);
-          unsetenv("POINTOPS_FPS_GROUP");
+            check_status(furthest_point_sample_cuda(forced, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0,
+                                                    d_idx.as<int64_t>(), ws_forced.ptr, nullptr), "fps"); }, 1, 3);
+          knob("POINTOPS_FPS_GROUP", nullptr);
           std::snprintf(note, sizeof note, "variant POINTOPS_FPS_GROUP=%s, %.2f us/step", g, alt * 1e3 / s.K);
           add_row("fps_variant", shape, alt, s.target, s.peer, 0, note);
         }
@@ -671,17 +689,20 @@ static void bench_rest(double bw, bool sweep) {
       auto d_xyz = upload(encode(pts, dt)), d_q = upload(encode(q, dt));
       DeviceBuffer d_idx(s.B * s.M * s.K * 8), d_cnt(s.B * s.M * 8), d_d(s.B * s.M * s.K * elem_size(dt));
       const bool ball = std::string(s.op) == "ball_query";
-      DeviceBuffer ws(ball ? ball_query_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.r, s.K)
-                           : knn_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.K));
-      auto search = [&](void* workspace) {
+      auto plan_search = [&] {
+        return ball ? ball_query_cuda_plan(dt, s.B, s.N, s.M, s.K) : knn_cuda_plan(dt, s.B, s.N, s.M, s.K);
+      };
+      const CudaPlan plan = plan_search();
+      DeviceBuffer ws(plan.workspace_bytes);
+      auto search = [&](const CudaPlan& plan, void* workspace) {
         if (ball)
-          check_status(ball_query_cuda(dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.r, true, s.K,
+          check_status(ball_query_cuda(plan, dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.r, true, s.K,
                                        d_idx.as<int64_t>(), d_cnt.as<int64_t>(), nullptr, workspace, nullptr), "ball");
         else
-          check_status(knn_cuda(dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.K, d_d.ptr,
+          check_status(knn_cuda(plan, dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.K, d_d.ptr,
                                 d_idx.as<int64_t>(), workspace, nullptr), "knn");
       };
-      const double ms = time_ms([&] { search(ws.ptr); }, 3, 10);
+      const double ms = time_ms([&] { search(plan, ws.ptr); }, 3, 10);
       const double bytes = (s.B * s.N * 3.0 + s.B * s.M * 3.0) * elem_size(dt) + s.B * s.M * s.K * 8.0 +
                            (ball ? s.B * s.M * 8.0 : s.B * s.M * s.K * double(elem_size(dt)));
       char shape[100];
@@ -689,11 +710,11 @@ static void bench_rest(double bw, bool sweep) {
       else std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld k%lld %s", (long long)s.B, (long long)s.N, (long long)s.M, (long long)s.K, dt_name(dt));
       add_row(s.op, shape, ms, s.target, s.peer, floor_of(bytes));
       if (sweep && dt == Dtype::Float32 && s.N <= 16384) {  // the other neighbour-search path
-        setenv("POINTOPS_GRID_MIN_POINTS", s.N >= 8192 ? "1000000000" : "1", 1);
-        DeviceBuffer ws2(ball ? ball_query_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.r, s.K)
-                              : knn_cuda_workspace_bytes(dt, s.B, s.N, s.M, s.K));
-        const double alt = time_ms([&] { search(ws2.ptr); }, 2, 5);
-        unsetenv("POINTOPS_GRID_MIN_POINTS");
+        knob("POINTOPS_GRID_MIN_POINTS", s.N >= 8192 ? "1000000000" : "1");
+        const CudaPlan other = plan_search();
+        DeviceBuffer ws2(other.workspace_bytes);
+        const double alt = time_ms([&] { search(other, ws2.ptr); }, 2, 5);
+        knob("POINTOPS_GRID_MIN_POINTS", nullptr);
         add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer, floor_of(bytes),
                 s.N >= 8192 ? "variant tiled scan" : "variant spatial grid");
       }
@@ -713,7 +734,8 @@ static void bench_rest(double bw, bool sweep) {
       auto d_f = upload(encode(feat, dt)), d_w = upload(encode(w, dt)), d_i = upload_i64(idx);
       DeviceBuffer d_out(s.B * s.C * s.P * elem_size(dt)), d_gf(s.B * s.C * s.N * elem_size(dt)),
           d_acc(s.B * s.C * s.N * 4), d_gw(s.B * s.P * s.T * elem_size(dt)),
-          ws(gather_backward_feat_cuda_workspace_bytes(dt, s.B, s.C, s.N, s.P, s.T));
+          ws(gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T).workspace_bytes);
+      const CudaPlan bwd_plan = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
       const void* wp = s.weighted ? d_w.ptr : nullptr;
       const double es = elem_size(dt);
       char shape[120];
@@ -728,19 +750,19 @@ static void bench_rest(double bw, bool sweep) {
               floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered));
       if (sweep && dt == Dtype::Float32) {
         for (const char* v : {"0", "1"}) {
-          setenv("POINTOPS_GATHER_STAGED", v, 1);
+          knob("POINTOPS_GATHER_STAGED", v);
           const double alt = time_ms([&] {
             check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr,
                                              nullptr), "gather"); }, 2, 5);
-          unsetenv("POINTOPS_GATHER_STAGED");
+          knob("POINTOPS_GATHER_STAGED", nullptr);
           add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer,
                   floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered),
                   std::string("variant POINTOPS_GATHER_STAGED=") + v);
         }
       }
       const double bwd = time_ms([&] {
-        check_status(gather_backward_feat_cuda(dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_gf.ptr,
-                                               ws.ptr, nullptr), "bwd"); }, 3, 20);
+        check_status(gather_backward_feat_cuda(bwd_plan, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T,
+                                               d_gf.ptr, ws.ptr, nullptr), "bwd"); }, 3, 20);
       double atomic_ms = 0;
       if (dt == Dtype::Float32) {
         atomic_ms = time_ms([&] {

@@ -1,0 +1,142 @@
+// Planning the gather backward (CUDA): which sums run (gather_backward_sums.cuh), their launch
+// shape and the workspace they need, decided once per call from the sizes and the device.
+#pragma once
+
+#include "common.cuh"
+#include "gather_backward_rows.cuh"
+#include "gather_backward_sums.cuh"
+
+namespace pointops {
+namespace cuda_detail {
+
+struct FusedPlan {
+  int stage_rows;              // grad_out rows per buffer (two buffers)
+  int64_t channels_per_block;  // a multiple of stage_rows
+  int64_t blocks;
+  size_t smem;
+};
+
+// The fused sums' launch, or false where they do not apply (too many entries for the block's
+// registers and shared memory, or grad_out rows too long to stage).
+inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes, FusedPlan* plan) {
+  const int64_t entries = P * T;
+  if (P <= 0 || entries > kFusedMaxEntries) return false;
+  const int64_t row_bytes = fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
+  int64_t stage_rows = (kFusedSmemBytes - static_cast<int64_t>(fused_rows_bytes(entries))) / (2 * row_bytes);
+  if (stage_rows < 1) return false;
+  if (stage_rows > C) stage_rows = C;
+  // Two blocks per SM at least: fewer channels per block where the clouds and spans are few.
+  const int64_t slices = B * ceil_div(N, kFusedSpan);
+  int64_t groups = ceil_div(2 * int64_t{current_device_sm_count()}, slices);
+  const int64_t max_groups = ceil_div(C, stage_rows);
+  if (groups > max_groups) groups = max_groups;
+  if (groups < 1) groups = 1;
+  plan->stage_rows = static_cast<int>(stage_rows);
+  plan->channels_per_block = ceil_div(ceil_div(C, groups), stage_rows) * stage_rows;
+  plan->blocks = slices * ceil_div(C, plan->channels_per_block);
+  plan->smem = fused_rows_bytes(entries) + static_cast<size_t>(2 * stage_rows * row_bytes);
+  return plan->blocks <= INT32_MAX;
+}
+
+// Dynamic shared memory of a fused block with `stage_rows` rows per buffer.
+inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_rows) {
+  const int64_t row_bytes = fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
+  return fused_rows_bytes(P * T) + static_cast<size_t>(2 * stage_rows * row_bytes);
+}
+
+// Which sums run: the transposed (dense) sums, the sparse sums (fused, staged or direct), or
+// with the GatherStaged knob at 0 the direct sums (no slab in the workspace). The transposed sums
+// replaced an earlier variant that summed every row, a block of rows at a time, from grad_out
+// rows staged in shared memory (three_interpolate 308 -> 198 µs, gather_points float16 137 ->
+// 102 µs, group_points equal on the H200); the sparse sums instead give each target a lane and
+// serve only sparse rows. The GatherSparse knob forces one (benchmarks and tests compare
+// them): 0 the dense sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged
+// grad_out rows (falling back to 1 where those rows do not fit), 3 the fused sparse sums
+// (falling back to 2).
+enum class SumPath : int32_t { Direct, Transposed, SparseDirect, SparseStaged, SparseFused };
+
+// grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
+inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
+  if (P <= 0) return 0;
+  int64_t cs = staged_sum_row_bytes() / (P * static_cast<int64_t>(elem_bytes));
+  if (cs > kStagedSumChannels) cs = kStagedSumChannels;
+  if (cs > C) cs = C;
+  return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer rows per block re-read the bounds too often
+}
+
+// `fused` receives the fused sums' plan when they are chosen.
+inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                           FusedPlan* fused) {
+  if (plan_fused(B, C, N, P, T, elem_bytes, fused)) return SumPath::SparseFused;
+  return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
+}
+
+inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                               FusedPlan* fused) {
+  if (tuning(Knob::GatherStaged) == 0) return SumPath::Direct;
+  switch (tuning(Knob::GatherSparse)) {
+    case 0: return SumPath::Transposed;
+    case 1: return SumPath::SparseDirect;
+    case 2: return SumPath::SparseStaged;
+    case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
+    default: break;
+  }
+  // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
+  // cheap while it stays in half of the L2. Beyond, each read would come from DRAM; the dense
+  // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
+  const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
+  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return SumPath::Transposed;
+  return sparse_path(B, C, N, P, T, elem_bytes, fused);
+}
+
+inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
+  if (path != SumPath::Transposed) return 0;
+  const int64_t channels = C < kChannelTile ? C : kChannelTile;
+  return static_cast<size_t>(B * P * channels) * elem_bytes;
+}
+
+// The plan of one gather_backward_feat call, in CudaPlan terms:
+//   path      a SumPath
+//   shape[0]  1 when row positions and entry numbers fit 32 bits (fits_u32), else 0
+//   fused:    shape[1] stage rows per buffer, shape[2] channels per block, shape[3] blocks
+//   staged:   shape[1] grad_out rows per block, shape[2] targets per block (span)
+// The workspace holds the rows (and the slab) except for the fused sums, which need none.
+inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
+  const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
+  CudaPlan plan;
+  plan.shape[0] = fits_u32(B, N, P, T) ? 1 : 0;
+  FusedPlan fused;
+  SumPath path = choose_sum_path(B, C, N, P, T, elem, &fused);
+  if (path == SumPath::SparseFused) {
+    plan.path = static_cast<int32_t>(path);
+    plan.shape[1] = fused.stage_rows;
+    plan.shape[2] = fused.channels_per_block;
+    plan.shape[3] = fused.blocks;
+    return plan;
+  }
+  if (path == SumPath::SparseStaged) {
+    const int64_t channels = staged_sum_channels(C, P, elem);
+    const int64_t span = staged_sum_span();
+    if (channels > 0 && span > 0 && B * ceil_div(C, channels) * ceil_div(N, span) <= INT32_MAX) {
+      plan.shape[1] = channels;
+      plan.shape[2] = span;
+    } else {
+      path = SumPath::SparseDirect;  // the staged rows do not fit
+    }
+  }
+  plan.path = static_cast<int32_t>(path);
+  const size_t slab = slab_bytes(B, C, P, elem, path);
+  if (plan.shape[0] == 1) {
+    RowArrays<uint32_t> rows;
+    if (carve_rows<uint32_t>(nullptr, B, N, P, T, slab, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+  } else {
+    RowArrays<unsigned long long> rows;
+    if (carve_rows<unsigned long long>(nullptr, B, N, P, T, slab, &rows) == nullptr) {
+      plan.workspace_bytes = rows.total_bytes;
+    }
+  }
+  return plan;
+}
+
+}  // namespace cuda_detail
+}  // namespace pointops

@@ -1,0 +1,56 @@
+// Switches that force a kernel path, so that tests and benchmarks can compare the strategies a
+// planner did not pick. Every switch is listed here; nothing else in csrc reads the environment.
+//
+// Each is read from its POINTOPS_* environment variable once, at its first use; set_tuning()
+// overrides one at run time (the CUDA test harness, the Python tests through
+// torch.ops.pointops.set_tuning). kUnset means "the planner decides". Not for users: the
+// defaults are what the benchmarks measure.
+#pragma once
+
+#include <cstdint>
+
+namespace pointops {
+
+enum class Knob : int32_t {
+  // CUDA FPS: force the cluster size G (1, 2, 4, ...); 1 = no clusters (Hopper and newer
+  // otherwise may use them); 0 = no lean block path; 1 = the general (workspace) path only.
+  FpsGroup,
+  FpsNoCluster,
+  FpsLean,
+  FpsGeneral,
+  // CUDA kNN / ball query: the cloud size from which the uniform grid is used.
+  GridMinPoints,
+  // CUDA gather forward: 0 = direct, 1 = staged rows; stage budget in KB; 0 = no channel pairs.
+  GatherStaged,
+  GatherStageKb,
+  GatherPaired,
+  // CUDA gather backward: 0 dense (transposed), 1 sparse direct, 2 sparse staged, 3 fused;
+  // the staged sums' stage size (KB) and span; 0 = build rows in line, not beside the transpose.
+  GatherSparse,
+  GatherSumStageKb,
+  GatherSumSpan,
+  GatherOverlap,
+  // CPU FPS: 0 = brute force, 1 = kd-tree (POINTOPS_CPU_FPS_PATH=brute|kdtree|auto).
+  CpuFpsPath,
+  Count,
+};
+
+constexpr int64_t kUnset = -1;
+
+// The environment variable of a knob ("POINTOPS_FPS_GROUP", ...).
+const char* tuning_name(Knob knob);
+// The knob named `name` (with or without the POINTOPS_ prefix); false when there is none.
+bool tuning_knob(const char* name, Knob* knob);
+// The knob's value, kUnset when neither the environment nor set_tuning gave one.
+int64_t tuning(Knob knob);
+// Sets the knob (kUnset clears it); returns the previous value.
+int64_t set_tuning(Knob knob, int64_t value);
+// Counts set_tuning calls, so that cached launch plans made under other settings are redone.
+int64_t tuning_generation();
+// The knob's value, or `fallback` when unset.
+inline int64_t tuning_or(Knob knob, int64_t fallback) {
+  const int64_t v = tuning(knob);
+  return v == kUnset ? fallback : v;
+}
+
+}  // namespace pointops
