@@ -23,6 +23,7 @@
 //   to `<name>_cuda(...)`, which launches exactly that plan.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -52,6 +53,18 @@ CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t
 Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
                                   const int64_t* lengths, int64_t B, int64_t N, int64_t K,
                                   int64_t start, int64_t* idx, void* workspace, void* stream);
+
+// Packed clouds: cloud b is rows ptr[b] .. ptr[b+1]-1 of xyz [P,3] and gets the rows
+// sample_ptr[b] .. sample_ptr[b+1]-1 of idx [S] (as many picks as that range holds). Picks are
+// global rows of xyz; the first is the cloud's first row; slots past the cloud's size are -1.
+// The CUDA plan sizes its strategy for clouds of at most max_points points (every cloud must
+// fit: the binding checks it with the value checks).
+Status furthest_point_sample_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                                        const int64_t* sample_ptr, int64_t S, int64_t B, int64_t* idx);
+CudaPlan furthest_point_sample_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t max_points);
+Status furthest_point_sample_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr,
+                                         int64_t P, const int64_t* sample_ptr, int64_t S, int64_t B,
+                                         int64_t* idx, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Ball query.
@@ -118,6 +131,52 @@ Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* fe
 Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat,
                                    const int64_t* idx, int64_t B, int64_t C, int64_t N,
                                    int64_t P, int64_t T, void* grad_weight, void* stream);
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous value checks (CUDA): the default CUDA path never waits for the device, so input
+// values are checked by a kernel queued before the op's own kernels, and what it finds is
+// reported later (value_check_error). A problem is recorded as one code (value_check_codes.h);
+// the first recorded code stays until it is taken, and while a code is recorded every output
+// listed to poison_outputs_cuda is overwritten (floats NaN, indices kPoisonIndex), so no call
+// after the bad one returns a plausible-looking result. The CPU binding checks values directly.
+enum class CheckKind : int32_t {
+  Coordinates = 1,  // floats (dtype dt) finite with |x| <= limit
+  Range = 2,        // int64 in [low, high]
+  RowPointer = 3,   // int64 [count]: first 0, nondecreasing, last == high
+};
+
+struct ValueCheck {
+  CheckKind kind;
+  int32_t code;  // recorded when this check fails
+  const void* data;
+  int64_t count;
+  Dtype dt;  // Coordinates: the element type
+  double limit;  // Coordinates
+  int64_t low, high;  // Range / RowPointer
+};
+
+struct PoisonTarget {
+  void* data;
+  int64_t count;
+  bool is_index;  // int64 indices (else floats of dtype dt)
+  Dtype dt;
+};
+
+constexpr int kMaxValueChecks = 6;
+constexpr int kMaxPoisonTargets = 4;
+constexpr int64_t kPoisonIndex = INT64_MIN;
+
+// Queues the checks (at most kMaxValueChecks) on `stream`. *skipped is set when they cannot run
+// (the device's check state is not allocated yet and the stream is being captured).
+Status value_checks_cuda(const ValueCheck* checks, int count, void* stream, bool* skipped);
+// Queues the overwrite of the targets with poison, which takes effect only while a code is
+// recorded on the current device.
+Status poison_outputs_cuda(const PoisonTarget* targets, int count, void* stream);
+// The code recorded on `device` and visible to the host now, without waiting (0: none); `take`
+// clears it (on the host at once, on the device in `stream`'s order).
+int32_t value_check_error(int32_t device, bool take, void* stream);
+// Waits for the work queued on `stream` (the explicit check, pointops.check_errors()).
+Status synchronize_stream(void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // What the CUDA part of this binary was built with (filled in by csrc/cuda/build_info.cu from

@@ -22,6 +22,7 @@ from . import (  # noqa: E402,F401
 from ._build_info import build_info  # noqa: E402
 from .ops import (  # noqa: E402
     ball_query,
+    check_errors,
     furthest_point_sample,
     gather_points,
     group_points,
@@ -39,6 +40,7 @@ __all__ = [
     "ExtensionLoadError",
     "ball_query",
     "build_info",
+    "check_errors",
     "furthest_point_sample",
     "gather_points",
     "group_points",

@@ -29,11 +29,15 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 # ---------------------------------------------------------------------------------------------
 # the value-check switch
 #
-# Value checks (finite coordinates, index and lengths ranges) read tensor data. On CUDA that is a
-# device synchronisation per call, so they can be turned off for speed; the kernels clamp
-# lengths and treat out-of-range indices as "no point", so bad values then give wrong results
-# but never out-of-bounds reads. On CPU the binding checks the same values in C++ at no sync
-# cost, whatever the switch says.
+# Value checks: finite coordinates small enough for finite squared distances, index and
+# lengths ranges. On CPU the binding checks them before the kernels run, whatever the switch
+# says, and the API turns its error into a ValueError naming the argument. On CUDA they never
+# wait for the device: a check kernel runs before the op's kernels, and a problem it finds is
+# raised (as ValueError) by the next pointops call on that GPU that sees it, or by
+# check_errors(); until then every pointops output on that GPU is NaN / -2**63 (docs/ops.md,
+# "Value checks"). Switched off, CUDA ops skip those kernels; the kernels clamp lengths and
+# treat out-of-range indices as "no point", so bad values then give wrong results but never
+# out-of-bounds reads.
 
 def _value_checks_from_env() -> bool:
     raw = os.environ.get("POINTOPS_VALUE_CHECKS", "1").strip().lower()
@@ -47,6 +51,7 @@ def _value_checks_from_env() -> bool:
 
 
 _value_checks_on = _value_checks_from_env()
+_ops.set_value_checks(_value_checks_on)
 
 
 def value_checks_enabled() -> bool:
@@ -60,6 +65,7 @@ def set_value_checks(enabled: bool) -> bool:
     if not isinstance(enabled, bool):
         raise TypeError(f"pointops: set_value_checks takes True or False, got {enabled!r}")
     previous, _value_checks_on = _value_checks_on, enabled
+    _ops.set_value_checks(enabled)
     return previous
 
 
@@ -73,18 +79,33 @@ def value_checks(enabled: bool):
         set_value_checks(previous)
 
 
+def check_errors(device=None) -> None:
+    """Waits for a GPU's current stream and raises the problem its value checks found, if any
+    (ValueError). device: a CUDA device, its index, or None for the current one. Does nothing
+    where pointops has no CUDA kernels or torch no GPU."""
+    if not (_HAS_CUDA_KERNELS and torch.cuda.is_available()):
+        return
+    target = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if target.type != "cuda":
+        raise ValueError(f"pointops: check_errors takes a CUDA device, got {device!r}")
+    try:
+        _ops.check_errors(torch.cuda.current_device() if target.index is None else target.index)
+    except RuntimeError as error:
+        _raise_recorded(error)
+        raise
+
+
+def _raise_recorded(error: RuntimeError) -> None:
+    """A problem found by the asynchronous CUDA checks arrives from the binding as RuntimeError;
+    it is a bad argument value, so the API raises it as ValueError."""
+    message = str(error)
+    start = message.find("pointops.")
+    if "was given bad values" in message and start >= 0:
+        raise ValueError(message[start:].splitlines()[0]) from None
+
+
 # ---------------------------------------------------------------------------------------------
 # argument checks
-
-def _data_checks_enabled(t: Tensor) -> bool:
-    """Value checks need the data: skip them when switched off, while tracing for
-    torch.compile and during CUDA graph capture, where reading values is not allowed."""
-    if not _value_checks_on or torch.compiler.is_compiling():
-        return False
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        return False
-    return True
-
 
 # Whether this binary has CUDA kernels (CUDART_VERSION it was built with, 0 for CPU only).
 _HAS_CUDA_KERNELS = int(_ops.cuda_runtime_version()) > 0
@@ -121,11 +142,6 @@ def _points(t, name: str) -> Tensor:
     if t.dim() != 3 or t.shape[2] != 3:
         raise ValueError(f"pointops: {name} must have shape [B, N, 3], got {list(t.shape)}")
     return t
-
-
-def _check_finite(t: Tensor, name: str) -> None:
-    if t.numel() and _data_checks_enabled(t) and not bool(torch.isfinite(t).all()):
-        raise ValueError(_not_finite_message(name))
 
 
 def _same_device(ref: Tensor, ref_name: str, t: Tensor, name: str) -> None:
@@ -175,16 +191,14 @@ def _pair_structure(xyz, query, names=("xyz", "query")):
     return xyz, query
 
 
-def _pair(xyz, query, names=("xyz", "query")):
-    """Checks a point set and its queries, values included; `names` are the caller's names."""
-    xyz, query = _pair_structure(xyz, query, names)
-    _check_finite(xyz, names[0])
-    _check_finite(query, names[1])
-    return xyz, query
-
-
 # ---------------------------------------------------------------------------------------------
 # value checks and the call of an operator
+
+def coordinate_limit(dtype: torch.dtype) -> float:
+    """The largest coordinate magnitude whose squared distances stay finite in the accumulation
+    type (float32 for float32/float16/bfloat16, float64 for float64): (2x)^2 * 3 <= its max."""
+    return math.sqrt(torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).max / 12)
+
 
 def _not_finite_message(name: str) -> str:
     return f"pointops: {name} contains nan or inf; coordinates must be finite"
@@ -220,18 +234,26 @@ class _ValueChecks:
         stats = []
         for kind, t, *_ in live:
             if kind == "finite":
-                stats.append(torch.isfinite(t).all().reshape(1).long())
+                stats.append(torch.stack([torch.isfinite(t).all().to(torch.float64),
+                                          t.abs().max().to(torch.float64)]))
             else:
-                stats.append(torch.stack(torch.aminmax(t)))
-        values = torch.cat(stats).tolist()  # the one read of device data
+                stats.append(torch.stack(torch.aminmax(t)).to(torch.float64))
+        values = torch.cat(stats).tolist()  # the one read of data
         pos = 0
-        for kind, _, name, low, high, detail in live:
+        for kind, t, name, low, high, detail in live:
             if kind == "finite":
-                ok, pos = bool(values[pos]), pos + 1
-                if not ok:
+                finite, largest = bool(values[pos]), values[pos + 1]
+                pos += 2
+                if not finite:
                     return ValueError(_not_finite_message(name))
+                limit = coordinate_limit(t.dtype)
+                if largest > limit:
+                    return ValueError(f"pointops: {name} holds a coordinate of magnitude {largest:.3g}, beyond "
+                                      f"{limit:.3g}: squared distances between such points overflow "
+                                      f"{'float64' if t.dtype == torch.float64 else 'float32'}; scale or "
+                                      "center the cloud")
                 continue
-            got_low, got_high = values[pos], values[pos + 1]
+            got_low, got_high = int(values[pos]), int(values[pos + 1])
             pos += 2
             if got_low >= low and got_high <= high:
                 continue
@@ -243,31 +265,28 @@ class _ValueChecks:
         return None
 
 
-def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (), function=None):
-    """Runs op(*args) after the value checks.
+def _call(op, args: tuple, checks=None, grad_inputs: tuple = (), function=None):
+    """Runs op(*args) and turns a bad-value error into a ValueError that names the argument.
 
-    On CUDA the checks run first (when switched on). On CPU the binding checks the same values
-    itself, so they run only when the op raised, to replace the binding's message with the
-    clearer one. With no input requiring grad the op is called below the autograd layer, which
-    skips the Python autograd wrapper that torch.library.register_autograd installs; when one
-    does, `function` (the op's autograd.Function from _registrations) is applied directly.
+    The binding checks values itself: on CPU before the kernels run, on CUDA asynchronously
+    (a problem found by an earlier call arrives as RuntimeError). `checks` is a callable giving
+    this call's _ValueChecks, built only when a CPU op raised, to replace the binding's message
+    with the clearer one. With no input requiring grad the op is called below the autograd layer,
+    which skips the Python autograd wrapper that torch.library.register_autograd installs; when
+    one does, `function` (the op's autograd.Function from _registrations) is applied directly.
     """
-    ref = args[0]
     if torch.compiler.is_compiling():
-        return op(*args)  # traced: values are unknown and autograd is handled by the tracer
-    on_cuda = ref.is_cuda
-    if checks is not None and on_cuda and _data_checks_enabled(ref):
-        problem = checks.first_problem()
-        if problem is not None:
-            raise problem
+        return op(*args)  # traced: autograd is handled by the tracer
     try:
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
             return function.apply(*args) if function is not None else op(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
-    except RuntimeError:
-        if checks is not None and not on_cuda and _value_checks_on:
-            problem = checks.first_problem()
+    except RuntimeError as error:
+        if args[0].is_cuda:
+            _raise_recorded(error)
+        elif checks is not None and _value_checks_on:
+            problem = checks().first_problem()
             if problem is not None:
                 raise problem from None
         raise
@@ -295,14 +314,18 @@ def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, st
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise ValueError(f"pointops: start must be an int >= 0, got {start!r}")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
-    checks = _ValueChecks().finite(xyz, "xyz").lengths(lengths, "lengths", xyz, "xyz")
+
+    def checks():
+        return _ValueChecks().finite(xyz, "xyz").lengths(lengths, "lengths", xyz, "xyz")
+
     return _call(_fps_op, (xyz, k, lengths, start), checks)
 
 
-def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")) -> _ValueChecks:
-    return (_ValueChecks().finite(xyz, names[0]).finite(query, names[1])
-            .lengths(lengths, "lengths", xyz, names[0])
-            .lengths(query_lengths, "query_lengths", query, names[1]))
+def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")):
+    """The value checks of a neighbour search, as a callable for _call."""
+    return lambda: (_ValueChecks().finite(xyz, names[0]).finite(query, names[1])
+                    .lengths(lengths, "lengths", xyz, names[0])
+                    .lengths(query_lengths, "query_lengths", query, names[1]))
 
 
 def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tensor | None = None,
@@ -363,6 +386,10 @@ def _features(feat, name: str = "feat") -> Tensor:
     return feat
 
 
+def _index_checks(idx: Tensor, n: int):
+    return lambda: _ValueChecks().indices(idx, "idx", n)
+
+
 def _features_and_index(feat, idx, idx_layout: str):
     """Checks feat [B, C, N] and an index tensor of layout `idx_layout` (e.g. "[B, M]") into it;
     returns them with the pending index-range check."""
@@ -371,7 +398,7 @@ def _features_and_index(feat, idx, idx_layout: str):
     if idx.dim() != idx_layout.count(",") + 1 or idx.shape[0] != feat.shape[0]:
         raise ValueError(f"pointops: idx must have shape {idx_layout} with B = {feat.shape[0]}, got "
                          f"{list(idx.shape)}")
-    return feat, idx, _ValueChecks().indices(idx, "idx", feat.shape[2])
+    return feat, idx, _index_checks(idx, feat.shape[2])
 
 
 def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
@@ -403,5 +430,4 @@ def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
                          f"{list(weight.shape)}")
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
-    checks = _ValueChecks().indices(idx, "idx", feat.shape[2])
-    return _call(_gather_op, (feat, idx, weight), checks, (feat, weight), GatherFunction)
+    return _call(_gather_op, (feat, idx, weight), _index_checks(idx, feat.shape[2]), (feat, weight), GatherFunction)

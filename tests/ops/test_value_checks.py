@@ -188,20 +188,64 @@ def test_api_gradients_equal_the_registered_autograd_of_the_raw_ops():
 CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
 
 
+POISON_INDEX = -(2**63)
+
+
+def test_coordinates_too_large_for_squared_distances_are_refused_on_cpu():
+    far = torch.tensor([[[0.0, 0.0, 0.0], [6e18, 0.0, 0.0], [1.0, 1.0, 1.0]]])
+    with pytest.raises(ValueError, match=r"xyz holds a coordinate of magnitude 6e\+18, beyond 5.3\de\+18"):
+        pointops.furthest_point_sample(far, 2)
+    with pytest.raises(ValueError, match="query holds a coordinate"):
+        pointops.knn(pts(1, 3), far, 1)
+    near_limit = far.clone()
+    near_limit[0, 1, 0] = 5e18  # its squared distances are finite: accepted
+    assert pointops.furthest_point_sample(near_limit, 2).tolist() == [[0, 1]]
+    # float64 accumulates in float64: the same values are fine
+    assert pointops.furthest_point_sample(far.double(), 2).tolist() == [[0, 1]]
+
+
 @pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
-def test_cuda_checks_on_raise_and_checks_off_stay_in_bounds():
+def test_cuda_bad_values_poison_the_outputs_and_are_raised_later():
+    dev = "cuda"
+    pointops.check_errors()  # nothing left from other tests
+    feat = torch.rand(1, 2, 5, device=dev)
+    out = pointops.gather_points(feat, torch.tensor([[0, 5, -7]], device=dev))  # no error yet: no sync
+    with pytest.raises(ValueError, match=r"earlier pointops.gather .* idx held a value outside its range"):
+        pointops.check_errors()
+    assert torch.isnan(out).all()
+    pointops.check_errors()  # taken: nothing left
+
+    xyz, query = pts(1, 6).to(dev), pts(1, 3).to(dev)
+    nan_query = torch.full((1, 2, 3), math.nan, device=dev)
+    dist2, idx = pointops.knn(xyz, nan_query, 2)
+    torch.cuda.synchronize()
+    assert torch.isnan(dist2).all() and (idx == POISON_INDEX).all()
+    with pytest.raises(ValueError, match=r"pointops.knn: an earlier pointops.knn call .* query held nan"):
+        pointops.knn(xyz, query, 2)  # the next call raises before it queues anything
+    d, i = pointops.knn(xyz, query, 2)  # and then works again
+    expected_d, expected_i = pointops.knn(xyz.cpu(), query.cpu(), 2)
+    torch.testing.assert_close(i.cpu(), expected_i)
+    torch.testing.assert_close(d.cpu(), expected_d)
+
+    long_lengths = torch.tensor([50], device=dev)
+    picks = pointops.furthest_point_sample(xyz, 4, lengths=long_lengths)
+    with pytest.raises(ValueError, match="lengths held a value outside its range"):
+        pointops.check_errors(dev)
+    assert (picks == POISON_INDEX).all()
+    big = torch.tensor([[[0.0, 0.0, 0.0], [6e18, 0.0, 0.0]]], device=dev)
+    pointops.ball_query(big, big, 0.5, 2)
+    with pytest.raises(ValueError, match="xyz held nan, inf or a coordinate too large"):
+        pointops.check_errors(0)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+def test_cuda_checks_off_stay_in_bounds():
     dev = "cuda"
     feat = torch.rand(1, 2, 5, device=dev)
     bad_idx = torch.tensor([[0, 5, -7]], device=dev)
     xyz, query = pts(1, 6).to(dev), pts(1, 3).to(dev)
     long_lengths = torch.tensor([50], device=dev)
     nan_query = torch.full((1, 2, 3), math.nan, device=dev)
-    with pytest.raises(ValueError, match="idx values must lie in -1..4"):
-        pointops.gather_points(feat, bad_idx)
-    with pytest.raises(ValueError, match="lengths values must lie in 0..6"):
-        pointops.knn(xyz, query, 2, lengths=long_lengths)
-    with pytest.raises(ValueError, match="query contains nan or inf"):
-        pointops.ball_query(xyz, nan_query, 0.5, 2)
     with pointops.value_checks(False):
         out = pointops.gather_points(feat, bad_idx)  # out-of-range indices read as -1: zeros
         torch.testing.assert_close(out[:, :, 1:], torch.zeros(1, 2, 2, device=dev))
@@ -213,6 +257,48 @@ def test_cuda_checks_on_raise_and_checks_off_stay_in_bounds():
         fps_long = pointops.furthest_point_sample(xyz, 4, lengths=long_lengths)
         fps_nan = pointops.furthest_point_sample(torch.full((1, 6, 3), math.nan, device=dev), 4)
         torch.cuda.synchronize()  # any fault in the kernels above surfaces here
+    pointops.check_errors()  # nothing was recorded with the checks off
     assert ((idx >= -1) & (idx < 6)).all() and ((count >= 0) & (count <= 2)).all()
     for picks in (fps_long, fps_nan):
         assert ((picks >= -1) & (picks < 6)).all()
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+def test_cuda_default_path_never_synchronizes():
+    dev = "cuda"
+    xyz = torch.rand(2, 500, 3, device=dev)
+    feat = torch.rand(2, 8, 500, device=dev, requires_grad=True)
+    weight = torch.rand(2, 100, 3, device=dev, requires_grad=True)
+    pointops.knn(xyz, xyz[:, :100], 3)  # the first call allocates the check state
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        idx = pointops.furthest_point_sample(xyz, 100)
+        _, nn = pointops.knn(xyz, xyz[:, :100], 3)
+        ball, _ = pointops.ball_query(xyz, xyz[:, :100], 0.2, 8)
+        out = pointops.three_interpolate(feat, nn, weight) + pointops.group_points(feat, ball).sum(-1)
+        out = out + pointops.gather_points(feat, idx)
+        out.sum().backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    pointops.check_errors()
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+def test_cuda_checks_are_captured_in_a_cuda_graph():
+    dev = "cuda"
+    xyz = torch.rand(1, 64, 3, device=dev)
+    pointops.knn(xyz, xyz, 4)  # warm-up outside the capture, as torch.cuda.graphs asks
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist2, idx = pointops.knn(xyz, xyz, 4)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = pointops.knn(xyz, xyz, 4)
+    torch.testing.assert_close(idx, expected[1])
+    xyz[0, 3, 1] = math.nan  # the replay reads the new values
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isnan(dist2).all() and (idx == POISON_INDEX).all()
+    with pytest.raises(ValueError, match="xyz held nan"):
+        pointops.check_errors()

@@ -4,6 +4,7 @@
 
 #include "checks.h"
 #include "ops.h"
+#include "value_checks.h"
 
 namespace pointops {
 namespace binding {
@@ -60,9 +61,13 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
+  AsyncValueChecks checks(CheckedOp::Gather, feat, cuda.stream);
+  checks.range(idx, CheckedArg::Idx, -1, s.N - 1);
+  checks.run();
   raise_on_error(gather_forward_cuda(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P, s.T,
                                      out.mutable_data_ptr(), cuda.stream),
                  "gather");
+  checks.poison({&out});
 #endif
   return out;
 }
@@ -95,6 +100,7 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(grad_out);
+  raise_recorded_problem(grad_out.get_device_index(), cuda.stream, "gather_backward_feat");
   const CudaPlan plan = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
   raise_on_error(gather_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C,
@@ -135,6 +141,7 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
+  raise_recorded_problem(feat.get_device_index(), cuda.stream, "gather_backward_weight");
   raise_on_error(gather_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p, s.B, s.C,
                                              s.N, s.P, s.T, grad_w.mutable_data_ptr(), cuda.stream),
                  "gather_backward_weight");

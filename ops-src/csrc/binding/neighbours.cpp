@@ -5,6 +5,7 @@
 
 #include "checks.h"
 #include "ops.h"
+#include "value_checks.h"
 
 namespace pointops {
 namespace binding {
@@ -32,6 +33,14 @@ NeighbourInputs prepare_neighbours(Tensor xyz, Tensor query, int64_t k, const st
   in.lengths = prepare_lengths(lengths, "lengths", in.xyz, "xyz");
   in.query_lengths = prepare_lengths(query_lengths, "query_lengths", in.query, "query");
   return in;
+}
+
+void queue_neighbour_checks(AsyncValueChecks& checks, const NeighbourInputs& in) {
+  checks.coordinates(in.xyz, CheckedArg::Xyz);
+  checks.coordinates(in.query, CheckedArg::Query);
+  checks.range(in.lengths, CheckedArg::Lengths, 0, in.xyz.size(1));
+  checks.range(in.query_lengths, CheckedArg::QueryLengths, 0, in.query.size(1));
+  checks.run();
 }
 
 }  // namespace
@@ -65,12 +74,15 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(in.xyz);
+  AsyncValueChecks checks(CheckedOp::BallQuery, in.xyz, cuda.stream);
+  queue_neighbour_checks(checks, in);
   const CudaPlan plan = ball_query_cuda_plan(in.dt, B, N, M, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
   raise_on_error(ball_query_cuda(plan, in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
                                  index_ptr(in.lengths), index_ptr(in.query_lengths), B, N, M, radius, inclusive,
                                  k, idx_p, count_p, d2, workspace_ptr(ws), cuda.stream),
                  "ball_query");
+  checks.poison({&idx, &count, return_dist2 ? &dist2 : nullptr});
 #endif
   return {idx, count, dist2};
 }
@@ -96,12 +108,15 @@ std::tuple<Tensor, Tensor> knn(Tensor xyz, Tensor query, int64_t k, std::optiona
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(in.xyz);
+  AsyncValueChecks checks(CheckedOp::Knn, in.xyz, cuda.stream);
+  queue_neighbour_checks(checks, in);
   const CudaPlan plan = knn_cuda_plan(in.dt, B, N, M, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
   raise_on_error(knn_cuda(plan, in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(), index_ptr(in.lengths),
                           index_ptr(in.query_lengths), B, N, M, k, dist2.mutable_data_ptr(), idx_p,
                           workspace_ptr(ws), cuda.stream),
                  "knn");
+  checks.poison({&dist2, &idx});
 #endif
   return {dist2, idx};
 }

@@ -11,6 +11,7 @@
 #include "../cpu/parallel.h"
 #include "../tuning.h"
 #include "ops.h"
+#include "value_checks.h"
 
 namespace pointops {
 namespace binding {
@@ -27,6 +28,20 @@ int64_t set_tuning_knob(std::string name, int64_t value) {
   STD_TORCH_CHECK(tuning_knob(name.c_str(), &knob), "pointops: there is no tuning knob named '", name,
                   "' (see csrc/tuning.h)");
   return set_tuning(knob, value);
+}
+
+bool set_value_checks(bool enabled) { return set_value_checks_enabled(enabled); }
+
+// The explicit check: waits for the device's current stream, then raises what its value checks
+// recorded.
+void check_errors(int64_t device) {
+#ifdef POINTOPS_WITH_CUDA
+  void* stream = current_cuda_stream(static_cast<int32_t>(device));
+  raise_on_error(synchronize_stream(stream), "check_errors");
+  raise_recorded_problem(static_cast<int32_t>(device), stream, "check_errors");
+#else
+  (void)device;
+#endif
 }
 
 void torch_parallel_backend(int64_t begin, int64_t end, int64_t grain, cpu::RangeBody body, void* ctx) {
@@ -67,6 +82,8 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.def("gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
   m.def("cuda_runtime_version() -> int");
   m.def("set_tuning(str name, int value) -> int");
+  m.def("set_value_checks(bool enabled) -> bool");
+  m.def("check_errors(int device) -> ()");
 }
 
 #define POINTOPS_REGISTER_KERNELS(m)                                                             \
@@ -86,4 +103,6 @@ STABLE_TORCH_LIBRARY_IMPL(pointops, CUDA, m) { POINTOPS_REGISTER_KERNELS(m); }
 STABLE_TORCH_LIBRARY_IMPL(pointops, CompositeExplicitAutograd, m) {
   m.impl("cuda_runtime_version", TORCH_BOX(&pointops::binding::cuda_runtime_version));
   m.impl("set_tuning", TORCH_BOX(&pointops::binding::set_tuning_knob));
+  m.impl("set_value_checks", TORCH_BOX(&pointops::binding::set_value_checks));
+  m.impl("check_errors", TORCH_BOX(&pointops::binding::check_errors));
 }

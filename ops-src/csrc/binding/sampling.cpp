@@ -3,6 +3,7 @@
 
 #include "checks.h"
 #include "ops.h"
+#include "value_checks.h"
 
 namespace pointops {
 namespace binding {
@@ -30,11 +31,16 @@ Tensor furthest_point_sample(Tensor xyz, int64_t k, std::optional<Tensor> length
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(xyz);
+  AsyncValueChecks checks(CheckedOp::FurthestPointSample, xyz, cuda.stream);
+  checks.coordinates(xyz, CheckedArg::Xyz);
+  checks.range(lens, CheckedArg::Lengths, 0, N);
+  checks.run();
   const CudaPlan plan = furthest_point_sample_cuda_plan(dt, B, N, k);
   auto ws = workspace_for(xyz, plan.workspace_bytes);
   raise_on_error(furthest_point_sample_cuda(plan, dt, xyz.const_data_ptr(), index_ptr(lens), B, N, k, start,
                                             out, workspace_ptr(ws), cuda.stream),
                  "furthest_point_sample");
+  checks.poison({&idx});
 #endif
   return idx;
 }

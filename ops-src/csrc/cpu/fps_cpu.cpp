@@ -112,7 +112,43 @@ void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* id
   }
 }
 
+// Rows ptr[b] .. ptr[b+1]-1 of `rows`, clamped so that a bad row pointer never addresses rows
+// outside the array (the binding rejects such pointers; direct kernel calls stay memory safe).
+struct PackedCloud {
+  int64_t begin, count;
+};
+
+PackedCloud packed_cloud(const int64_t* ptr, int64_t b, int64_t rows) {
+  auto clamp = [rows](int64_t r) { return r < 0 ? 0 : (r > rows ? rows : r); };
+  const int64_t begin = clamp(ptr[b]), end = clamp(ptr[b + 1]);
+  return PackedCloud{begin, end > begin ? end - begin : 0};
+}
+
 }  // namespace
+
+Status furthest_point_sample_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                                        const int64_t* sample_ptr, int64_t S, int64_t B, int64_t* idx) {
+  if (B <= 0 || S <= 0) return nullptr;
+  const FpsPath path = requested_path();
+  return cpu::dispatch_float(dt, [&](auto zero) {
+    using T = decltype(zero);
+    const T* points = static_cast<const T*>(xyz);
+    auto sample = [&](int64_t b, bool may_split) {
+      const PackedCloud cloud = packed_cloud(ptr, b, P), out = packed_cloud(sample_ptr, b, S);
+      int64_t* picks = idx + out.begin;
+      const bool split = may_split && cloud.count >= kInnerParallelMinN && !use_kdtree(path, cloud.count, out.count);
+      sample_cloud(points + 3 * cloud.begin, cloud.count, out.count, 0, picks, split, path);
+      for (int64_t k = 0; k < out.count && k < cloud.count; ++k) picks[k] += cloud.begin;  // global rows
+    };
+    if (B < cpu::thread_count()) {  // few clouds: one after another, huge ones on all threads
+      for (int64_t b = 0; b < B; ++b) sample(b, true);
+      return;
+    }
+    cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) sample(b, false);
+    });
+  });
+}
 
 Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
                                  int64_t N, int64_t K, int64_t start, int64_t* idx) {

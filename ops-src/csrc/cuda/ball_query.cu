@@ -94,20 +94,19 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    ball_query_grid_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
-                           const int64_t* __restrict__ query_lengths, int64_t B, int64_t N,
-                           int64_t M, float r2, bool inclusive, int64_t K,
-                           const GridParams* __restrict__ params,
-                           const int* __restrict__ cell_start, int64_t cells,
+    ball_query_grid_kernel(const T* __restrict__ xyz, const T* __restrict__ query, CloudRows queries,
+                           CloudRows clouds, float r2, bool inclusive, int64_t K,
+                           const GridParams* __restrict__ params, const int* __restrict__ cell_start,
                            const float4* __restrict__ sorted, int64_t* __restrict__ idx,
                            int64_t* __restrict__ count, T* __restrict__ dist2_out) {
-  const int64_t total = B * M;
+  const int64_t total = queries.total_rows();
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t b = q / M, m = q - b * M;
+    int64_t b = queries.cloud_of(q);
+    if (b >= 0 && !queries.is_packed() && q - b * queries.N >= queries.count(b)) b = -1;
     int64_t* out_i = idx + q * K;
     T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
-    if (m >= clamped_length(query_lengths, b, M)) {
+    if (b < 0) {
       count[q] = 0;
       finish_row<T>(0, K, out_i, out_d, 0.f);
       continue;
@@ -115,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
     const float qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
     const GridParams g = params[b];
     const int cx = cell_coord(g, 0, qx), cy = cell_coord(g, 1, qy), cz = cell_coord(g, 2, qz);
-    const int* starts = cell_start + b * (cells + 1);
+    const int* starts = cell_start + grid_cell_base(clouds, b);
     const int x0 = cx > 0 ? cx - 1 : 0, x1 = cx + 1 < g.dims[0] ? cx + 1 : g.dims[0] - 1;
     int64_t hits = 0;  // entries in the sorted list out_i[0..hits)
     for (int z = (cz > 0 ? cz - 1 : 0); z <= cz + 1 && z < g.dims[2]; ++z) {
@@ -141,7 +140,7 @@ __global__ void __launch_bounds__(kThreads)
     count[q] = hits;
     float first_d = 0.f;
     if (out_d != nullptr) {  // distances of the kept hits, computed exactly as in the search
-      const T* pts = xyz + b * N * 3;
+      const T* pts = xyz + (clouds.is_packed() ? 0 : clouds.begin(b)) * 3;  // out_i holds what sorted carries
       for (int64_t k = 0; k < hits; ++k) {
         const int64_t j = out_i[k];
         const float d = dist2(to_acc(pts[j * 3]), to_acc(pts[j * 3 + 1]), to_acc(pts[j * 3 + 2]), qx, qy, qz);
@@ -153,6 +152,39 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Packed clouds without the grid (float64, or 2^31 rows and more): a thread per query row scans
+// its cloud's rows in ascending order until it has K hits.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    ball_query_packed_scan_kernel(const T* __restrict__ xyz, const T* __restrict__ query, CloudRows queries,
+                                  CloudRows clouds, acc_t<T> r2, bool inclusive, int64_t K,
+                                  int64_t* __restrict__ idx, int64_t* __restrict__ count, T* __restrict__ dist2_out) {
+  using A = acc_t<T>;
+  const int64_t total = queries.total_rows();
+  for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
+       q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = queries.cloud_of(q);
+    int64_t* out_i = idx + q * K;
+    T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
+    int64_t hits = 0;
+    A first_d = A(0);
+    if (b >= 0) {
+      const A qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
+      const int64_t first = clouds.begin(b), end = first + clouds.count(b);
+      for (int64_t r = first; r < end && hits < K; ++r) {
+        const A d = dist2(to_acc(xyz[r * 3]), to_acc(xyz[r * 3 + 1]), to_acc(xyz[r * 3 + 2]), qx, qy, qz);
+        if (!in_ball(d, r2, inclusive)) continue;
+        if (hits == 0) first_d = d;
+        out_i[hits] = r;
+        if (out_d) out_d[hits] = from_acc<T>(d);
+        ++hits;
+      }
+    }
+    count[q] = hits;
+    finish_row<T>(hits, K, out_i, out_d, first_d);
+  }
+}
+
 }  // namespace
 
 // plan.path: a NeighbourPath; the grid's arrays are the workspace.
@@ -160,7 +192,7 @@ CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t
   (void)K;
   CudaPlan plan;
   plan.path = neighbour_path(dt, B, N, M, kGridMinPoints);
-  if (plan.path == kUniformGrid) plan.workspace_bytes = carve_grid(nullptr, B, N).bytes;
+  if (plan.path == kUniformGrid) plan.workspace_bytes = carve_grid(nullptr, B, B * N).bytes;
   return plan;
 }
 
@@ -177,21 +209,58 @@ Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const vo
     const A r2 = static_cast<A>(radius * radius);
     if constexpr (!std::is_same<T, double>::value) {
       if (plan.path == kUniformGrid) {
-        const SpatialGrid g = carve_grid(workspace, B, N);
-        if (Status st = build_grid<T>(g, static_cast<const T*>(xyz), lengths, B, N,
-                                      static_cast<float>(radius), 0.f, s)) {
+        const SpatialGrid g = carve_grid(workspace, B, B * N);
+        const CloudRows clouds = CloudRows::padded(lengths, B, N);
+        if (Status st = build_grid<T>(g, static_cast<const T*>(xyz), clouds, static_cast<float>(radius), 0.f, s)) {
           return st;
         }
         ball_query_grid_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-            static_cast<const T*>(xyz), static_cast<const T*>(query), query_lengths, B, N, M, r2,
-            inclusive, K, g.params,
-            g.cell_start, g.cells, g.sorted, idx, count, static_cast<T*>(dist2));
+            static_cast<const T*>(xyz), static_cast<const T*>(query), CloudRows::padded(query_lengths, B, M), clouds,
+            r2, inclusive, K, g.params, g.cell_start, g.sorted, idx, count, static_cast<T*>(dist2));
         return launch_status();
       }
     }
     ball_query_tiled_kernel<T><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(
         static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M,
         r2, inclusive, K, idx, count, static_cast<T*>(dist2));
+    return launch_status();
+  });
+}
+
+// Packed: plan.path a PackedPath; the grid's arrays are the workspace.
+CudaPlan ball_query_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K) {
+  (void)Q, (void)K;
+  CudaPlan plan;
+  plan.path = packed_path(dt, P);
+  if (plan.path == kPackedGrid) plan.workspace_bytes = carve_grid(nullptr, B, P).bytes;
+  return plan;
+}
+
+Status ball_query_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, double radius,
+                              bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2, void* workspace,
+                              void* stream) {
+  if (Q == 0 || K == 0) return nullptr;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const CloudRows clouds = CloudRows::packed(ptr, B, P), queries = CloudRows::packed(query_ptr, B, Q);
+  return dispatch_dtype(dt, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const A r2 = static_cast<A>(radius * radius);
+    const T* x = static_cast<const T*>(xyz);
+    const T* qy = static_cast<const T*>(query);
+    if constexpr (!std::is_same<T, double>::value) {
+      if (plan.path == kPackedGrid) {
+        const SpatialGrid g = carve_grid(workspace, B, P);
+        if (Status st = build_grid<T>(g, x, clouds, static_cast<float>(radius), 0.f, s)) return st;
+        ball_query_grid_kernel<T><<<grid_for(Q, kThreads), kThreads, 0, s>>>(
+            x, qy, queries, clouds, r2, inclusive, K, g.params, g.cell_start, g.sorted, idx, count,
+            static_cast<T*>(dist2));
+        return launch_status();
+      }
+    }
+    ball_query_packed_scan_kernel<T><<<grid_for(Q, kThreads), kThreads, 0, s>>>(
+        x, qy, queries, clouds, r2, inclusive, K, idx, count, static_cast<T*>(dist2));
     return launch_status();
   });
 }

@@ -80,6 +80,46 @@ __device__ __forceinline__ int64_t clamped_length(const int64_t* lengths, int64_
   return v < 0 ? 0 : (v > N ? N : v);
 }
 
+// Where each cloud's rows lie in a flat array, for kernels that serve both batch layouts:
+//   padded: cloud b is rows b*N .. b*N + count(b) - 1, count = lengths[b] (or N), and indices
+//           written for it are local (0 .. count - 1);
+//   packed: cloud b is rows ptr[b] .. ptr[b+1] - 1 of N rows in all, and indices written for
+//           it are global rows.
+// Row pointers and lengths are clamped here so that bad values (which the value checks report)
+// never address rows outside the array.
+struct CloudRows {
+  const int64_t* ptr = nullptr;      // packed: B + 1 row pointer
+  const int64_t* lengths = nullptr;  // padded: B valid counts, or null for full clouds
+  int64_t B = 0;
+  int64_t N = 0;  // padded: rows per cloud; packed: rows in all
+
+  static CloudRows padded(const int64_t* lengths, int64_t B, int64_t N) { return CloudRows{nullptr, lengths, B, N}; }
+  static CloudRows packed(const int64_t* ptr, int64_t B, int64_t rows) { return CloudRows{ptr, nullptr, B, rows}; }
+
+  __host__ __device__ bool is_packed() const { return ptr != nullptr; }
+  __host__ __device__ int64_t total_rows() const { return ptr != nullptr ? N : B * N; }
+  __device__ __forceinline__ int64_t clamp_row(int64_t r) const { return r < 0 ? 0 : (r > N ? N : r); }
+  __device__ __forceinline__ int64_t begin(int64_t b) const { return ptr != nullptr ? clamp_row(ptr[b]) : b * N; }
+  __device__ __forceinline__ int64_t count(int64_t b) const {
+    if (ptr == nullptr) return clamped_length(lengths, b, N);
+    const int64_t first = clamp_row(ptr[b]), end = clamp_row(ptr[b + 1]);
+    return end > first ? end - first : 0;
+  }
+  // The value added to a cloud-local index to give the index written out.
+  __device__ __forceinline__ int64_t index_base(int64_t b) const { return ptr != nullptr ? begin(b) : 0; }
+  // The cloud holding row r (padded: r / N), or -1 when no cloud holds it.
+  __device__ __forceinline__ int64_t cloud_of(int64_t r) const {
+    if (ptr == nullptr) return N > 0 ? r / N : -1;
+    int64_t lo = 0, hi = B - 1;  // the last cloud whose first row is <= r
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (clamp_row(ptr[mid]) <= r) lo = mid;
+      else hi = mid - 1;
+    }
+    return B > 0 && r >= begin(lo) && r < begin(lo) + count(lo) ? lo : -1;
+  }
+};
+
 // Calls f(T{}) with T the element type of dt.
 template <class F>
 Status dispatch_dtype(Dtype dt, F&& f) {

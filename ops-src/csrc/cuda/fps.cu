@@ -66,16 +66,16 @@ __device__ __forceinline__ Candidate<A> warp_best(Candidate<A> c) {
 
 template <class T>
 __global__ void __launch_bounds__(kGenericThreads)
-    fps_generic_kernel(const T* __restrict__ xyz, const int64_t* __restrict__ lengths, int64_t N,
-                       int64_t K, int64_t start, int64_t* __restrict__ idx, acc_t<T>* min_d) {
+    fps_generic_kernel(const T* __restrict__ xyz, CloudRows clouds, CloudRows samples, int64_t start,
+                       int64_t* __restrict__ idx, acc_t<T>* min_d) {
   using A = acc_t<T>;
   __shared__ A warp_d[2][32];
   __shared__ int64_t warp_i[2][32];
   const int64_t b = blockIdx.x;
-  const int64_t n = clamped_length(lengths, b, N);
-  const T* pts = xyz + b * N * 3;
-  A* md = min_d + b * N;
-  int64_t* out = idx + b * K;
+  const int64_t n = clouds.count(b), K = samples.count(b), base = clouds.index_base(b);
+  const T* pts = xyz + clouds.begin(b) * 3;
+  A* md = min_d + clouds.begin(b);
+  int64_t* out = idx + samples.begin(b);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
 
   for (int64_t i = n + tid; i < K; i += blockDim.x) out[i] = -1;
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kGenericThreads)
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
   const int64_t picks = K < n ? K : n;
   for (int64_t k = 0;; ++k) {
-    if (tid == 0) out[k] = cur;
+    if (tid == 0) out[k] = cur + base;
     if (k + 1 >= picks) break;
     const A cx = to_acc(pts[cur * 3]), cy = to_acc(pts[cur * 3 + 1]), cz = to_acc(pts[cur * 3 + 2]);
     Candidate<A> best{A(-1), INT64_MAX};
@@ -407,8 +407,8 @@ __device__ __forceinline__ unsigned long long block_key(uint32_t d, uint32_t i,
 // Grid: B * G blocks; cloud = blockIdx.x / G, rank in the cloud's group = blockIdx.x % G.
 template <class T, class Points, int MODE>
 __global__ void __launch_bounds__(Points::kBlock)
-    fps_group_kernel(const T* __restrict__ xyz, const int64_t* __restrict__ lengths, int64_t N,
-                     int64_t K, int64_t start, int64_t* __restrict__ idx, int G,
+    fps_group_kernel(const T* __restrict__ xyz, CloudRows clouds, CloudRows samples, int64_t start,
+                     int64_t* __restrict__ idx, int G,
                      int64_t chunk, PickSlot* __restrict__ grid_slots,
                      unsigned long long* __restrict__ arrivals, float* __restrict__ min_d) {
   constexpr int kBlock = Points::kBlock;
@@ -417,9 +417,9 @@ __global__ void __launch_bounds__(Points::kBlock)
   __shared__ alignas(16) unsigned long long warp_keys[2][kBlock / 32];
   const int64_t b = blockIdx.x / G;
   const int rank = static_cast<int>(blockIdx.x % G);
-  const int64_t n = clamped_length(lengths, b, N);
-  const T* pts = xyz + b * N * 3;
-  int64_t* out = idx + b * K;
+  const int64_t n = clouds.count(b), K = samples.count(b), base = clouds.index_base(b);
+  const T* pts = xyz + clouds.begin(b) * 3;
+  int64_t* out = idx + samples.begin(b);
   const int lane = threadIdx.x & 31;
   (void)grid_slots, (void)arrivals, (void)cluster_slots, (void)warp_keys;  // unused by some modes
 
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(Points::kBlock)
   Points points;
   const int64_t begin = rank * chunk;
   const int64_t end = begin + chunk < n ? begin + chunk : n;
-  points.load(pts, min_d + b * N, begin, end, n, shared_tail);
+  points.load(pts, min_d + clouds.begin(b), begin, end, n, shared_tail);
 
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
   float cx = to_acc(pts[cur * 3]), cy = to_acc(pts[cur * 3 + 1]), cz = to_acc(pts[cur * 3 + 2]);
@@ -506,12 +506,12 @@ __global__ void __launch_bounds__(Points::kBlock)
     cz = p.z;
     const int64_t slot = k % kBlock;
     if (slot == threadIdx.x) held_pick = p.i;
-    if (slot == kBlock - 1 && rank == 0) out[k - slot + threadIdx.x] = held_pick;
+    if (slot == kBlock - 1 && rank == 0) out[k - slot + threadIdx.x] = held_pick + base;
   }
   // The last, partial round of held picks.
   const int64_t last_round = ((picks - 1) / kBlock) * kBlock;
   if (rank == 0 && picks % kBlock != 0 && last_round + threadIdx.x < picks) {
-    out[last_round + threadIdx.x] = held_pick;
+    out[last_round + threadIdx.x] = held_pick + base;
   }
   if constexpr (MODE == kClusterGroup) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -588,8 +588,8 @@ void cluster_config(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, unsigned
 }
 
 struct LaunchArgs {
-  const int64_t* lengths;
-  int64_t B, N, K, start;
+  CloudRows clouds, samples;
+  int64_t B, start;
   int64_t* idx;
   PickSlot* slots;
   unsigned long long* arrivals;
@@ -603,8 +603,8 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
   if (cudaError_t err = prepare(kernel, plan, MODE)) return cudaGetErrorString(err);
   const unsigned int blocks = static_cast<unsigned int>(a.B * plan.G);
   int G = plan.G;
-  int64_t chunk = plan.chunk, N = a.N, K = a.K, start = a.start;
-  const int64_t* lengths = a.lengths;
+  int64_t chunk = plan.chunk, start = a.start;
+  CloudRows clouds = a.clouds, samples = a.samples;
   int64_t* idx = a.idx;
   PickSlot* slots = a.slots;
   unsigned long long* arrivals = a.arrivals;
@@ -613,19 +613,19 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     cluster_config(&cfg, attr, blocks, plan, a.stream);
-    return status_of(cudaLaunchKernelEx(&cfg, kernel, xyz, lengths, N, K, start, idx, G, chunk,
-                                        slots, arrivals, min_d));
+    return status_of(cudaLaunchKernelEx(&cfg, kernel, xyz, clouds, samples, start, idx, G, chunk, slots, arrivals,
+                                        min_d));
   }
   if (MODE == kGridGroup) {
     cudaError_t err = cudaMemsetAsync(arrivals, 0, static_cast<size_t>(a.B) * sizeof(unsigned long long),
                                       a.stream);
     if (err != cudaSuccess) return cudaGetErrorString(err);
-    void* args[] = {&xyz, &lengths, &N, &K, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
+    void* args[] = {&xyz, &clouds, &samples, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
     return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
                                                  dim3(Points::kBlock), args, plan.smem, a.stream));
   }
-  kernel<<<blocks, Points::kBlock, plan.smem, a.stream>>>(xyz, lengths, N, K, start, idx, G, chunk, slots,
-                                                     arrivals, min_d);
+  kernel<<<blocks, Points::kBlock, plan.smem, a.stream>>>(xyz, clouds, samples, start, idx, G, chunk, slots,
+                                                          arrivals, min_d);
   return launch_status();
 }
 
@@ -840,11 +840,12 @@ struct Workspace {
   size_t bytes;
 };
 
-Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B, int64_t N) {
+// rows: the rows of all clouds (B * N padded, P packed).
+Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B, int64_t rows) {
   WorkspaceCarver carve(base);
   Workspace ws{nullptr, nullptr, nullptr, 0};
   if (path == kGeneral || path == kStream) {
-    ws.min_d = carve.take<float>(static_cast<size_t>(B * N) * (dtype_acc_bytes(dt) / sizeof(float)));
+    ws.min_d = carve.take<float>(static_cast<size_t>(rows) * (dtype_acc_bytes(dt) / sizeof(float)));
   }
   if (path == kGrid || path == kStream) {
     ws.slots = carve.take<PickSlot>(static_cast<size_t>(B) * 2 * static_cast<size_t>(plan.G + 1));
@@ -874,31 +875,26 @@ GroupPlan unpack(const CudaPlan& plan) {
   return g;
 }
 
-}  // namespace
-
-CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t K) {
-  (void)K;
-  const FpsChoice choice = choose(dt, B, N);
+CudaPlan plan_fps(Dtype dt, int64_t B, int64_t max_points, int64_t rows) {
+  const FpsChoice choice = choose(dt, B, max_points);
   CudaPlan plan;
   plan.path = choice.path;
   pack(choice.plan, &plan);
-  plan.workspace_bytes = carve_workspace(nullptr, dt, choice.path, choice.plan, B, N).bytes;
+  plan.workspace_bytes = carve_workspace(nullptr, dt, choice.path, choice.plan, B, rows).bytes;
   return plan;
 }
 
-Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
-                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
-                                  int64_t start, int64_t* idx, void* workspace, void* stream) {
-  if (B == 0 || K == 0) return nullptr;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
+Status launch_fps(const CudaPlan& plan, Dtype dt, const void* xyz, const CloudRows& clouds, const CloudRows& samples,
+                  int64_t start, int64_t* idx, void* workspace, cudaStream_t s) {
+  const int64_t B = clouds.B;
   const FpsPath path = static_cast<FpsPath>(plan.path);
   const GroupPlan group = unpack(plan);
-  const Workspace ws = carve_workspace(workspace, dt, path, group, B, N);
+  const Workspace ws = carve_workspace(workspace, dt, path, group, B, clouds.total_rows());
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* points = static_cast<const T*>(xyz);
     if constexpr (!std::is_same<T, double>::value) {
-      const LaunchArgs args{lengths, B, N, K, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
+      const LaunchArgs args{clouds, samples, B, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
       switch (path) {
         case kLean: return launch_lean<T>(points, args, group);
         case kBlock: return launch_plan<T, kBlockGroup>(points, args, group);
@@ -909,9 +905,36 @@ Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xy
       }
     }
     fps_generic_kernel<T><<<static_cast<unsigned int>(B), kGenericThreads, 0, s>>>(
-        points, lengths, N, K, start, idx, reinterpret_cast<acc_t<T>*>(ws.min_d));
+        points, clouds, samples, start, idx, reinterpret_cast<acc_t<T>*>(ws.min_d));
     return launch_status();
   });
+}
+
+}  // namespace
+
+CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t K) {
+  (void)K;
+  return plan_fps(dt, B, N, B * N);
+}
+
+Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
+                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
+                                  int64_t start, int64_t* idx, void* workspace, void* stream) {
+  if (B == 0 || K == 0) return nullptr;
+  return launch_fps(plan, dt, xyz, CloudRows::padded(lengths, B, N), CloudRows::padded(nullptr, B, K), start, idx,
+                    workspace, static_cast<cudaStream_t>(stream));
+}
+
+CudaPlan furthest_point_sample_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t max_points) {
+  return plan_fps(dt, B, max_points, P);
+}
+
+Status furthest_point_sample_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr,
+                                         int64_t P, const int64_t* sample_ptr, int64_t S, int64_t B,
+                                         int64_t* idx, void* workspace, void* stream) {
+  if (B == 0 || S == 0) return nullptr;
+  return launch_fps(plan, dt, xyz, CloudRows::packed(ptr, B, P), CloudRows::packed(sample_ptr, B, S), 0, idx,
+                    workspace, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace pointops

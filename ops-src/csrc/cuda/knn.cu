@@ -185,18 +185,25 @@ __device__ __forceinline__ void visit_run(const GridParams& g, const int* starts
   }
 }
 
+// Whether query row q is one to answer, and its cloud: padded rows past the cloud's query
+// count, and packed rows of no cloud, are not.
+__device__ __forceinline__ int64_t query_cloud(const CloudRows& queries, int64_t q) {
+  const int64_t b = queries.cloud_of(q);
+  if (b < 0 || queries.is_packed()) return b;
+  return q - b * queries.N < queries.count(b) ? b : -1;
+}
+
 template <class T, class TopK>
 __global__ void __launch_bounds__(kThreads)
-    knn_grid_kernel(const T* __restrict__ query, const int64_t* __restrict__ query_lengths,
-                    int64_t B, int64_t M, int64_t K, const GridParams* __restrict__ params,
-                    const int* __restrict__ cell_start, int64_t cells,
+    knn_grid_kernel(const T* __restrict__ query, CloudRows queries, CloudRows clouds, int64_t K,
+                    const GridParams* __restrict__ params, const int* __restrict__ cell_start,
                     const float4* __restrict__ sorted, T* __restrict__ dist2_out,
                     int64_t* __restrict__ idx, float* __restrict__ work_d) {
-  const int64_t total = B * M;
+  const int64_t total = queries.total_rows();
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t b = q / M, m = q - b * M;
-    if (m >= clamped_length(query_lengths, b, M)) {
+    const int64_t b = query_cloud(queries, q);
+    if (b < 0) {
       for (int64_t k = 0; k < K; ++k) {
         dist2_out[q * K + k] = from_acc<T>(acc_inf<float>());
         idx[q * K + k] = -1;
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     const float qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
     const GridParams g = params[b];
-    const int* starts = cell_start + b * (cells + 1);
+    const int* starts = cell_start + grid_cell_base(clouds, b);
     const int cx = cell_coord(g, 0, qx), cy = cell_coord(g, 1, qy), cz = cell_coord(g, 2, qz);
     TopK top;
     top.init(static_cast<int>(K), q, work_d, idx);
@@ -247,15 +254,42 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Packed clouds without the grid (float64, or 2^31 rows and more): a thread per query row scans
+// its cloud's rows in global memory.
+template <class T, class TopK>
+__global__ void __launch_bounds__(kThreads)
+    knn_packed_scan_kernel(const T* __restrict__ xyz, const T* __restrict__ query, CloudRows queries,
+                           CloudRows clouds, int64_t K, T* __restrict__ dist2_out, int64_t* __restrict__ idx,
+                           acc_t<T>* __restrict__ work_d) {
+  using A = acc_t<T>;
+  const int64_t total = queries.total_rows();
+  for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
+       q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = query_cloud(queries, q);
+    TopK top;
+    top.init(static_cast<int>(K), q, work_d, idx);
+    if (b >= 0) {
+      const A qx = to_acc(query[q * 3]), qy = to_acc(query[q * 3 + 1]), qz = to_acc(query[q * 3 + 2]);
+      const int64_t first = clouds.begin(b), end = first + clouds.count(b);
+      for (int64_t r = first; r < end; ++r) {
+        const A d = dist2(to_acc(xyz[r * 3]), to_acc(xyz[r * 3 + 1]), to_acc(xyz[r * 3 + 2]), qx, qy, qz);
+        if (top.accepts(d, r)) top.insert(d, r);
+      }
+    }
+    top.write(dist2_out + q * K, idx + q * K);
+  }
+}
+
 template <class T, class TopK>
 Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
                   const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
                   int64_t M, int64_t K, T* dist2, int64_t* idx, acc_t<T>* work_d, cudaStream_t s) {
   if constexpr (!std::is_same<T, double>::value) {
     if (grid) {
-      if (Status st = build_grid<T>(g, xyz, lengths, B, N, 0.f, 2.f, s)) return st;
+      const CloudRows clouds = CloudRows::padded(lengths, B, N);
+      if (Status st = build_grid<T>(g, xyz, clouds, 0.f, 2.f, s)) return st;
       knn_grid_kernel<T, TopK><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-          query, query_lengths, B, M, K, g.params, g.cell_start, g.cells, g.sorted, dist2, idx,
+          query, CloudRows::padded(query_lengths, B, M), clouds, K, g.params, g.cell_start, g.sorted, dist2, idx,
           work_d);
       return launch_status();
     }
@@ -267,26 +301,40 @@ Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
 
 }  // namespace
 
+// The register TopK's capacity for K (4, 8, 16 or 32), or 0 for the workspace TopK: K > 32, or
+// indices of 2^31 and more, which need 64 bits.
+int64_t topk_capacity(int64_t K, int64_t largest_index) {
+  if (largest_index >= INT32_MAX) return 0;
+  for (int64_t c : {4, 8, 16, 32}) {
+    if (K <= c) return c;
+  }
+  return 0;
+}
+
+// Runs f(TopK{}) with the TopK of a plan's capacity.
+template <class A, class F>
+Status with_topk(int64_t capacity, F&& f) {
+  switch (capacity) {
+    case 4: return f(RegisterTopK<A, 4>{});
+    case 8: return f(RegisterTopK<A, 8>{});
+    case 16: return f(RegisterTopK<A, 16>{});
+    case 32: return f(RegisterTopK<A, 32>{});
+    default: return f(MemoryTopK<A>{});
+  }
+}
+
 // plan.path: a NeighbourPath; plan.shape[0]: the register TopK capacity (4, 8, 16 or 32), or 0
 // for the workspace TopK (K > 32, or clouds of 2^31 points and more, whose indices need 64 bits).
 // Workspace: the workspace TopK's distances, then the grid's arrays.
 CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
   CudaPlan plan;
   plan.path = neighbour_path(dt, B, N, M, kGridMinPoints);
-  int64_t capacity = 0;
-  if (N < INT32_MAX) {
-    for (int64_t c : {4, 8, 16, 32}) {
-      if (K <= c) {
-        capacity = c;
-        break;
-      }
-    }
-  }
+  const int64_t capacity = topk_capacity(K, N);
   plan.shape[0] = capacity;
   WorkspaceCarver carve(nullptr);
   if (capacity == 0) carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt));
   plan.workspace_bytes = carve.used();
-  if (plan.path == kUniformGrid) plan.workspace_bytes += carve_grid(nullptr, B, N).bytes;
+  if (plan.path == kUniformGrid) plan.workspace_bytes += carve_grid(nullptr, B, B * N).bytes;
   return plan;
 }
 
@@ -300,7 +348,7 @@ Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* que
   WorkspaceCarver carve(workspace);
   char* work_d = capacity == 0 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
   char* grid_base = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + carve.used();
-  const SpatialGrid g = grid ? carve_grid(grid_base, B, N) : SpatialGrid{};
+  const SpatialGrid g = grid ? carve_grid(grid_base, B, B * N) : SpatialGrid{};
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
     using A = acc_t<T>;
@@ -308,17 +356,57 @@ Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* que
     const T* qy = static_cast<const T*>(query);
     T* d = static_cast<T*>(dist2);
     A* wd = reinterpret_cast<A*>(work_d);
-    auto run = [&](auto top_tag) -> Status {
+    return with_topk<A>(capacity, [&](auto top_tag) -> Status {
       using TopK = decltype(top_tag);
       return launch_knn<T, TopK>(grid, g, x, qy, lengths, query_lengths, B, N, M, K, d, idx, wd, s);
-    };
-    switch (capacity) {
-      case 4: return run(RegisterTopK<A, 4>{});
-      case 8: return run(RegisterTopK<A, 8>{});
-      case 16: return run(RegisterTopK<A, 16>{});
-      case 32: return run(RegisterTopK<A, 32>{});
-      default: return run(MemoryTopK<A>{});
-    }
+    });
+  });
+}
+
+// Packed: plan.path a PackedPath, plan.shape[0] the TopK capacity; workspace as above.
+CudaPlan knn_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K) {
+  CudaPlan plan;
+  plan.path = packed_path(dt, P);
+  plan.shape[0] = topk_capacity(K, P);
+  WorkspaceCarver carve(nullptr);
+  if (plan.shape[0] == 0) carve.take<char>(static_cast<size_t>(Q * K) * dtype_acc_bytes(dt));
+  plan.workspace_bytes = carve.used();
+  if (plan.path == kPackedGrid) plan.workspace_bytes += carve_grid(nullptr, B, P).bytes;
+  return plan;
+}
+
+Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K, void* dist2,
+                       int64_t* idx, void* workspace, void* stream) {
+  if (Q == 0 || K == 0) return nullptr;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int64_t capacity = plan.shape[0];
+  WorkspaceCarver carve(workspace);
+  char* work_d = capacity == 0 ? carve.take<char>(static_cast<size_t>(Q * K) * dtype_acc_bytes(dt)) : nullptr;
+  char* grid_base = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + carve.used();
+  const CloudRows clouds = CloudRows::packed(ptr, B, P), queries = CloudRows::packed(query_ptr, B, Q);
+  return dispatch_dtype(dt, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* x = static_cast<const T*>(xyz);
+    const T* qy = static_cast<const T*>(query);
+    T* d = static_cast<T*>(dist2);
+    A* wd = reinterpret_cast<A*>(work_d);
+    return with_topk<A>(capacity, [&](auto top_tag) -> Status {
+      using TopK = decltype(top_tag);
+      if constexpr (!std::is_same<T, double>::value) {
+        if (plan.path == kPackedGrid) {
+          const SpatialGrid g = carve_grid(grid_base, B, P);
+          if (Status st = build_grid<T>(g, x, clouds, 0.f, 2.f, s)) return st;
+          knn_grid_kernel<T, TopK><<<grid_for(Q, kThreads), kThreads, 0, s>>>(
+              qy, queries, clouds, K, g.params, g.cell_start, g.sorted, d, idx, reinterpret_cast<float*>(wd));
+          return launch_status();
+        }
+      }
+      knn_packed_scan_kernel<T, TopK><<<grid_for(Q, kThreads), kThreads, 0, s>>>(x, qy, queries, clouds, K, d, idx,
+                                                                                wd);
+      return launch_status();
+    });
   });
 }
 

@@ -58,11 +58,13 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
     """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
     each new_xyz point; short balls repeat their first hit, an empty ball is all 0."""
-    xyz, new_xyz = ops._pair(xyz, new_xyz, ("xyz", "new_xyz"))
+    names = ("xyz", "new_xyz")
+    xyz, new_xyz = ops._pair_structure(xyz, new_xyz, names)
     if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not radius >= 0:
         raise ValueError(f"pointops: radius must be a number >= 0, got {radius!r}")
     nsample = ops._positive_int(nsample, "nsample")
-    idx, _, _ = _ops.ball_query(xyz, new_xyz, float(radius), nsample, None, None, False, False)
+    idx, _, _ = ops._call(_ops.ball_query.default, (xyz, new_xyz, float(radius), nsample, None, None, False, False),
+                          ops._neighbour_checks(xyz, new_xyz, None, None, names))
     return _int32(idx)
 
 
