@@ -72,8 +72,8 @@ class Plan:
     def specs(self) -> list[str]:
         """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
         if self.pytorch_min_build_number is not None:
-            pytorch = (f"pytorch[version='{self.pytorch_version}', build='{self.pytorch_build}', "
-                       f"build_number='>={self.pytorch_min_build_number}']")
+            pytorch = (f"pytorch={self.pytorch_version}={self.pytorch_build}"
+                       f"[build_number='>={self.pytorch_min_build_number}']")
         else:
             pytorch = f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"
         specs = [f"python={self.python}", pytorch]
