@@ -81,7 +81,9 @@ def test_unknown_gpu_names(kb, name):
 
 
 # NVIDIA's CUDA GPU pages (developer.nvidia.com/cuda-gpus and /cuda-legacy-gpus), typed from the
-# pages: every name there must resolve to the compute capability the page gives.
+# pages: every name there must resolve to the compute capability the page gives. The rows below
+# are those read (current page 12.1-8.6, legacy page 7.2-5.0); the 8.0/7.5 and Kepler rows come
+# from older copies of the page (OLDER_NVIDIA_COPIES).
 NVIDIA_CURRENT_PAGE = {
     "12.1": ["NVIDIA GB10"],
     "12.0": ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 4500 Blackwell Server Edition",
@@ -127,7 +129,24 @@ NVIDIA_LEGACY_PAGE = {
 }
 
 
-@pytest.mark.parametrize("page", [NVIDIA_CURRENT_PAGE, NVIDIA_LEGACY_PAGE], ids=["cuda-gpus", "cuda-legacy-gpus"])
+OLDER_NVIDIA_COPIES = {
+    "8.0": ["NVIDIA A100", "NVIDIA A30"],
+    "7.5": ["NVIDIA T4", "Quadro RTX 8000", "Quadro RTX 6000", "Quadro RTX 5000", "Quadro RTX 4000", "T1000", "T600",
+            "T400", "GeForce GTX 1650 Ti", "NVIDIA TITAN RTX", "GeForce RTX 2080 Ti", "GeForce RTX 2080",
+            "GeForce RTX 2070", "GeForce RTX 2060"],
+    "5.0": ["GeForce 930M", "GeForce GTX 850M", "GeForce 840M", "GeForce 830M", "Quadro K2200M"],
+    "3.7": ["Tesla K80"],
+    "3.5": ["Tesla K40", "Tesla K20", "Quadro K6000", "Quadro K5200", "Quadro K610M", "Quadro K510M",
+            "GeForce GTX TITAN Z", "GeForce GTX TITAN Black", "GeForce GTX TITAN", "GeForce GTX 780 Ti",
+            "GeForce GTX 780"],
+    "3.0": ["Tesla K10", "Quadro K5000", "Quadro K4200", "Quadro K4000", "Quadro K2000", "Quadro K2000D",
+            "Quadro K600", "Quadro K420", "Quadro 410", "GeForce GTX 770", "GeForce GTX 760", "GeForce GTX 690",
+            "GeForce GTX 680", "GeForce GTX 670", "GeForce GTX 660 Ti", "GeForce GTX 660"],
+}
+
+
+@pytest.mark.parametrize("page", [NVIDIA_CURRENT_PAGE, NVIDIA_LEGACY_PAGE, OLDER_NVIDIA_COPIES],
+                         ids=["cuda-gpus", "cuda-legacy-gpus", "older-copies"])
 def test_every_name_of_nvidias_pages_resolves(kb, page):
     wrong = {name: kb.gpu_compute_capability(name) for cc, names in page.items() for name in names
              if kb.gpu_compute_capability(name) != cc}
