@@ -25,6 +25,12 @@ TARGETS: dict[str, list[str]] = {
     "linux-64-cuda12.yml": ["--platform", "linux-64", "--gpu", "8.0", "--driver", "575.57.08", "--cuda", "12.9"],
     "linux-64-cuda13.yml": ["--platform", "linux-64", "--gpu", "9.0", "--driver", "580.65.06", "--cuda", "13.0"],
     "win-64-cuda12.8.yml": ["--platform", "win-64", "--gpu", "8.6", "--driver", "576.02", "--cuda", "12.8"],
+    # linux-aarch64 servers (Grace Hopper/Blackwell, Ampere Altra + PCIe GPU): arm-variant=sbsa pinned,
+    # so conda-forge's Jetson (tegra) builds, which share the build strings, are never picked.
+    "linux-aarch64-cuda12.yml": ["--platform", "linux-aarch64", "--gpu", "9.0", "--driver", "575.57.08",
+                                 "--cuda", "12.9"],
+    "linux-aarch64-cuda13.yml": ["--platform", "linux-aarch64", "--gpu", "9.0", "--driver", "580.65.06",
+                                 "--cuda", "13.0"],
     "linux-64-cpu.yml": ["--platform", "linux-64", "--gpu", "none"],
     "win-64-cpu.yml": ["--platform", "win-64", "--gpu", "none"],
     "osx-arm64-cpu.yml": ["--platform", "osx-arm64", "--gpu", "none"],

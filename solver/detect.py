@@ -19,6 +19,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from solver.vocabulary import normalize_compute_capability
+
 NVIDIA_SMI_TIMEOUT_S = 10.0
 # Fields asked of nvidia-smi; R470-era nvidia-smi lacks compute_cap, so a second query drops it.
 QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version")
@@ -48,19 +50,6 @@ class Detection:
         if not known:
             return None
         return min(known, key=lambda cc: tuple(int(p) for p in cc.split(".")))
-
-
-def normalize_compute_capability(text: str) -> str | None:
-    """'8.6', 'sm_86', '86', 'sm86' -> '8.6'; '12.0' and 'sm_120' -> '12.0'; None if not one."""
-    value = text.strip().lower()
-    if re.match(r"^\d{1,2}\.\d$", value):
-        major, minor = value.split(".")
-        return f"{int(major)}.{int(minor)}"
-    match = re.match(r"^(?:sm_?)?(\d{2,3})$", value)
-    if match:
-        digits = match.group(1)
-        return f"{int(digits[:-1])}.{digits[-1]}"
-    return None
 
 
 def host_platform() -> str:

@@ -5,9 +5,14 @@ Rules (newest pytorch first, then newest CUDA, unless flags pin them):
 - a GPU target never gets a CPU pytorch; build strings are pinned (pytorch=2.13.*=cuda129*);
 - cuda-version within what the driver runs: fully, or through minor-version compatibility only
   when pytorch and pointops both carry SASS for the GPU (an older driver cannot JIT newer PTX);
-- the GPU is covered by SASS of its major (lower minor is fine) or by PTX of a lower arch;
-- GPUs the driver branch no longer supports (Kepler after R470; Maxwell/Pascal/Volta after
-  R580) are refused with the driver to install.
+- the GPU is covered by SASS of its major (lower minor is fine; on a Jetson only its exact
+  compute capability) or by PTX of a lower arch;
+- the driver must know the GPU: a generation first supported by CUDA X.Y needs the driver branch
+  of X.Y (Blackwell 10.0/12.0 -> R570); GPUs a branch no longer supports (Kepler after R470;
+  Maxwell/Pascal/Volta after R580) are refused with the driver to install;
+- a Jetson is planned from its JetPack stack: JetPack 6 gets conda-forge's tegra builds, JetPack
+  7.2 (Orin) and 7 (Thor) the sbsa ones; modules without a CUDA 12 stack are refused;
+- on linux-aarch64 `arm-variant` is pinned, since sbsa and tegra builds share build strings.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solver.knowledge import (
+    JetsonStack,
     Knowledge,
     PytorchRelease,
+    TorchBuild,
     arch_coverage,
+)
+from solver.target import Target
+from solver.vocabulary import (
+    DEFAULT_ARM_VARIANT,
     cuda_of_variant,
+    has_arm_variants,
+    os_word,
     parse_version,
     variant_of_cuda,
 )
-from solver.target import Target
 
 
 class PlanError(Exception):
@@ -45,6 +57,8 @@ class Plan:
     coverage: dict[str, str] = field(default_factory=dict)  # package -> "sass" / "ptx"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    arm_variant: str | None = None             # "sbsa" / "tegra": linux-aarch64 CUDA plans
+    pytorch_min_build_number: int | None = None  # only builds from this one carry the GPU's arch
 
     @property
     def pytorch_minor(self) -> str:
@@ -57,9 +71,16 @@ class Plan:
 
     def specs(self) -> list[str]:
         """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
-        specs = [f"python={self.python}", f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"]
+        if self.pytorch_min_build_number is not None:
+            pytorch = (f"pytorch={self.pytorch_version}={self.pytorch_build}"
+                       f"[build_number='>={self.pytorch_min_build_number}']")
+        else:
+            pytorch = f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"
+        specs = [f"python={self.python}", pytorch]
         if self.cuda_version:
             specs.append(f"cuda-version={self.cuda_version}")
+        if self.arm_variant:
+            specs.append(f"arm-variant=*={self.arm_variant}")
         specs.append(f"pointops={self.pointops_version}={self.pytorch_build}")
         return specs
 
@@ -145,7 +166,8 @@ def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
 def _describe_gpu(kb: Knowledge, target: Target) -> str:
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
-    family = f", {arch.family}" if arch else ""
+    module = kb.jetson_module(cc) if cc else None
+    family = f", {module.name}" if module else (f", {arch.family}" if arch else "")
     return f"{target.gpu_name} (compute capability {cc or 'unknown'}{family})"
 
 
@@ -155,11 +177,15 @@ def _driver_text(target: Target) -> str:
     return "the driver"
 
 
+def _min_driver_text(minimum: str, os_name: str) -> str:
+    """'570.26' -> ' (570.26 or later on Linux)'; a bare branch ('615') needs no parenthesis."""
+    return f" ({minimum} or later on {os_word(os_name)})" if "." in minimum else ""
+
+
 def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
-    """Refuse GPUs whose driver branch dropped them, and GPUs no CUDA 12+ build can target."""
+    """Refuse GPUs the driver does not know yet or no longer supports, and GPUs no CUDA 12+ build targets."""
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
-    os_word = "Windows" if target.os == "windows" else "Linux"
     if target.driver_version and arch and arch.last_branch:
         branch = kb.driver_branch(target.driver_version)
         if branch and branch.branch > arch.last_branch:
@@ -171,8 +197,22 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
         minimum = kb.mvc_min_driver(12, target.os)
         raise PlanError(
             f"driver {target.driver_version} is older than every driver branch the solver knows (R450+); "
-            f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word}. "
+            f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word(target.os)}. "
             "Upgrade the driver, or pass --gpu none for a CPU environment.")
+    # A generation first known to CUDA 12.x/13.x needs that release's driver branch; older ones are
+    # driven by any driver new enough for CUDA 12, which the checks below ask for anyway.
+    if arch and arch.first_cuda and cc and kb.is_compute_capability(cc) \
+            and parse_version(arch.first_cuda)[:2] > (12, 0) \
+            and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]:
+        first = kb.first_branch_for_cuda(arch.first_cuda)
+        minimum = kb.cuda_min_driver(arch.first_cuda, target.os)
+        branch = kb.driver_branch(target.driver_version) if target.driver_version else None
+        which = f"{_driver_text(target)} (R{branch.branch})" if branch else \
+            f"{_driver_text(target)} (CUDA {target.driver_cuda})"
+        raise PlanError(
+            f"{which} cannot drive {_describe_gpu(kb, target)}: compute capability {cc} first appears in CUDA "
+            f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{first.branch} or "
+            f"newer driver{_min_driver_text(minimum, target.os)}, or pass --gpu none for a CPU environment.")
     if cc and parse_version(cc) < (5, 0):
         family = arch.family if arch else "This"
         raise PlanError(
@@ -181,12 +221,68 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
             "GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
 
 
+def _check_jetson(kb: Knowledge, target: Target) -> JetsonStack:
+    """The JetPack stack of a Jetson target, or the refusal: no CUDA 12 stack, or a driver of none."""
+    module = kb.jetson_module(target.compute_capability)
+    gpu = _describe_gpu(kb, target)
+    if not module.stacks:
+        raise PlanError(
+            f"{gpu} has no CUDA 12 or 13 stack: the last NVIDIA ships for {module.name} is {module.last_stack}, "
+            "and pointops' GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
+    if target.jetson_stack is not None:
+        return kb.jetson_stacks[target.jetson_stack]
+    offered = " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
+                          for key in module.stacks)
+    if target.driver_version:
+        raise PlanError(
+            f"driver {target.driver_version} is not a {module.name} driver: {module.name} runs {offered}. "
+            "Check --driver (nvidia-smi on the Jetson prints it), or pass --gpu none for a CPU environment.")
+    raise PlanError(
+        f"the driver runs CUDA <= {target.driver_cuda}, and {module.name} has CUDA 12 or 13 only with {offered}. "
+        "Upgrade JetPack, or pass --gpu none for a CPU environment.")
+
+
+def _jetson_driver_text(stack: JetsonStack) -> str:
+    return f"{stack.driver_series}.x" if stack.driver_series is not None else f"{stack.driver_min} or newer"
+
+
+def _allowed_arm_variant(target: Target, stack: JetsonStack | None) -> str | None:
+    if stack is not None:
+        return stack.arm_variant
+    return DEFAULT_ARM_VARIANT if has_arm_variants(target.platform) else None
+
+
+def _where(kb: Knowledge, target: Target, stack: JetsonStack | None) -> str:
+    """Where builds are looked for: 'linux-64', or 'Jetson Orin on JetPack 6 (L4T r36)'."""
+    if stack is None:
+        return target.platform
+    return f"{kb.jetson_module(target.compute_capability).name} on {stack.label}"
+
+
+def _coverage(cc: str | None, build: TorchBuild, tegra: bool) -> tuple[str | None, int | None]:
+    """Coverage of the GPU by a pytorch build, and the build number from which it holds (or None)."""
+    if cc is None:
+        return "unknown", None
+    newest = arch_coverage(cc, build.archs, tegra)
+    if build.since_build_number is None or newest is None:
+        return newest, None
+    older = arch_coverage(cc, build.older_archs, tegra)
+    return newest, (None if older == newest else build.since_build_number)
+
+
 def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None,
               cuda: str | None) -> Plan:
     if target.os == "osx":
         raise PlanError("macOS has no CUDA: pass --gpu none for a CPU environment.")
-    _check_driver_supports_gpu(kb, target)
     cc = target.compute_capability
+    arch = kb.architecture(cc) if cc else None
+    tegra = bool(arch and arch.tegra and kb.jetson_module(cc))
+    stack = _check_jetson(kb, target) if tegra else None
+    if stack is None:
+        _check_driver_supports_gpu(kb, target)
+    arm_variant = _allowed_arm_variant(target, stack)
+    # A Jetson's own driver (JetPack 6) is not held to the desktop minor-version minimums.
+    mvc_driver = None if stack is not None and stack.driver_series is not None else target.driver_version
     wanted_variant = variant_of_cuda(cuda) if cuda else None
     rejections: list[_Rejection] = []
     python_missing = True
@@ -196,33 +292,34 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
         if chosen_python is None:
             continue
         python_missing = False
-        for variant in release.variants(target.platform):
-            if wanted_variant and variant != wanted_variant:
+        for torch_build in release.cuda_builds(target.platform):
+            variant = torch_build.variant
+            if torch_build.arm_variant != arm_variant or (wanted_variant and variant != wanted_variant):
                 continue
             variant_seen = True
             cuda_version = cuda_of_variant(variant)
-            build = kb.pointops_build(target.platform, variant)
+            build = kb.pointops_build(target.platform, variant, arm_variant)
             if build is None:
                 rejections.append(_Rejection(release.version, variant, "build",
-                                             f"pointops has no {variant} build for {target.platform}"))
+                                             f"pointops has no {torch_build.key} build for {target.platform}"))
                 continue
-            min_glibc = kb.min_glibc.get(variant)
+            min_glibc = kb.glibc_floor(torch_build)
             if target.os == "linux" and target.glibc and min_glibc and \
                     parse_version(target.glibc) < parse_version(min_glibc):
                 rejections.append(_Rejection(release.version, variant, "glibc",
-                                             f"CUDA {cuda_version} builds need glibc >= {min_glibc}, "
-                                             f"the target has {target.glibc}"))
+                                             f"the CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= "
+                                             f"{min_glibc}, the target has {target.glibc}"))
                 continue
-            torch_cov = arch_coverage(cc, release.cuda[target.platform][variant]) if cc else "unknown"
-            ops_cov = arch_coverage(cc, build.archs) if cc else "unknown"
+            torch_cov, since = _coverage(cc, torch_build, tegra)
+            ops_cov = arch_coverage(cc, build.archs, tegra) if cc else "unknown"
             if torch_cov is None or ops_cov is None:
                 lacking = "pytorch" if torch_cov is None else "pointops"
-                archs = release.cuda[target.platform][variant] if torch_cov is None else build.archs
+                archs = torch_build.archs if torch_cov is None else build.archs
                 rejections.append(_Rejection(release.version, variant, "arch",
-                                             f"{lacking} {variant} carries {archs.describe()}"))
+                                             f"{lacking} {torch_build.key} carries {archs.describe()}"))
                 continue
             both_sass = torch_cov == "sass" and ops_cov == "sass"
-            mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, target.driver_version, target.os)
+            mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, mvc_driver, target.os)
             required = (kb.mvc_min_driver(parse_version(cuda_version)[0], target.os) if both_sass
                         else kb.cuda_min_driver(cuda_version, target.os))
             if mode is None:
@@ -241,29 +338,54 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
                                              "builds, and an older driver cannot JIT newer PTX",
                                              kb.cuda_min_driver(cuda_version, target.os)))
                 continue
-            return _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch_cov, ops_cov,
-                               rejections)
+            return _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, torch_cov, ops_cov,
+                               rejections, stack, since)
     if python_missing and python is not None:
         raise _no_python(python, releases)
     if wanted_variant and not variant_seen:
-        offered = sorted({cuda_of_variant(v) for r in releases for v in r.variants(target.platform)}, key=parse_version)
-        raise PlanError(f"conda-forge pytorch has no CUDA {cuda} build for {target.platform} "
+        offered = sorted({b.cuda_version for r in releases for b in r.cuda_builds(target.platform)
+                          if b.arm_variant == arm_variant}, key=parse_version)
+        raise PlanError(f"conda-forge pytorch has no CUDA {cuda} build for {_where(kb, target, stack)} "
                         f"(it has {', '.join(offered) or 'none'}). Pass one of those to --cuda, or drop --cuda.")
-    raise PlanError(_explain(kb, target, rejections, cuda))
+    raise PlanError(_explain(kb, target, rejections, cuda, stack))
 
 
-def _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch_cov, ops_cov, rejections) -> Plan:
+def _flavour(build: TorchBuild) -> str:
+    return f"{build.arm_variant} " if build.arm_variant and build.arm_variant != DEFAULT_ARM_VARIANT else ""
+
+
+def _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, torch_cov, ops_cov, rejections,
+                stack, since) -> Plan:
+    variant = torch_build.variant
     cuda_version = cuda_of_variant(variant)
     plan = Plan(target=target, python=chosen_python, pytorch_version=release.version, variant=variant,
                 cuda_version=cuda_version, pointops_version=kb.pointops["version"], driver_mode=mode,
-                coverage={"pytorch": torch_cov, "pointops": ops_cov})
+                coverage={"pytorch": torch_cov, "pointops": ops_cov}, arm_variant=torch_build.arm_variant,
+                pytorch_min_build_number=since)
     plan.reasons.append(f"GPU: {_describe_gpu(kb, target)}")
     plan.reasons.append(f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}")
     plan.reasons.extend(target.notes)
     skipped = sorted({f"{cuda_of_variant(r.variant)} ({r.detail})" for r in rejections
                       if r.release == release.version})
-    plan.reasons.append(f"pytorch {plan.pytorch_minor} {variant}: newest pytorch and CUDA that fit"
+    plan.reasons.append(f"pytorch {plan.pytorch_minor} {torch_build.key}: newest pytorch and CUDA that fit"
                         + (f"; skipped CUDA {'; '.join(skipped)}" if skipped else ""))
+    if stack is not None:
+        plan.reasons.append(f"Jetson on {stack.label}: conda-forge's {stack.arm_variant} builds, the ones its CUDA "
+                            f"driver runs (arm-variant={stack.arm_variant} pinned); only SASS for exactly "
+                            f"{target.compute_capability} or PTX counts on a Jetson")
+    elif torch_build.arm_variant:
+        plan.reasons.append(f"arm-variant={torch_build.arm_variant} pinned: {target.platform} servers run the "
+                            f"{torch_build.arm_variant} builds, never the Jetson (tegra) ones that share their "
+                            "build strings")
+    if since is not None:
+        plan.reasons.append(f"pytorch {release.version} build number >= {since}: its older builds lack SASS for "
+                            f"{target.compute_capability}")
+    min_glibc = kb.glibc_floor(torch_build)
+    if target.os == "linux" and min_glibc and parse_version(min_glibc) > (2, 17):
+        assumed = ", assumed" if target.glibc_assumed else ""
+        plan.reasons.append(f"CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= {min_glibc} on the "
+                            f"target: conda-forge builds them against glibc {min_glibc} (target glibc "
+                            f"{target.glibc}{assumed})")
     if mode == "mvc":
         plan.reasons.append(f"CUDA {cuda_version} runs on this driver through minor-version compatibility: "
                             f"pytorch and pointops both carry SASS for {target.compute_capability}")
@@ -275,7 +397,7 @@ def _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch
         plan.warnings.append("the GPU's compute capability is unknown, so arch coverage was not checked; "
                              "pass --gpu 'NAME:X.Y' to check it")
     arch = kb.architecture(target.compute_capability) if target.compute_capability else None
-    if arch and arch.last_branch and arch.last_branch >= 580:
+    if arch and arch.last_branch and arch.last_branch >= 580 and stack is None:
         plan.warnings.append(f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
                              "builds no longer target them: this machine stays on CUDA 12 builds")
     plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
@@ -283,10 +405,10 @@ def _gpu_result(kb, target, release, variant, chosen_python, python, mode, torch
     return plan
 
 
-def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: str | None) -> str:
+def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: str | None,
+             stack: JetsonStack | None = None) -> str:
     """One or two sentences: the system cause and the fix."""
     gpu = _describe_gpu(kb, target)
-    os_word = "Windows" if target.os == "windows" else "Linux"
     fix_cpu = "or pass --gpu none for a CPU environment."
     unknown = [r for r in rejections if r.kind == "mvc-unknown"]
     if unknown and not [r for r in rejections if r.kind == "arch"]:
@@ -304,13 +426,16 @@ def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: 
         ptx = " (only PTX covers this GPU there, and an older driver cannot JIT newer PTX)" \
             if need.kind == "mvc-ptx" else ""
         return (f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}; pointops' GPU builds for this GPU need "
-                f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word}. Upgrade the driver, {fix_cpu}")
+                f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word(target.os)}. Upgrade the driver, "
+                f"{fix_cpu}")
     arch_blocked = [r for r in rejections if r.kind == "arch"]
     if arch_blocked:
         details = sorted({r.detail for r in arch_blocked})
         pinned = f" with --cuda {cuda}" if cuda else ""
         fix = "Drop --cuda, or pass --gpu none" if cuda else "Pass --gpu none"
-        return (f"no pytorch/pointops CUDA build for {target.platform}{pinned} runs on {gpu}: "
+        exact = (f" (a Jetson needs SASS for exactly {target.compute_capability}, or PTX of an older arch)"
+                 if stack is not None else "")
+        return (f"no pytorch/pointops CUDA build for {_where(kb, target, stack)}{pinned} runs on {gpu}{exact}: "
                 f"{'; '.join(details)}. {fix} for a CPU environment.")
     glibc_blocked = [r for r in rejections if r.kind == "glibc"]
     if glibc_blocked:
@@ -318,4 +443,5 @@ def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: 
                 f"(or set CONDA_OVERRIDE_GLIBC if the target differs), {fix_cpu}")
     if rejections:
         return f"{rejections[0].detail}. Pass --gpu none for a CPU environment."
-    return f"conda-forge has no CUDA pytorch build for {target.platform}. Pass --gpu none for a CPU environment."
+    return (f"conda-forge has no CUDA pytorch build for {_where(kb, target, stack)}. "
+            "Pass --gpu none for a CPU environment.")

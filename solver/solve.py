@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solver.plan import Plan
-from solver.target import DEFAULT_GLIBC, Target
+from solver.target import virtual_package_strings
 
 SOLVE_TIMEOUT_S = 120
 DEFAULT_CHANNELS = ("pointops", "conda-forge")
@@ -48,24 +48,6 @@ def channel_for_env_file(channel: str) -> str:
     """Channel as env.yml should list it: names and URLs as given, local directories as file:// URLs."""
     location = channel_location(channel)
     return Path(location).as_uri() if location.startswith("/") else location
-
-
-def virtual_package_strings(target: Target) -> list[str]:
-    """Virtual packages of the target machine as name=version=build strings."""
-    arch = {"64": "x86_64", "aarch64": "aarch64", "arm64": "arm64"}[target.platform.split("-")[1]]
-    result = []
-    if target.os == "linux":
-        result += ["__unix=0=0", "__linux=5.15=0", f"__glibc={target.glibc or DEFAULT_GLIBC}=0"]
-    elif target.os == "windows":
-        result += ["__win=0=0"]
-    else:
-        result += ["__unix=0=0", f"__osx={'13.0' if arch == 'arm64' else '12.0'}=0"]
-    result.append(f"__archspec=1={arch}")
-    if target.has_gpu and target.driver_cuda:
-        result.append(f"__cuda={target.driver_cuda}=0")
-        if target.compute_capability:
-            result.append(f"__cuda_arch={target.compute_capability}=0")
-    return result
 
 
 def describe_channel_failure(message: str, channel_hint: str = "") -> str:

@@ -7,9 +7,16 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from solver.knowledge import PLATFORMS, Knowledge, os_of_platform, parse_version
-
-DEFAULT_GLIBC = "2.28"  # assumed for Linux targets that are not this machine
+from solver.knowledge import Knowledge
+from solver.vocabulary import (
+    ARM_VARIANT_PLATFORM,
+    DEFAULT_GLIBC,
+    PLATFORMS,
+    normalize_compute_capability,
+    os_of_platform,
+    parse_version,
+    virtual_packages,
+)
 
 
 class TargetError(Exception):
@@ -32,10 +39,19 @@ class Target:
     source: str                         # "detected", "flags" or "override"
     driver_assumed: bool = False        # no driver given: the newest branch for this GPU is assumed
     notes: list[str] = field(default_factory=list)
+    glibc_assumed: bool = False         # glibc is DEFAULT_GLIBC, not this machine's or an override
+    jetson_stack: str | None = None     # Jetson only: the JetPack stack of its driver ("jetpack6", "unified")
 
     @property
     def has_gpu(self) -> bool:
         return self.gpu_name is not None
+
+
+def virtual_package_strings(target: Target) -> list[str]:
+    """Virtual packages of the target machine as name=version=build strings, for a solver."""
+    gpu = target.has_gpu and target.driver_cuda
+    return virtual_packages(target.platform, glibc=target.glibc, cuda=target.driver_cuda if gpu else None,
+                            cuda_arch=target.compute_capability if gpu else None)
 
 
 _DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
@@ -61,8 +77,6 @@ def parse_gpu_flag(text: str) -> tuple[str, str | None, str | None]:
     Accepted: auto, none, a compute capability (8.6, sm_86), a GPU name ("RTX 4090"), or a
     name with its compute capability ("My GPU:8.6") for GPUs the table does not know.
     """
-    from solver.detect import normalize_compute_capability
-
     value = text.strip()
     if value.lower() in ("auto", "none", "cpu"):
         return ("none" if value.lower() == "cpu" else value.lower(), None, None)
@@ -104,39 +118,62 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
     os_name = os_of_platform(platform)
     glibc = (_glibc_override() or DEFAULT_GLIBC) if os_name == "linux" else None
     target = Target(platform=platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
-                    driver_version=None, driver_cuda=None, source="flags")
+                    driver_version=None, driver_cuda=None, source="flags",
+                    glibc_assumed=os_name == "linux" and _glibc_override() is None)
     if kind == "none":
         target.notes.append("--gpu none: CPU environment")
         if driver:
             target.notes.append(f"--driver {driver} ignored: no GPU was asked for")
         return target
 
-    if name is not None and cc is None:
-        cc = kb.gpu_compute_capability(name)
-        if cc is None:
+    entry = kb.gpu_lookup(name) if name else None
+    if cc is not None:
+        cc = _checked_compute_capability(kb, gpu, name, cc, entry, target)
+    elif name is not None:
+        if entry is None:
             raise TargetError(f"unknown GPU {name!r}; give its compute capability too, e.g. --gpu '{name}:8.6' "
                               "(nvidia-smi --query-gpu=compute_cap --format=csv prints it).")
+        cc = entry.compute_capability
     if os_name == "osx":
         raise TargetError("macOS has no CUDA: pytorch and pointops run on the CPU there. "
                           "Pass --gpu none, or --platform linux-64/win-64 for an NVIDIA machine.", exit_code=1)
-    entry = kb.gpu_lookup(name) if name else None
     target.gpu_name = entry.name if entry else (name or f"sm_{cc.replace('.', '')} GPU")
     target.compute_capability = cc
+    _check_jetson_platform(kb, target)
     _set_driver(kb, target, driver)
+    _set_jetson_stack(kb, target)
     return target
+
+
+def _checked_compute_capability(kb: Knowledge, flag: str, name: str | None, cc: str, entry, target: Target) -> str:
+    """A typed compute capability must belong to a GPU that exists, and to the GPU named with it."""
+    if not kb.is_compute_capability(cc):
+        known = ", ".join(kb.known_compute_capabilities())
+        raise TargetError(f"--gpu {flag!r}: no NVIDIA GPU has compute capability {cc} (known: {known}). Check "
+                          "the value (nvidia-smi --query-gpu=compute_cap --format=csv prints it), or update "
+                          "pointops-solver if the GPU is newer than its tables.")
+    if entry is not None and entry.compute_capability != cc:
+        raise TargetError(f"--gpu {flag!r}: the {entry.name} has compute capability {entry.compute_capability}, "
+                          f"not {cc}. Pass --gpu {name!r} alone, or --gpu {cc} alone if the name is wrong.")
+    renamed = kb.architecture(cc).renamed_to
+    if renamed:
+        target.notes.append(f"compute capability {cc} is the CUDA 12 number of what CUDA 13 calls {renamed}: "
+                            f"planning for {renamed}")
+        return renamed
+    return cc
 
 
 def _set_driver(kb: Knowledge, target: Target, driver: str | None) -> None:
     if driver is not None:
         target.driver_version = driver
-        target.driver_cuda = kb.driver_max_cuda(driver)
+        target.driver_cuda = _driver_cuda(kb, driver, target.compute_capability)
         return
     override = os.environ.get("CONDA_OVERRIDE_CUDA", "").strip()
     if re.match(r"^\d+\.\d+$", override):
         target.driver_cuda = override
         target.notes.append(f"driver CUDA version {override} from CONDA_OVERRIDE_CUDA")
         return
-    # No driver given: assume the newest branch that still supports this GPU.
+    # No driver given: assume the newest driver that still supports this GPU.
     arch = kb.architecture(target.compute_capability) if target.compute_capability else None
     branches = kb.branches
     if arch and arch.last_branch:
@@ -144,8 +181,51 @@ def _set_driver(kb: Knowledge, target: Target, driver: str | None) -> None:
     newest = branches[-1]
     target.driver_cuda = newest.max_cuda
     target.driver_assumed = True
+    module = kb.jetson_module(target.compute_capability) if target.compute_capability else None
+    if module is not None and module.stacks:
+        stack = kb.jetson_stacks[list(module.stacks)[-1]]
+        target.jetson_stack = stack.key
+        target.driver_cuda = stack.cuda or newest.max_cuda
+        target.notes.append(f"no --driver given: assuming {module.stacks[stack.key]}, the newest stack for "
+                            f"{module.name}; pass --driver to plan for an older one")
+        return
     target.notes.append(f"no --driver given: assuming a current driver for this GPU (R{newest.branch}, "
                         f"CUDA {newest.max_cuda}); pass --driver to plan for an older one")
+
+
+def _driver_cuda(kb: Knowledge, driver: str, compute_capability: str | None) -> str | None:
+    """Highest CUDA a driver runs. A Jetson's JetPack 6 driver (540.x) has numbers of its own."""
+    module = kb.jetson_module(compute_capability) if compute_capability else None
+    if module is not None and module.stacks:
+        stack = kb.jetson_stack_of_driver(module, driver, None)
+        if stack is not None and stack.cuda is not None:
+            return stack.cuda
+    return kb.driver_max_cuda(driver)
+
+
+def _check_jetson_platform(kb: Knowledge, target: Target) -> None:
+    module = kb.jetson_module(target.compute_capability) if target.compute_capability else None
+    if module is not None and target.platform != ARM_VARIANT_PLATFORM:
+        raise TargetError(f"{module.name} (compute capability {target.compute_capability}) is a Jetson, a "
+                          f"{ARM_VARIANT_PLATFORM} machine, not {target.platform}. Pass --platform "
+                          f"{ARM_VARIANT_PLATFORM}.", exit_code=1)
+
+
+def _set_jetson_stack(kb: Knowledge, target: Target) -> None:
+    """A Jetson's driver belongs to a JetPack stack: name it, and assume the glibc of its OS."""
+    module = kb.jetson_module(target.compute_capability) if target.compute_capability else None
+    if module is None or not module.stacks:
+        return
+    if target.jetson_stack is None:
+        stack = kb.jetson_stack_of_driver(module, target.driver_version, target.driver_cuda)
+        if stack is None:
+            return  # the planner refuses: a driver of no JetPack stack this module has
+        target.jetson_stack = stack.key
+    stack = kb.jetson_stacks[target.jetson_stack]
+    if stack.glibc and target.glibc_assumed and target.glibc \
+            and parse_version(stack.glibc) > parse_version(target.glibc):
+        target.glibc = stack.glibc
+        target.notes.append(f"glibc {stack.glibc} assumed: the Ubuntu release {stack.label} is built on")
 
 
 def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, detector) -> Target:
@@ -163,7 +243,9 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         glibc = _glibc_override() or (info.glibc if same_machine else None) or DEFAULT_GLIBC
     target = Target(platform=plan_platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
                     driver_version=driver or info.driver_version, driver_cuda=info.driver_cuda,
-                    source="override" if info.source == "override" else "detected", notes=list(info.notes))
+                    source="override" if info.source == "override" else "detected", notes=list(info.notes),
+                    glibc_assumed=os_name == "linux" and glibc == DEFAULT_GLIBC and _glibc_override() is None
+                    and not (same_machine and info.glibc))
     if driver is not None:
         target.driver_cuda = kb.driver_max_cuda(driver)
     if info.driver_cuda and not info.gpus and info.source == "override" and os_name != "osx":
@@ -196,4 +278,9 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
             parse_version(target.driver_version)
         except ValueError:
             target.driver_version = None
+    if target.compute_capability:
+        _check_jetson_platform(kb, target)
+        if driver is not None:
+            target.driver_cuda = _driver_cuda(kb, driver, target.compute_capability)
+        _set_jetson_stack(kb, target)
     return target

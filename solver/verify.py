@@ -1,6 +1,7 @@
 """Check a solved environment against the planning rules, independently of how it was found:
 no CPU pytorch for a GPU target, the planned CUDA variant and cuda-version, a cuda-version the
-driver runs, the planned Python, and __cuda_arch constraints the GPU satisfies."""
+driver runs, the planned Python, the planned arm variant (sbsa and tegra builds share build
+strings), a pytorch build new enough for the GPU, and __cuda_arch constraints the GPU satisfies."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
             problems.append(f"{name} {record.version} {build} is a CPU build, but a GPU was asked for")
         elif not build.startswith(plan.variant):
             problems.append(f"{name} build {build} is not the planned {plan.variant} variant")
+
+    if plan.pytorch_min_build_number is not None and torch.build_number < plan.pytorch_min_build_number:
+        problems.append(f"pytorch {torch.version} {torch.build} has build number {torch.build_number}; only "
+                        f"{plan.pytorch_min_build_number} and newer carry SASS for {target.compute_capability}")
+    if plan.arm_variant:
+        arm = by_name.get("arm-variant")
+        if arm is None:
+            problems.append(f"the solution has no arm-variant package (arm-variant={plan.arm_variant} was planned)")
+        elif str(arm.build) != plan.arm_variant:
+            problems.append(f"arm-variant {arm.build} was solved, {plan.arm_variant} was planned")
 
     cuda_record = by_name.get("cuda-version")
     if plan.cuda_version:

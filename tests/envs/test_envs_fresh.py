@@ -50,3 +50,15 @@ def test_check_mode_catches_a_stale_file(tmp_path):
     assert proc.returncode == 1
     assert "envs/linux-64-cuda13.yml is out of date" in proc.stderr
     assert "linux-64-cpu.yml" not in proc.stderr
+
+
+def test_aarch64_server_envs_cannot_resolve_to_jetson_builds():
+    """conda-forge's sbsa and tegra (Jetson) CUDA builds share build strings: the linux-aarch64 files
+    must pin the server flavour."""
+    regenerate = load_regenerate()
+    aarch64 = [name for name, flags in regenerate.TARGETS.items()
+               if "linux-aarch64" in flags and "none" not in flags]
+    assert aarch64, "no linux-aarch64 CUDA environment file"
+    for name in aarch64:
+        deps = yaml.safe_load((ENVS / name).read_text())["dependencies"]
+        assert "arm-variant=*=sbsa" in deps, name

@@ -41,6 +41,22 @@ def channel_without_cuda13_pointops(tmp_path_factory) -> Path:
     return channel_factory.write_channel(root, records)
 
 
+@pytest.fixture(scope="session")
+def aarch64_channel(tmp_path_factory) -> Path:
+    """linux-aarch64 records of conda-forge's shape: sbsa and tegra CUDA 12.9, sbsa CUDA 13.0."""
+    root = tmp_path_factory.mktemp("channel_aarch64")
+    return channel_factory.write_channel(root, channel_factory.linux_aarch64_records()
+                                         + channel_factory.pointops_aarch64_records())
+
+
+@pytest.fixture(scope="session")
+def aarch64_channel_before_rebuild(tmp_path_factory) -> Path:
+    """The same, with pytorch 2.13.0 CUDA 13.0 only in builds 0 and 1 (no SASS for Jetson Orin's 8.7)."""
+    root = tmp_path_factory.mktemp("channel_aarch64_old")
+    return channel_factory.write_channel(root, channel_factory.linux_aarch64_records(cuda130_build=1)
+                                         + channel_factory.pointops_aarch64_records())
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass

@@ -56,8 +56,6 @@ PLANS = [
     ("sm_120", "580.65.06", "linux-64", {}, ("cuda130", "13.0", "full", "sass")),
     ("8.6", "550.54.14", "linux-64", {}, ("cuda129", "12.9", "mvc", "sass")),
     ("Lab Prototype X1:8.9", "550.54.14", "linux-64", {}, ("cuda129", "12.9", "mvc", "sass")),
-    # a future GPU only PTX covers: fine with full compatibility
-    ("13.0", "575.57.08", "linux-64", {}, ("cuda129", "12.9", "full", "ptx")),
     # pins
     ("NVIDIA H100 80GB HBM3", "580.65.06", "linux-64", {"cuda": "12.9"}, ("cuda129", "12.9", "full", "sass")),
     ("NVIDIA H100 80GB HBM3", "580.65.06", "linux-64", {"torch": "2.11"}, ("cuda130", "13.0", "full", "sass")),
@@ -102,8 +100,7 @@ REFUSALS = [
     ("Tesla V100", "595.45.04", "linux-64", {}, ["no longer supports", "Volta"]),
     ("Tesla T4", "470.82.01", "linux-64", {}, ["CUDA <= 11.4", "driver >= 525.60.13 on Linux"]),
     ("NVIDIA GeForce RTX 3090", "527.41", "win-64", {}, ["driver >= 528.33 on Windows"]),
-    ("Jetson T5000", "575.57.08", "linux-aarch64", {}, ["need CUDA 13", "580.65.06"]),
-    ("13.0", "560.35.03", "linux-64", {}, ["only PTX", "cannot JIT", "575.51.03"]),
+    ("Jetson T5000", "575.57.08", "linux-aarch64", {}, ["not a Jetson Thor driver", "580 or newer"]),
     ("GeForce GTX 1080", "580.65.06", "linux-64", {"cuda": "13.0"}, ["--cuda 13.0", "Drop --cuda"]),
     ("NVIDIA H100", "580.65.06", "linux-64", {"cuda": "12.4"}, ["no CUDA 12.4 build", "12.9, 13.0"]),
     ("NVIDIA H100", "390.157", "linux-64", {}, ["older than every driver branch"]),
@@ -176,11 +173,14 @@ def test_never_a_cpu_build_for_a_gpu_target():
     one_per_capability = {gpu.compute_capability: gpu for gpu in kb.gpus}.values()
     for gpu in one_per_capability:
         for branch in kb.branches:
-            for platform in ("linux-64", "win-64"):
-                target = build_target(kb, gpu=f"{gpu.name}:{gpu.compute_capability}",
-                                      driver=f"{branch.branch}.99", platform=platform)
+            for platform in ("linux-64", "win-64", "linux-aarch64"):
                 try:
+                    target = build_target(kb, gpu=f"{gpu.name}:{gpu.compute_capability}",
+                                          driver=f"{branch.branch}.99", platform=platform)
                     plan = make_plan(kb, target)
+                except TargetError:
+                    assert kb.jetson_module(gpu.compute_capability) and platform != "linux-aarch64"
+                    continue
                 except PlanError:
                     continue
                 assert plan.variant.startswith("cuda"), (gpu.name, branch.branch)

@@ -62,3 +62,45 @@ def test_missing_packages(plan):
     assert verify(load(), plan, records) == ["the solution has no pointops"]
     records = [r for r in good_solution() if r.name.normalized != "cuda-version"]
     assert verify(load(), plan, records) == ["the solution has no cuda-version package"]
+
+
+def aarch64_record(name, version, build, build_number=0, depends=(), constrains=()):
+    entry = record(name, version, build, depends, constrains)
+    entry.build_number = build_number
+    return entry
+
+
+@pytest.fixture
+def orin_plan(monkeypatch):
+    """Jetson Orin on JetPack 7.2: sbsa CUDA 13.0, pytorch 2.13.0 from build number 202 (8.7 SASS)."""
+    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
+        monkeypatch.delenv(name, raising=False)
+    kb = load()
+    return make_plan(kb, build_target(kb, gpu="Jetson AGX Orin", driver="595.45.04", platform="linux-aarch64"),
+                     python="3.12")
+
+
+def orin_solution(pytorch_number=202, arm="sbsa"):
+    return [aarch64_record("python", "3.12.11", "h9e4cc4f_100_cp312"),
+            aarch64_record("pytorch", "2.13.0", f"cuda130_generic_py312_habc_{pytorch_number}", pytorch_number,
+                           depends=["__cuda", f"arm-variant * {arm}"]),
+            aarch64_record("cuda-version", "13.0", "h4f385c5_3", 3, constrains=["__cuda >=13"]),
+            aarch64_record("arm-variant", "1.2.0", arm),
+            aarch64_record("pointops", "0.1.0", "cuda130_habc_200", 200, constrains=["__cuda_arch >=7.5"])]
+
+
+def test_orin_solution_passes(orin_plan):
+    assert verify(load(), orin_plan, orin_solution()) == []
+
+
+def test_orin_solution_with_an_old_pytorch_build_is_caught(orin_plan):
+    problems = verify(load(), orin_plan, orin_solution(pytorch_number=201))
+    assert problems == ["pytorch 2.13.0 cuda130_generic_py312_habc_201 has build number 201; only 202 and newer "
+                        "carry SASS for 8.7"]
+
+
+def test_wrong_or_missing_arm_variant_is_caught(orin_plan):
+    assert verify(load(), orin_plan, orin_solution(arm="tegra")) == ["arm-variant tegra was solved, sbsa was planned"]
+    records = [r for r in orin_solution() if r.name.normalized != "arm-variant"]
+    assert verify(load(), orin_plan, records) == [
+        "the solution has no arm-variant package (arm-variant=sbsa was planned)"]

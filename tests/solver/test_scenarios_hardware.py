@@ -1,0 +1,249 @@
+"""Scenario table, second part: what users type for new and unusual hardware, with the answer the
+sources give (not what the solver happened to print).
+
+- Driver floors per GPU generation: a GPU needs a driver of at least the branch of the first CUDA
+  toolkit that knows it (Blackwell 10.0/12.0: CUDA 12.8 -> R570; 10.3/12.1: 12.9 -> R575; Thor
+  11.0: 13.0 -> R580; Rubin 10.7: 13.4 -> R615). NVIDIA architecture matrix, meson cuda.py,
+  NVIDIA/cloud-native-docs#184 (B200 needs 570.133.20+), pytorch#190654 (Rubin).
+- Jetson: JetPack 6 prints 540.4.0 / CUDA 12.6 / "Orin (nvgpu)" and runs only conda-forge's tegra
+  builds (CUDA 12.9, 8.7+PTX, glibc 2.34); JetPack 7.2 puts Orin on the SBSA stack, where only
+  pytorch 2.13.0 builds >= 2 (package build number 202) carry 8.7; Thor (JetPack 7) prints
+  580.00 / 13.0 / "NVIDIA Thor"; Xavier, TX2 and Nano have no CUDA 12 stack. Tegra GPUs need
+  SASS of their exact compute capability (CUDA C++ Programming Guide, binary compatibility).
+- Names as nvidia-smi / NVML print them, laptop and workstation parts (NVIDIA's CUDA GPU pages).
+- Compute capabilities that no GPU has, and a name given with the wrong one (issue 15).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from solver import cli
+from solver.knowledge import load
+from solver.plan import PlanError, make_plan
+from solver.target import TargetError, build_target
+
+OVERRIDES = ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC")
+
+
+@pytest.fixture(autouse=True)
+def _no_overrides(monkeypatch):
+    for name in OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def plan_for(monkeypatch, gpu, driver, platform, flags=None, env=None):
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    kb = load()
+    target = build_target(kb, gpu=gpu, driver=driver, platform=platform)
+    return make_plan(kb, target, **(flags or {}))
+
+
+# (gpu, driver, platform, flags, env) -> (variant, cuda-version, arm-variant, driver compatibility, min build number)
+PLANS = [
+    # -- first driver of a generation: at the edge it works -----------------------------------
+    # R570 is Blackwell 12.0's first branch; SASS 12.0 in the 12.9 builds -> minor-version compatibility
+    ("NVIDIA GeForce RTX 5090", "570.86.16", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    # 570.65 is CUDA 12.8's Windows driver, the Windows pytorch is 12.8: full compatibility
+    ("NVIDIA GeForce RTX 5080", "570.65", "win-64", {}, {}, ("cuda128", "12.8", None, "full", None)),
+    # HGX B200 with the driver NVIDIA names for it (570.133.20 or later)
+    ("NVIDIA B200", "570.133.20", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    # 10.3 needs CUDA 12.9's branch, R575; 575.51.03 is 12.9's own driver
+    ("NVIDIA B300", "575.51.03", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
+    # DGX Spark (GB10, 12.1) is linux-aarch64: sbsa builds, arm-variant pinned
+    ("NVIDIA GB10", "575.57.08", "linux-aarch64", {}, {}, ("cuda129", "12.9", "sbsa", "full", None)),
+    # Rubin 10.7 on R615: SASS 10.0 in the CUDA 13.0 builds runs on 10.7 (same major, desktop GPU)
+    ("NVIDIA VR200", "615.71.09", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
+    # R620 reports CUDA 13.5
+    ("NVIDIA H200", "620.70.06", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
+    # -- Jetson --------------------------------------------------------------------------------
+    # JetPack 6 exactly as nvidia-smi prints it: tegra builds, 12.9 through minor-version compatibility
+    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, ("cuda129", "12.9", "tegra", "mvc", None)),
+    ("Jetson Orin Nano", "540.4.0", "linux-aarch64", {"python": "3.10"}, {},
+     ("cuda129", "12.9", "tegra", "mvc", None)),
+    # JetPack 6 known only by the CUDA version its driver reports
+    ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"},
+     ("cuda129", "12.9", "tegra", "mvc", None)),
+    # pytorch 2.10's tegra builds carry 8.7;10.1+PTX: still SASS for Orin
+    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {},
+     ("cuda129", "12.9", "tegra", "mvc", None)),
+    # JetPack 7.2 (CUDA 13.2, driver of the 595 series): sbsa CUDA 13 with 8.7 from build number 202
+    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", 202)),
+    ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "13.2"},
+     ("cuda130", "13.0", "sbsa", "full", 202)),
+    # Thor on JetPack 7: 580.00 reports 13.0; every CUDA 13.0 build carries 11.0
+    ("NVIDIA Thor", "580.00", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", None)),
+    # sm_101 is Thor's CUDA 12.8/12.9 name; CUDA 13 calls it 11.0
+    ("sm_101", "580.00", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", None)),
+    # -- names as nvidia-smi prints them -------------------------------------------------------
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", "560.94", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "537.13", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
+    ("NVIDIA RTX A2000 8GB Laptop GPU", "550.54.14", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    ("NVIDIA RTX 2000 Ada Generation Laptop GPU", "580.65.06", "linux-64", {}, {},
+     ("cuda130", "13.0", None, "full", None)),
+    ("NVIDIA RTX PRO 500 Blackwell Generation Laptop GPU", "572.83", "win-64", {}, {},
+     ("cuda128", "12.8", None, "full", None)),
+    ("NVIDIA GeForce GTX 1650 Ti with Max-Q Design", "551.61", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
+    ("NVIDIA GeForce MX450", "535.104.05", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    ("NVIDIA T550 Laptop GPU", "528.33", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
+    ("Quadro P1000", "580.95.05", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
+    ("Quadro M2000M", "535.183.01", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    ("Tesla V100S-PCIE-32GB", "535.183.06", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    ("NVIDIA GH200 480GB", "575.57.08", "linux-aarch64", {}, {}, ("cuda129", "12.9", "sbsa", "full", None)),
+]
+
+
+@pytest.mark.parametrize("gpu,driver,platform,flags,env,expected", PLANS,
+                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in PLANS])
+def test_hardware_plans(monkeypatch, gpu, driver, platform, flags, env, expected):
+    plan = plan_for(monkeypatch, gpu, driver, platform, flags, env)
+    variant, cuda, arm_variant, mode, min_build = expected
+    assert (plan.variant, plan.cuda_version, plan.arm_variant, plan.driver_mode) == (variant, cuda, arm_variant, mode)
+    assert plan.pytorch_min_build_number == min_build
+    assert set(plan.coverage.values()) == {"sass"}
+    specs = plan.specs()
+    assert f"pointops=0.1.0={variant}*" in specs and f"cuda-version={cuda}" in specs
+    arm_specs = [s for s in specs if s.startswith("arm-variant")]
+    assert arm_specs == ([f"arm-variant=*={arm_variant}"] if arm_variant else [])
+    if min_build:
+        assert f"pytorch={plan.pytorch_version}={variant}*[build_number='>={min_build}']" in specs
+    else:
+        assert f"pytorch={plan.pytorch_minor}.*={variant}*" in specs
+    if "python" in flags:
+        assert plan.python == flags["python"]
+    if "torch" in flags:
+        assert plan.pytorch_minor == flags["torch"]
+
+
+# (gpu, driver, platform, flags, env) -> exit code, words the refusal must contain
+REFUSALS = [
+    # -- driver older than the generation's first branch: Linux and Windows numbering -----------
+    ("NVIDIA GeForce RTX 5090", "560.35.03", "linux-64", {}, {}, 1,
+     ["R560", "cannot drive", "CUDA 12.8", "R570", "570.26 or later on Linux"]),
+    ("NVIDIA GeForce RTX 5090", "566.03", "win-64", {}, {}, 1, ["R565", "R570", "570.65 or later on Windows"]),
+    ("NVIDIA GeForce RTX 5070 Ti", "565.57.01", "linux-64", {}, {}, 1, ["R565", "R570"]),
+    ("NVIDIA GeForce RTX 5060", "561.09", "win-64", {}, {}, 1, ["R560", "570.65 or later on Windows"]),
+    ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "R570", "570.26"]),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "552.22", "win-64", {}, {}, 1, ["R550", "R570"]),
+    ("NVIDIA B300", "570.124.06", "linux-64", {}, {}, 1, ["R570", "CUDA 12.9", "R575", "575.51.03 or later on Linux"]),
+    ("NVIDIA GB300", "570.148.08", "linux-aarch64", {}, {}, 1, ["R575"]),
+    ("NVIDIA GB10", "570.133.20", "linux-aarch64", {}, {}, 1, ["compute capability 12.1", "R575"]),
+    ("NVIDIA VR200", "610.43.02", "linux-64", {}, {}, 1, ["R610", "CUDA 13.4", "R615"]),
+    # the driver known only by the CUDA version it reports
+    ("NVIDIA GeForce RTX 5090", None, "linux-64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"}, 1, ["CUDA 12.6", "R570"]),
+    # -- Jetson ----------------------------------------------------------------------------------
+    ("Jetson AGX Xavier", "540.4.0", "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack", "JetPack 5", "--gpu none"]),
+    ("Jetson Xavier NX", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack"]),
+    ("Jetson TX2", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack", "JetPack 4.6"]),
+    ("Jetson Nano", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack"]),
+    ("Jetson AGX Orin", "550.54.14", "linux-aarch64", {}, {}, 1,
+     ["not a Jetson Orin driver", "540.x", "580 or newer"]),
+    ("Jetson AGX Orin", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "11.4"}, 1,
+     ["CUDA <= 11.4", "JetPack 6", "Upgrade JetPack"]),
+    ("Jetson T5000", "575.57.08", "linux-aarch64", {}, {}, 1, ["not a Jetson Thor driver", "580 or newer"]),
+    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "13.0"}, {}, 1,
+     ["no CUDA 13.0 build for Jetson Orin on JetPack 6", "12.9"]),
+    # JetPack 7.2, pytorch 2.12: its CUDA 13 builds lack 8.7, and sm_86 SASS does not count on Tegra
+    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"torch": "2.12"}, {}, 1,
+     ["exactly 8.7", "--gpu none"]),
+    # the tegra builds need glibc 2.34 (JetPack 6 is Ubuntu 22.04); a target said to have 2.31 has none
+    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {"CONDA_OVERRIDE_GLIBC": "2.31"}, 1, ["glibc >= 2.34"]),
+    ("Orin (nvgpu)", "540.4.0", "linux-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
+    ("Jetson AGX Thor", "580.00", "win-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
+    # -- names: "Tesla K40m" is a K40 (Kepler), not an unknown GPU ------------------------------
+    ("Tesla K40m", "470.82.01", "linux-64", {}, {}, 1, ["Kepler", "--gpu none"]),
+    ("Tesla K20Xm", "535.54.03", "linux-64", {}, {}, 1, ["no longer supports", "R470"]),
+    # -- compute capabilities no GPU has, and a name with the wrong one (exit 2: bad flag) --------
+    ("13.5", "580.65.06", "linux-64", {}, {}, 2, ["no NVIDIA GPU has compute capability 13.5", "12.1"]),
+    ("99.9", "580.65.06", "linux-64", {}, {}, 2, ["no NVIDIA GPU has compute capability 99.9"]),
+    ("sm_135", "580.65.06", "linux-64", {}, {}, 2, ["compute capability 13.5"]),
+    ("Lab Prototype:9.9", "580.65.06", "linux-64", {}, {}, 2, ["compute capability 9.9"]),
+    ("RTX 4090:8.6", "550.54.14", "linux-64", {}, {}, 2,
+     ["GeForce RTX 4090 has compute capability 8.9, not 8.6", "--gpu 'RTX 4090' alone"]),
+    ("Jetson AGX Orin:8.6", "540.4.0", "linux-aarch64", {}, {}, 2, ["8.7, not 8.6"]),
+]
+
+
+@pytest.mark.parametrize("gpu,driver,platform,flags,env,exit_code,words", REFUSALS,
+                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in REFUSALS])
+def test_hardware_refusals(monkeypatch, gpu, driver, platform, flags, env, exit_code, words):
+    with pytest.raises((PlanError, TargetError)) as info:
+        plan_for(monkeypatch, gpu, driver, platform, flags, env)
+    message = str(info.value)
+    assert info.value.exit_code == exit_code, message
+    for word in words:
+        assert word in message, message
+    assert message.count(". ") <= 2  # one cause, one fix
+
+
+def test_refusals_exit_through_the_cli_with_one_line(capsys):
+    code = cli.main(["make-env", "--offline", "--gpu", "NVIDIA B200", "--driver", "565.57.01",
+                     "--platform", "linux-64"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "R570" in err
+    code = cli.main(["make-env", "--offline", "--gpu", "99.9", "--platform", "linux-64"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "99.9" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_name_with_its_own_compute_capability_is_fine(monkeypatch):
+    plan = plan_for(monkeypatch, "NVIDIA A100-SXM4-80GB:8.0", "550.54.14", "linux-64")
+    assert plan.target.compute_capability == "8.0" and plan.variant == "cuda129"
+
+
+def test_jetson_without_driver_assumes_the_newest_stack_and_says_so(monkeypatch):
+    plan = plan_for(monkeypatch, "Jetson AGX Orin", None, "linux-aarch64")
+    assert plan.arm_variant == "sbsa" and plan.pytorch_min_build_number == 202
+    assert any("JetPack 7.2" in reason and "--driver" in reason for reason in plan.reasons)
+
+
+def test_jetpack6_env_header_names_stack_and_glibc(capsys):
+    code = cli.main(["make-env", "--offline", "--gpu", "Orin (nvgpu)", "--driver", "540.4.0",
+                     "--platform", "linux-aarch64"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    header = [line for line in out.splitlines() if line.startswith("#")]
+    assert any("JetPack 6 (L4T r36)" in line and "tegra" in line for line in header)
+    assert any("glibc >= 2.34" in line for line in header)
+    assert "  - arm-variant=*=tegra" in out.splitlines()
+
+
+def test_cuda13_env_header_says_glibc_228(capsys):
+    code = cli.main(["make-env", "--offline", "--gpu", "H100", "--driver", "580.65.06", "--platform", "linux-64"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "cuda-version=13.0" in out
+    assert any(line.startswith("#") and "glibc >= 2.28" in line for line in out.splitlines())
+
+
+def test_detected_jetpack6_orin(monkeypatch):
+    """--gpu auto on a JetPack 6 Orin: what nvidia-smi reports is used as is (540 is no desktop branch)."""
+    from solver.detect import Detection, GpuInfo
+
+    def detector():
+        return Detection(platform="linux-aarch64", glibc="2.35", driver_version="540.4.0", driver_cuda="12.6",
+                         gpus=[GpuInfo(0, "Orin (nvgpu)", "8.7")], source="nvidia-smi")
+
+    kb = load()
+    target = build_target(kb, gpu="auto", detector=detector)
+    assert (target.jetson_stack, target.driver_cuda, target.glibc) == ("jetpack6", "12.6", "2.35")
+    plan = make_plan(kb, target)
+    assert plan.arm_variant == "tegra" and plan.variant == "cuda129"
+
+
+def test_future_gpu_the_driver_reports_runs_through_ptx(monkeypatch):
+    """A compute capability newer than the tables is refused when typed, but one the driver reports
+    exists: it is planned through PTX, with full driver compatibility only."""
+    from solver.detect import Detection, GpuInfo
+
+    def detector(cuda):
+        return lambda: Detection(platform="linux-64", glibc="2.35", driver_version=None, driver_cuda=cuda,
+                                 gpus=[GpuInfo(0, "NVIDIA Future GPU", "13.0")], source="nvml")
+
+    kb = load()
+    plan = make_plan(kb, build_target(kb, gpu="auto", detector=detector("12.9")))
+    assert plan.variant == "cuda129" and plan.coverage == {"pytorch": "ptx", "pointops": "ptx"}
+    assert any("only PTX" in warning for warning in plan.warnings)
+    with pytest.raises(PlanError, match="cannot JIT"):
+        make_plan(kb, build_target(kb, gpu="auto", detector=detector("12.6")))
