@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from solver.errors import SolverError
 from solver.knowledge import (
     Knowledge,
     PytorchRelease,
@@ -25,12 +26,9 @@ from solver.knowledge import (
 from solver.target import Target
 
 
-class PlanError(Exception):
-    """No consistent environment exists; the message names the cause and the fix."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code
+class PlanError(SolverError):
+    """No consistent environment exists (exit 1, or 2 for a flag that cannot apply); the message
+    names the cause and the fix."""
 
 
 @dataclass
@@ -45,6 +43,7 @@ class Plan:
     coverage: dict[str, str] = field(default_factory=dict)  # package -> "sass" / "ptx"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    pytorch_exact: bool = False    # --torch X.Y.Z: pin that release instead of X.Y.*
 
     @property
     def pytorch_minor(self) -> str:
@@ -57,7 +56,8 @@ class Plan:
 
     def specs(self) -> list[str]:
         """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
-        specs = [f"python={self.python}", f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"]
+        torch = self.pytorch_version if self.pytorch_exact else f"{self.pytorch_minor}.*"
+        specs = [f"python={self.python}", f"pytorch={torch}={self.pytorch_build}"]
         if self.cuda_version:
             specs.append(f"cuda-version={self.cuda_version}")
         specs.append(f"pointops={self.pointops_version}={self.pytorch_build}")
@@ -112,8 +112,11 @@ def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: s
         if cuda is not None:
             raise PlanError(f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
                             "or pass --gpu NAME --driver VERSION.", exit_code=2)
-        return _cpu_plan(kb, target, releases, python)
-    return _gpu_plan(kb, target, releases, python, cuda)
+        plan = _cpu_plan(kb, target, releases, python)
+    else:
+        plan = _gpu_plan(kb, target, releases, python, cuda)
+    plan.pytorch_exact = torch is not None and len(parse_version(torch)) > 2
+    return plan
 
 
 def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:

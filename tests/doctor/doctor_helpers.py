@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from solver.detect import parse_nvidia_smi_csv, parse_nvidia_smi_cuda, parse_nvidia_smi_driver
-from solver.doctor_checks.conda_env import gather_conda
+from solver.doctor_checks.conda_env import gather_conda, resolve_conda
 from solver.doctor_checks.facts import DriverFacts, Facts, GpuFact, TorchFacts
 
 DEVICE_DATA = Path(__file__).resolve().parents[1] / "solver" / "data" / "device"
@@ -57,9 +57,13 @@ def conda_pytorch_env(prefix: Path, pytorch_build: str = "cuda126_mkl_py311_h0_3
     return prefix
 
 
-def facts_for_prefix(prefix: Path, virtual_packages=None, **fields) -> Facts:
+def facts_for_prefix(prefix: Path, virtual_packages=None, rattler_missing: str = "", **fields) -> Facts:
+    """The facts gathering collects for a prefix on a machine with these virtual packages, including
+    the offline re-solve (a real py-rattler solve in a child interpreter)."""
     facts = Facts(platform="linux-64", conda=gather_conda(prefix), **fields)
     facts.virtual_packages = virtual_packages
+    facts.rattler_missing = rattler_missing
+    resolve_conda(facts.conda, facts.platform, virtual_packages, rattler_missing)
     return facts
 
 

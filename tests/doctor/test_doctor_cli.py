@@ -72,7 +72,7 @@ def test_cpu_torch_on_a_gpu_box_seen_through_a_fake_nvidia_smi(tmp_path):
     assert any(line.startswith("ok    gpu.driver: 1 NVIDIA GPU(s)") and "580.159.04 (CUDA 13.0)" in line for line in lines)
     at = lines.index("FAIL  gpu.torch-build: CPU build of PyTorch on a machine with an NVIDIA GPU")
     assert "NVIDIA H200 (sm_90)" in lines[at + 1]
-    assert lines[at + 2].strip().startswith("fix: pip install --force-reinstall torch --index-url "
+    assert lines[at + 2].strip().startswith('fix: pip install --force-reinstall "torch==2.14.*" --index-url '
                                             "https://download.pytorch.org/whl/cu130")
     assert lines[-1].startswith("1 failed")
 
