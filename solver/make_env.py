@@ -103,7 +103,7 @@ def _detector(args):
     from solver.detect import detect
 
     info = detect()
-    if info.problem and not info.gpus:
+    if info.problem and info.source != "override":  # CONDA_OVERRIDE_CUDA states the driver instead
         raise SolverError(f"{info.problem}, so this machine's GPU cannot be planned for",
                           "fix the driver (nvidia-smi must answer), or plan explicitly: --gpu NAME --driver "
                           "VERSION, or --gpu none for a CPU environment")
