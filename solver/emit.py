@@ -50,6 +50,8 @@ def describe_target(plan: Plan) -> str:
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.+\-=*<>!,/:@~]*$")
 # Booleans of YAML 1.1 that PyYAML does not retype but other readers may.
 _YAML11_WORDS = {"y", "n"}
+# Characters a YAML reader refuses raw or reads as a line break: written as \u escapes.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
 def yaml_scalar(text: str) -> str:
@@ -64,12 +66,17 @@ def yaml_scalar(text: str) -> str:
                 return text
         except yaml.YAMLError:
             pass
-    return json.dumps(text)
+    quoted = json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+_NOT_IN_COMMENTS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
 def _comment(text: str) -> str:
-    """One comment line: line breaks in a reason would end the comment and start YAML."""
-    return " ".join(str(text).split())
+    """One comment line: a line break in a reason (a GPU name, a driver message) would end the
+    comment and start YAML, and YAML readers refuse control characters even in comments."""
+    return _NOT_IN_COMMENTS.sub("\ufffd", " ".join(str(text).split()))
 
 
 def env_yml(outcome: Outcome) -> str:

@@ -67,6 +67,15 @@ _XYZ = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _BAD_NAME = re.compile(r"[/\\:#\s\x00-\x1f\x7f]")
 
 
+def _encodable(text: str) -> bool:
+    """Text that can be written as UTF-8 (argv bytes that were not UTF-8 arrive as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_flags(args) -> None:
     """Malformed flags and flag combinations: UsageError (exit 2), before anything is done."""
     if args.python is not None and not _XY.match(args.python):
@@ -78,11 +87,11 @@ def check_flags(args) -> None:
     if args.offline and (args.explicit is not None or args.lock is not None):
         raise UsageError("--explicit and --lock record a real solve; drop --offline (or drop them).")
     name = args.name
-    if not name.strip() or _BAD_NAME.search(name) or name.startswith("-"):
+    if not name.strip() or _BAD_NAME.search(name) or name.startswith("-") or not _encodable(name):
         raise UsageError(f"--name {name!r} is not a usable environment name; use letters, digits, '-', '_' "
                          "or '.' (no spaces, '/', '\\', ':', '#' or control characters).")
     for channel in args.channel or []:
-        if not channel.strip() or any(ord(c) < 32 or c == "\x7f" for c in channel):
+        if not channel.strip() or any(ord(c) < 32 or c == "\x7f" for c in channel) or not _encodable(channel):
             raise UsageError(f"--channel {channel!r} is not a channel: give a channel name, URL or directory.")
     from solver.output import check_destinations
 
