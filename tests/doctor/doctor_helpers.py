@@ -4,13 +4,17 @@ records, site-packages with dist-info folders, and machine facts read from real 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from solver.detect import parse_nvidia_smi_csv, parse_nvidia_smi_cuda, parse_nvidia_smi_driver
 from solver.doctor_checks.conda_env import gather_conda, resolve_conda
 from solver.doctor_checks.facts import DriverFacts, Facts, GpuFact, TorchFacts
 
-DEVICE_DATA = Path(__file__).resolve().parents[1] / "solver" / "data" / "device"
+REPO = Path(__file__).resolve().parents[2]
+DEVICE_DATA = REPO / "tests" / "solver" / "data" / "device"
 SITE = "lib/python3.11/site-packages"
 
 
@@ -94,3 +98,28 @@ def by_check(findings, check: str):
 
 def statuses(findings, check: str) -> list[str]:
     return [f.status for f in by_check(findings, check)]
+
+
+def doctor(*args: str, env_updates: dict[str, str] | None = None, pythonpath: list[str] | None = None,
+           stdout=subprocess.PIPE, timeout: float = 300):
+    """`python -m solver doctor ARGS` in a child process."""
+    env = dict(os.environ)
+    env.update(env_updates or {})
+    env["PYTHONPATH"] = os.pathsep.join([*(pythonpath or []), str(REPO)])
+    return subprocess.run([sys.executable, "-m", "solver", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=REPO, timeout=timeout)
+
+
+def findings_of(stdout: str) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for finding in json.loads(stdout)["findings"]:
+        grouped.setdefault(finding["check"], []).append(finding)
+    return grouped
+
+
+def without_nvml(tmp_path: Path) -> Path:
+    """A pynvml that cannot load, as on a machine without libnvidia-ml: detection falls back to nvidia-smi."""
+    folder = tmp_path / "no-nvml"
+    folder.mkdir(exist_ok=True)
+    (folder / "pynvml.py").write_text("raise ImportError('no NVML here')\n")
+    return folder
