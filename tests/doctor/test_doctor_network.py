@@ -206,3 +206,18 @@ def test_probe_reports_a_dead_proxy(channel_server, monkeypatch):
     [finding] = by_check(network_findings(facts), "network.probe")
     assert finding.status == "fail" and f"127.0.0.1:{closed}" in finding.fix
     assert "refused" in finding.evidence.lower()  # the proxy was tried, not a DNS lookup of example.invalid
+
+
+def test_fixes_never_point_tools_at_a_bundle_that_does_not_exist(tmp_path):
+    missing = str(tmp_path / "missing.pem")
+    conda_only = _facts(settings=[ConfigSetting("conda.ssl_verify", missing, "/home/u/.condarc")])
+    [agreement] = by_check(network_findings(conda_only), "tls.ca-agreement")
+    assert agreement.status == "warn" and missing not in agreement.fix and "tls.ca-file" in agreement.fix
+    (tmp_path / "b.pem").write_text(PEM)
+    differing = _facts({"SSL_CERT_FILE": missing, "REQUESTS_CA_BUNDLE": str(tmp_path / "b.pem")})
+    findings = network_findings(differing)
+    [agreement] = by_check(findings, "tls.ca-agreement")
+    assert missing not in agreement.fix
+    assert all(f"SSL_CERT_FILE={missing}" not in f.fix for f in findings if f.status != "pass")
+    [ca_file] = [f for f in by_check(findings, "tls.ca-file") if f.status == "fail"]
+    assert ca_file.evidence == f"SSL_CERT_FILE: {missing}" and "does not exist" in ca_file.summary
