@@ -22,7 +22,6 @@ from solver.target import DEFAULT_GLIBC, Target
 
 SOLVE_TIMEOUT_S = 120  # for the solver itself, inside py-rattler
 WORKER_TIMEOUT_S = 300  # for the whole child: fetching repodata, solving, writing the outputs
-DEFAULT_CHANNELS = ("pointops", "conda-forge")
 
 
 @dataclass(frozen=True)
