@@ -18,7 +18,7 @@ from pathlib import Path
 ENVS_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(ENVS_DIR.parent))  # the solver package of this checkout
 
-from solver.emit import write_atomic  # noqa: E402
+from solver.output import write_atomic  # noqa: E402
 
 # file name -> make-env flags (a GPU and driver typical of the target)
 TARGETS: dict[str, list[str]] = {

@@ -1,21 +1,23 @@
 """`solver doctor`: diagnose a PyTorch/CUDA extension environment and say the fix, one finding per line.
 
-Exit status: 0 when nothing fails (warnings allowed), 1 when a check fails, 2 on a usage error.
-The facts are gathered first (solver/doctor_checks/gather.py), then each check reads them.
+Exit status: 0 when nothing fails (warnings allowed), 1 when a check fails, 2 on a usage error (one
+line on stderr). A broken machine (a driver that does not answer, a malformed CONDA_OVERRIDE_*) is a
+finding, not an error. The facts are gathered first (solver/doctor_checks/gather.py), then each
+registered check reads them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from solver.errors import UsageError
 
 STATUS_LABEL = {"fail": "FAIL", "warn": "WARN", "pass": "ok  ", "info": "info"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument("--prefix", metavar="DIR",
                         help="environment to inspect (default: the one this Python runs in)")
     parser.add_argument("--python", metavar="EXE",
@@ -30,12 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds per connectivity probe (default 5)")
     parser.add_argument("--runtime-timeout", type=float, default=180.0, metavar="S",
                         help="seconds allowed for importing torch and the extensions (default 180)")
-    parser.add_argument("--quiet", action="store_true", help="print only warnings and failures")
-
-
-def _usage_error(message: str) -> int:
-    print(f"solver doctor: error: {message}", file=sys.stderr)
-    return 2
+    parser.add_argument("--driver-timeout", type=float, default=10.0, metavar="S",
+                        help="seconds allowed for nvidia-smi / NVML, and again for py-rattler's virtual-package "
+                             "detection (default 10)")
 
 
 def exit_status(findings) -> int:
@@ -68,6 +67,7 @@ def render_json(findings, facts, prefix: Path) -> str:
         "torch_cuda": facts.torch.cuda,
         "driver": facts.driver.version,
         "driver_cuda": facts.driver.cuda,
+        "driver_problem": facts.driver.problem or None,
         "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in facts.driver.gpus],
         "nvcc": facts.toolchain.nvcc_version,
         "gcc": facts.toolchain.gcc_version,
@@ -78,34 +78,50 @@ def render_json(findings, facts, prefix: Path) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def run(args: argparse.Namespace) -> int:
-    from solver.doctor_checks import run_checks
-    from solver.doctor_checks.gather import default_options, gather, python_of_prefix
+def check_arguments(args: argparse.Namespace) -> None:
+    """Usage errors (exit 2), before anything is gathered."""
+    import math
+
+    from solver.doctor_checks.gather import python_of_prefix
+    from solver.doctor_checks.network import probe_url_problem
 
     if args.prefix is not None and not Path(args.prefix).is_dir():
-        return _usage_error(f"--prefix {args.prefix}: no such directory; give the path of an environment "
-                            "(e.g. $CONDA_PREFIX)")
+        raise UsageError(f"--prefix {args.prefix}: no such directory; give the path of an environment "
+                         "(e.g. $CONDA_PREFIX)")
     if args.prefix is not None and args.python is None and python_of_prefix(Path(args.prefix)) is None:
-        return _usage_error(f"--prefix {args.prefix} has no python; pass --python <interpreter of that environment>")
+        raise UsageError(f"--prefix {args.prefix} has no python; pass --python <interpreter of that environment>")
     if args.python is not None and not Path(args.python).is_file():
-        return _usage_error(f"--python {args.python}: no such file")
-    for name in ("probe_timeout", "runtime_timeout"):
-        if getattr(args, name) <= 0:
-            return _usage_error(f"--{name.replace('_', '-')} must be a positive number of seconds")
+        raise UsageError(f"--python {args.python}: no such file")
+    for name in ("probe_timeout", "runtime_timeout", "driver_timeout"):
+        value = getattr(args, name)
+        if not (value > 0 and math.isfinite(value)):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    for url in args.probe_url:
+        problem = probe_url_problem(url)
+        if problem:
+            raise UsageError(f"--probe-url {url!r}: {problem}; give a URL such as "
+                             "https://conda.anaconda.org/conda-forge/noarch/repodata.json")
 
+
+def run(args: argparse.Namespace) -> int:
+    from solver.doctor_checks import run_checks
+    from solver.doctor_checks.gather import default_options, gather
+    from solver.output import write_stdout
+
+    check_arguments(args)
     options = default_options(args.prefix, args.python)
     options.probe_network = args.probe or bool(args.probe_url)
     options.probe_urls = list(args.probe_url)
     options.probe_timeout_s = args.probe_timeout
     options.runtime_timeout_s = args.runtime_timeout
+    options.driver_timeout_s = args.driver_timeout
     options.extra_modules = list(args.modules)
     facts = gather(options)
     findings = run_checks(facts)
     if args.json:
-        sys.stdout.write(render_json(findings, facts, options.prefix))
+        write_stdout(render_json(findings, facts, options.prefix))
     else:
         header = (f"solver doctor: {facts.platform}, environment {options.prefix} "
                   f"(python {options.python})")
-        sys.stdout.write(render_text(findings, header, quiet=args.quiet))
-    sys.stdout.flush()
+        write_stdout(render_text(findings, header, quiet=args.quiet))
     return exit_status(findings)

@@ -1,41 +1,40 @@
-"""Write what make-env decided: a CEP-24 env.yml (header comment with target and reasons), the
---json document, a CEP-23 explicit file with sha256, and a rattler lock file. Files are written
-atomically (temp file in the same directory + os.replace)."""
+"""Format what make-env decided: a CEP-24 env.yml (header comment with target and reasons), the
+--json document, and, in the solve's child process, the CEP-23 explicit file and the rattler lock
+file. Writing them is solver.output's job.
+
+    outcome = Outcome(plan=plan, target=plan.target, channels=[...], name="pointops", verified=True, ...)
+    env_yml(outcome), json_document(outcome)
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import tempfile
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from solver import __version__
 from solver.plan import Plan
 
-
-@contextmanager
-def atomic_destination(path: str | os.PathLike):
-    """Yield a temp path beside `path`; on success it replaces `path`, on failure it is removed,
-    so the user's existing file is never left half written."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+_WANTED_IN_HEADER = ("python", "pytorch", "libtorch", "cuda-version", "pointops")
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    with atomic_destination(path) as tmp:
-        tmp.write_text(text, encoding="utf-8", newline="\n")
+@dataclass
+class Outcome:
+    """Everything make-env decided, for env.yml and the --json document."""
+
+    plan: Plan | None  # None when planning failed (then `errors` says why)
+    target: object | None  # solver.target.Target; the plan's own when there is a plan
+    channels: list[str]  # as the user gave them (or the defaults)
+    env_channels: list[str] = field(default_factory=list)  # as env.yml lists them (local dirs as file://)
+    name: str = "pointops"
+    verified: bool = False
+    status: str = ""  # how it was verified, or why not
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    solution: object | None = None  # solver.solve.SolveResult of a solve
 
 
 def describe_target(plan: Plan) -> str:
@@ -48,43 +47,70 @@ def describe_target(plan: Plan) -> str:
             f"{driver} (CUDA <= {t.driver_cuda}{assumed})")
 
 
-def _yaml_scalar(text: str) -> str:
-    """Quote a YAML scalar when it could be misread (channel URLs and paths are fine as-is)."""
-    if text == "" or text[0] in "!&*{}[]|>'\"%@`#,?:-" or ": " in text or " #" in text:
-        return json.dumps(text)
-    return text
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.+\-=*<>!,/:@~]*$")
+# Booleans of YAML 1.1 that PyYAML does not retype but other readers may.
+_YAML11_WORDS = {"y", "n"}
+# Characters a YAML reader refuses raw or reads as a line break: written as \u escapes.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 
 
-def env_yml(plan: Plan, channels: list[str], name: str, verified: bool, status: str,
-            solved: list[str] | None = None) -> str:
-    """The environment file. `status` says how it was verified (or why not)."""
+def yaml_scalar(text: str) -> str:
+    """A YAML scalar that reads back as exactly this string in YAML 1.1 and 1.2 readers: plain when
+    neither would retype or misread it (null, yes, 0x1F, 1e3, ': ', '#'), else a double-quoted
+    (JSON) string."""
+    import yaml
+
+    if _PLAIN.match(text) and ": " not in text and not text.endswith(":") and text.lower() not in _YAML11_WORDS:
+        try:
+            if yaml.safe_load(text) == text:
+                return text
+        except yaml.YAMLError:
+            pass
+    quoted = json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+_NOT_IN_COMMENTS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def _comment(text: str) -> str:
+    """One comment line: a line break in a reason (a GPU name, a driver message) would end the
+    comment and start YAML, and YAML readers refuse control characters even in comments."""
+    return _NOT_IN_COMMENTS.sub("\ufffd", " ".join(str(text).split()))
+
+
+def env_yml(outcome: Outcome) -> str:
+    """The environment file."""
+    plan = outcome.plan
     lines = [
-        f"# Environment for {describe_target(plan)}",
+        f"# Environment for {_comment(describe_target(plan))}",
         f"# Made by `solver make-env` (pointops-solver {__version__}) on "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.",
-        f"# {'Verified' if verified else 'NOT verified'} by a solve: {status}",
+        f"# {'Verified' if outcome.verified else 'NOT verified'} by a solve: {_comment(outcome.status)}",
         "# Why:",
     ]
-    lines += [f"#   - {reason}" for reason in plan.reasons]
+    lines += [f"#   - {_comment(reason)}" for reason in plan.reasons]
     if plan.warnings:
         lines.append("# Warnings:")
-        lines += [f"#   - {warning}" for warning in plan.warnings]
-    if solved:
-        lines.append("# Solved builds:")
-        lines += [f"#   {entry}" for entry in solved]
+        lines += [f"#   - {_comment(warning)}" for warning in plan.warnings]
+    if outcome.solution is not None:
+        solved = [p for p in outcome.solution.packages if p.name in _WANTED_IN_HEADER]
+        if solved:
+            lines.append("# Solved builds:")
+            lines += [f"#   {p.name} {p.version} {p.build}" for p in solved]
     lines.append("# Create it with: conda env create -f <this file>   (or mamba / micromamba)")
-    lines.append(f"name: {_yaml_scalar(name)}")
+    lines.append(f"name: {yaml_scalar(outcome.name)}")
     lines.append("channels:")
-    lines += [f"  - {_yaml_scalar(channel)}" for channel in channels]
+    lines += [f"  - {yaml_scalar(channel)}" for channel in outcome.env_channels or outcome.channels]
     lines.append("dependencies:")
-    lines += [f"  - {_yaml_scalar(spec)}" for spec in plan.specs()]
+    lines += [f"  - {yaml_scalar(spec)}" for spec in plan.specs()]
     return "\n".join(lines) + "\n"
 
 
-def json_document(plan: Plan | None, target, channels: list[str], verified: bool, status: str,
-                  warnings: list[str], errors: list[str], solved_records=None) -> dict:
+def json_document(outcome: Outcome) -> dict:
     """The --json document (also printed when planning fails, with `errors` filled)."""
-    t = plan.target if plan else target
+    plan = outcome.plan
+    t = plan.target if plan else outcome.target
     doc = {
         "platform": t.platform if t else None,
         # Same shape for CPU targets, with nulls, so readers need no special case.
@@ -93,25 +119,26 @@ def json_document(plan: Plan | None, target, channels: list[str], verified: bool
                    "assumed": bool(t and t.driver_assumed)},
         "python": plan.python if plan else None,
         "pytorch": plan.pytorch_minor if plan else None,
+        "pytorch_version": plan.pytorch_version if plan else None,
         "pytorch_build": plan.pytorch_build if plan else None,
         "cuda_version": plan.cuda_version if plan else None,
         "pointops": ({"version": plan.pointops_version, "build": plan.pytorch_build} if plan else None),
         "dependencies": plan.specs() if plan else [],
-        "channels": channels,
+        "channels": outcome.channels,
         "driver_compatibility": plan.driver_mode if plan else None,
         "arch_coverage": plan.coverage if plan else {},
-        "verified": verified,
-        "verification": status,
-        "reasons": plan.reasons if plan else (t.notes if t else []),
-        "warnings": warnings,
-        "errors": errors,
+        "verified": outcome.verified,
+        "verification": outcome.status,
+        "reasons": plan.reasons if plan else (list(t.notes) if t else []),
+        "warnings": outcome.warnings,
+        "errors": outcome.errors,
     }
-    if solved_records is not None:
-        doc["solution"] = [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build),
-                            "url": str(r.url), "sha256": r.sha256.hex() if r.sha256 else None}
-                           for r in solved_records]
+    if outcome.solution is not None:
+        doc["solution"] = [p.as_dict() for p in outcome.solution.packages]
     return doc
 
+
+# -- in the solve's child process (rattler records) ------------------------------------------
 
 def explicit_file(records, platform: str) -> str:
     """CEP 23 explicit file: URLs with #sha256, dependencies before dependents."""
@@ -128,8 +155,8 @@ def explicit_file(records, platform: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_lock(path: str, records, platform: str, channels: list[str], virtual_packages: list[str]) -> None:
-    """A rattler/pixi lock file (format v7) recording the target's virtual packages."""
+def lock_file(records, platform: str, channels: list[str], virtual_packages: list[str]) -> str:
+    """A rattler/pixi lock file (format v7) recording the target's virtual packages, as text."""
     from rattler import LockChannel, LockFile, LockPlatform
 
     lock_platform = LockPlatform(platform, virtual_packages=virtual_packages)
@@ -137,5 +164,7 @@ def write_lock(path: str, records, platform: str, channels: list[str], virtual_p
     lock.set_channels("default", [LockChannel(c) for c in channels])
     for record in records:
         lock.add_conda_package("default", lock_platform, record)
-    with atomic_destination(path) as tmp:
-        lock.to_path(tmp)
+    with tempfile.TemporaryDirectory(prefix="solver-lock-") as scratch:
+        path = Path(scratch) / "env.lock"
+        lock.to_path(path)
+        return path.read_text(encoding="utf-8")

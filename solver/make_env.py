@@ -1,8 +1,10 @@
 """`solver make-env`: turn a GPU and a driver into a consistent env.yml.
 
-detect -> target -> plan -> solve -> verify -> emit. Exit status: 0 an environment was written
-(verified by a solve, or a plan alone when the channels cannot be reached / --offline);
-1 no consistent environment exists (the message names the cause and the fix); 2 bad flags.
+detect -> target -> plan -> solve -> verify -> emit -> output. Exit status (solver.cli): 0 an
+environment was written (verified by a solve, or a plan alone when the channels cannot be reached /
+--offline); 1 no consistent environment exists, or an output cannot be written (one line: the cause
+and the fix; nothing else on stderr); 2 bad flags or a malformed CONDA_OVERRIDE_*. Outputs are
+written all or none (solver.output), after everything else succeeded.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import os
 import re
 import sys
 
-_solved = False  # a py-rattler solve ran: leave through os._exit (py-rattler may crash at exit)
+from solver.errors import ChannelAccessError, SolverError, UsageError
+
+DEFAULT_CHANNELS = ("pointops", "conda-forge")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,176 +31,191 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", metavar="SUBDIR",
                         help="linux-64, linux-aarch64, win-64, osx-64 or osx-arm64 (default: this machine)")
     parser.add_argument("--python", metavar="X.Y", help="pin the Python version")
-    parser.add_argument("--torch", metavar="X.Y", help="pin the pytorch version")
+    parser.add_argument("--torch", metavar="X.Y[.Z]", help="pin the pytorch version (X.Y.Z pins that release)")
     parser.add_argument("--cuda", metavar="X.Y", help="pin the CUDA version (cuda-version)")
     parser.add_argument("--channel", action="append", metavar="CHANNEL",
-                        help="channel name, URL or directory; repeatable, in priority order "
-                             "(default: pointops, then conda-forge)")
+                        help="channel name (conda-forge, owner/label/dev), URL or directory (./dir, /dir, or one "
+                             "that exists); repeatable, in priority order (default: pointops, then conda-forge)")
     parser.add_argument("--name", default="pointops", help="environment name (default: pointops)")
     parser.add_argument("--offline", action="store_true",
                         help="do not contact the channels: emit the plan alone, marked as not verified")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write env.yml to FILE (atomically) instead of stdout")
-    parser.add_argument("--json", action="store_true", help="print a JSON document instead of env.yml on stdout")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write env.yml to FILE instead of stdout (a symlink is written through, a FIFO or "
+                             "device written to, a regular file replaced whole)")
     parser.add_argument("--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)")
     parser.add_argument("--lock", metavar="FILE", help="also write a rattler lock file (needs a solve)")
 
 
-def _err(message: str) -> None:
-    print(f"solver make-env: {message}", file=sys.stderr)
+class _Notes:
+    """make-env's stderr: reasons and warnings unless --quiet; errors go through solver.cli."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def say(self, message: str) -> None:
+        if not self.quiet and sys.stderr is not None:
+            print(f"solver make-env: {' '.join(message.split())}", file=sys.stderr)
+
+    def warn(self, message: str) -> None:
+        if sys.stderr is not None:
+            print(f"solver make-env: warning: {' '.join(message.split())}", file=sys.stderr)
 
 
 _XY = re.compile(r"^\d+\.\d+$")
 _XYZ = re.compile(r"^\d+\.\d+(\.\d+)?$")
+# conda refuses these in environment names; control characters would break the YAML and the shell.
+_BAD_NAME = re.compile(r"[/\\:#\s\x00-\x1f\x7f]")
 
 
-def _check_flags(args) -> str | None:
+def _encodable(text: str) -> bool:
+    """Text that can be written as UTF-8 (argv bytes that were not UTF-8 arrive as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_flags(args) -> None:
+    """Malformed flags and flag combinations: UsageError (exit 2), before anything is done."""
     if args.python is not None and not _XY.match(args.python):
-        return f"--python {args.python!r} is not a version; expected X.Y such as 3.12."
+        raise UsageError(f"--python {args.python!r} is not a version; expected X.Y such as 3.12.")
     if args.torch is not None and not _XYZ.match(args.torch):
-        return f"--torch {args.torch!r} is not a version; expected X.Y such as 2.13."
+        raise UsageError(f"--torch {args.torch!r} is not a version; expected X.Y such as 2.13, or X.Y.Z.")
     if args.cuda is not None and not _XY.match(args.cuda):
-        return f"--cuda {args.cuda!r} is not a version; expected X.Y such as 12.9."
-    if args.offline and (args.explicit or args.lock):
-        return "--explicit and --lock record a real solve; drop --offline (or drop them)."
-    if not args.name.strip() or any(c in args.name for c in "/\\: #"):
-        return f"--name {args.name!r} is not a usable environment name; use letters, digits, '-', '_' or '.'."
+        raise UsageError(f"--cuda {args.cuda!r} is not a version; expected X.Y such as 12.9.")
+    if args.offline and (args.explicit is not None or args.lock is not None):
+        raise UsageError("--explicit and --lock record a real solve; drop --offline (or drop them).")
+    name = args.name
+    if not name.strip() or _BAD_NAME.search(name) or name.startswith("-") or not _encodable(name):
+        raise UsageError(f"--name {name!r} is not a usable environment name; use letters, digits, '-', '_' "
+                         "or '.' (no spaces, '/', '\\', ':', '#' or control characters).")
     for channel in args.channel or []:
-        if not channel.strip():
-            return "--channel needs a value: a channel name, URL or directory."
-    return None
+        if not channel.strip() or any(ord(c) < 32 or c == "\x7f" for c in channel) or not _encodable(channel):
+            raise UsageError(f"--channel {channel!r} is not a channel: give a channel name, URL or directory.")
+    from solver.output import check_destinations
+
+    check_destinations(_destinations(args))
+
+
+def _destinations(args) -> list:
+    from solver.output import Destination
+
+    named = (("-o", args.output), ("--explicit", args.explicit), ("--lock", args.lock))
+    return [Destination(flag, path) for flag, path in named if path is not None]
+
+
+def _detector(args):
+    """For --gpu auto: detect once, and refuse a broken driver instead of planning a CPU environment."""
+    if args.gpu.strip().lower() != "auto":
+        return None
+    from solver.detect import detect
+
+    info = detect()
+    if info.problem and info.source != "override":  # CONDA_OVERRIDE_CUDA states the driver instead
+        raise SolverError(f"{info.problem}, so this machine's GPU cannot be planned for",
+                          "fix the driver (nvidia-smi must answer), or plan explicitly: --gpu NAME --driver "
+                          "VERSION, or --gpu none for a CPU environment")
+    return lambda: info
 
 
 def make_env(args) -> int:
-    """The whole command; returns the exit status."""
-    global _solved
+    """The whole command; returns the exit status, raises SolverError."""
+    from solver.emit import Outcome, env_yml, json_document
     from solver.knowledge import KnowledgeError, load
-    from solver.plan import PlanError, make_plan
-    from solver.target import TargetError, build_target
+    from solver.overrides import read_overrides
+    from solver.plan import make_plan
+    from solver.solve import channel_for_env_file
+    from solver.target import build_target
 
-    problem = _check_flags(args)
-    if problem:
-        _err(problem)
-        return 2
-    channels = list(args.channel or ["pointops", "conda-forge"])
+    check_flags(args)
+    read_overrides(os.environ)  # a malformed CONDA_OVERRIDE_* is a usage error, here and everywhere
+    notes = _Notes(args.quiet)
+    channels = list(args.channel or DEFAULT_CHANNELS)
     try:
         kb = load()
     except KnowledgeError as exc:
-        _err(f"the solver's knowledge files are broken: {exc}. Reinstall pointops-solver.")
-        return 1
+        raise SolverError(f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver") from None
 
-    target = plan = None
+    outcome = Outcome(plan=None, target=None, channels=channels, name=args.name,
+                      env_channels=[channel_for_env_file(c) for c in channels])
     try:
-        target = build_target(kb, gpu=args.gpu, driver=args.driver, platform=args.platform)
-        plan = make_plan(kb, target, python=args.python, torch=args.torch, cuda=args.cuda)
-    except (TargetError, PlanError) as exc:
-        _err(str(exc))
+        outcome.target = build_target(kb, gpu=args.gpu, driver=args.driver, platform=args.platform,
+                                      detector=_detector(args))
+        outcome.plan = make_plan(kb, outcome.target, python=args.python, torch=args.torch, cuda=args.cuda)
+        _verify_by_solve(args, kb, outcome, notes)
+    except SolverError as exc:
         if args.json:
-            from solver.emit import json_document
+            outcome.errors.append(exc.one_line())
+            outcome.status = outcome.status or "no plan"
+            _print_json(json_document(outcome))
+        raise
 
-            print(json.dumps(json_document(None, target, channels, False, "no plan", [], [str(exc)]), indent=2))
-        return exc.exit_code
+    plan = outcome.plan
+    if outcome.solution is None and (args.explicit is not None or args.lock is not None):
+        raise SolverError(f"--explicit/--lock need a solve, and none ran ({outcome.status}); nothing was written",
+                          "make the channels reachable, or drop --explicit/--lock")
+    from solver.output import write_files, write_stdout
 
-    verified, records, solve_result = False, None, None
-    warnings = list(plan.warnings)
-    if args.offline:
-        status = "--offline (the plan follows the solver's knowledge tables)"
-    else:
-        from solver.solve import ChannelError, SolveError, solve_plan
-
-        _solved = True
-        try:
-            solve_result = solve_plan(plan, channels)
-        except ChannelError as exc:
-            status = f"channels not reachable ({exc}); the plan follows the solver's knowledge tables"
-            _err(f"not verified: {exc}")
-            warnings.append(f"not verified by a solve: {exc}")
-        except SolveError as exc:
-            _err(str(exc))
-            if args.json:
-                from solver.emit import json_document
-
-                print(json.dumps(json_document(plan, None, channels, False, "solve failed", warnings, [str(exc)]),
-                                 indent=2))
-            return 1
+    text = env_yml(outcome)
+    files = []
+    for dest in _destinations(args):
+        if dest.flag == "-o":
+            files.append((dest, text))
+        elif dest.flag == "--explicit":
+            files.append((dest, outcome.solution.explicit))
         else:
-            from solver.verify import verify
-
-            records = solve_result.records
-            problems = verify(kb, plan, records)
-            if problems:
-                message = "the solve broke the plan's rules: " + "; ".join(problems)
-                _err(message)
-                if args.json:
-                    from solver.emit import json_document
-
-                    print(json.dumps(json_document(plan, None, channels, False, "verification failed", warnings,
-                                                   [message]), indent=2))
-                return 1
-            verified = True
-            shown = [v.rsplit("=", 1)[0] for v in solve_result.virtual_packages
-                     if not v.startswith(("__unix", "__archspec"))]
-            status = f"solved against {', '.join(channels)} with {' '.join(shown)}"
-
-    return _emit(args, kb, plan, channels, verified, status, warnings, records, solve_result)
-
-
-def _emit(args, kb, plan, channels, verified, status, warnings, records, solve_result) -> int:
-    from solver.emit import env_yml, json_document, write_atomic
-
-    solved = None
-    if records is not None:
-        wanted = ("python", "pytorch", "libtorch", "cuda-version", "pointops")
-        solved = [f"{r.name.normalized} {r.version} {str(r.build)}" for r in sorted(records, key=lambda r: r.name.normalized)
-                  if r.name.normalized in wanted]
-    from solver.solve import channel_for_env_file
-
-    text = env_yml(plan, [channel_for_env_file(c) for c in channels], args.name, verified, status, solved)
-    for reason in plan.reasons:
-        _err(reason)
-    for warning in plan.warnings:
-        _err(f"warning: {warning}")
-
-    rc = 0
-    try:
-        if args.output:
-            write_atomic(args.output, text)
-            _err(f"wrote {args.output}")
-        if records is not None and args.explicit:
-            from solver.emit import explicit_file
-
-            write_atomic(args.explicit, explicit_file(records, plan.target.platform))
-            _err(f"wrote {args.explicit}")
-        if records is not None and args.lock:
-            from solver.emit import write_lock
-
-            write_lock(args.lock, records, plan.target.platform, solve_result.channels,
-                       solve_result.virtual_packages)
-            _err(f"wrote {args.lock}")
-    except OSError as exc:
-        _err(f"cannot write {exc.filename}: {exc.strerror}. Choose a writable path.")
-        return 1
-    if records is None and (args.explicit or args.lock):
-        _err("--explicit/--lock not written: they need a solve, and the channels could not be reached.")
-        rc = 1
-
+            files.append((dest, outcome.solution.lock))
+    written = write_files(files)
     if args.json:
-        print(json.dumps(json_document(plan, None, channels, verified, status, warnings, [], records), indent=2))
-    elif not args.output:
-        sys.stdout.write(text)
-    return rc
+        _print_json(json_document(outcome))
+    elif args.output is None:
+        write_stdout(text)
+    for reason in plan.reasons:
+        notes.say(reason)
+    for warning in outcome.warnings:
+        notes.warn(warning)
+    for path in written:
+        notes.say(f"wrote {path}")
+    return 0
+
+
+def _print_json(document: dict) -> None:
+    from solver.output import write_stdout
+
+    write_stdout(json.dumps(document, indent=2) + "\n")
+
+
+def _verify_by_solve(args, kb, outcome, notes: _Notes) -> None:
+    """Solve the plan against the channels and check the result; a channel that cannot be read
+    leaves the plan unverified (exit 0), a solve that contradicts the plan is an error."""
+    plan = outcome.plan
+    outcome.warnings = list(plan.warnings)
+    if args.offline:
+        outcome.status = "--offline (the plan follows the solver's knowledge tables)"
+        return
+    from solver.solve import solve_plan
+    from solver.verify import verify
+
+    try:
+        result = solve_plan(plan, outcome.channels)
+    except ChannelAccessError as exc:
+        outcome.status = f"channels not reachable ({exc.one_line()}); the plan follows the solver's knowledge tables"
+        outcome.warnings.append(f"not verified by a solve: {exc.one_line()}")
+        return
+    except SolverError:
+        outcome.status = "solve failed"
+        raise
+    problems = verify(kb, plan, result.packages)
+    if problems:
+        outcome.status = "verification failed"
+        raise SolverError("the solve broke the plan's rules: " + "; ".join(problems),
+                          "report this with the command line used")
+    outcome.verified = True
+    outcome.solution = result
+    shown = [v.rsplit("=", 1)[0] for v in result.virtual_packages if not v.startswith(("__unix", "__archspec"))]
+    outcome.status = f"solved against {', '.join(outcome.channels)} with {' '.join(shown)}"
 
 
 def run(args) -> int:
-    try:
-        rc = make_env(args)
-    except KeyboardInterrupt:
-        rc = 130
-    except Exception as exc:  # a bug: say so in one line instead of a traceback
-        _err(f"internal error ({type(exc).__name__}: {exc}); please report it with the command line used.")
-        rc = 1
-    if _solved:
-        # py-rattler can crash in a background thread while the interpreter exits: flush and leave now.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(rc)
-    return rc
+    return make_env(args)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from solver.errors import SolverError
 from solver.knowledge import (
     JetsonStack,
     Knowledge,
@@ -37,12 +38,9 @@ from solver.vocabulary import (
 )
 
 
-class PlanError(Exception):
-    """No consistent environment exists; the message names the cause and the fix."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code
+class PlanError(SolverError):
+    """No consistent environment exists (exit 1, or 2 for a flag that cannot apply); the message
+    names the cause and the fix."""
 
 
 @dataclass
@@ -59,6 +57,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     arm_variant: str | None = None             # "sbsa" / "tegra": linux-aarch64 CUDA plans
     pytorch_min_build_number: int | None = None  # only builds from this one carry the GPU's arch
+    pytorch_exact: bool = False    # --torch X.Y.Z: pin that release instead of X.Y.*
 
     @property
     def pytorch_minor(self) -> str:
@@ -75,7 +74,8 @@ class Plan:
             pytorch = (f"pytorch={self.pytorch_version}={self.pytorch_build}"
                        f"[build_number='>={self.pytorch_min_build_number}']")
         else:
-            pytorch = f"pytorch={self.pytorch_minor}.*={self.pytorch_build}"
+            torch = self.pytorch_version if self.pytorch_exact else f"{self.pytorch_minor}.*"
+            pytorch = f"pytorch={torch}={self.pytorch_build}"
         specs = [f"python={self.python}", pytorch]
         if self.cuda_version:
             specs.append(f"cuda-version={self.cuda_version}")
@@ -133,8 +133,11 @@ def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: s
         if cuda is not None:
             raise PlanError(f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
                             "or pass --gpu NAME --driver VERSION.", exit_code=2)
-        return _cpu_plan(kb, target, releases, python)
-    return _gpu_plan(kb, target, releases, python, cuda)
+        plan = _cpu_plan(kb, target, releases, python)
+    else:
+        plan = _gpu_plan(kb, target, releases, python, cuda)
+    plan.pytorch_exact = torch is not None and len(parse_version(torch)) > 2
+    return plan
 
 
 def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:

@@ -1,53 +1,85 @@
 """Solve a plan with py-rattler against the channels, using the target's virtual packages
 (__cuda, __cuda_arch, __glibc, __linux / __win / __osx) instead of this machine's.
 
-py-rattler is imported here only: the --offline path never pays for it. After a solve the
-interpreter may crash on exit (a py-rattler thread), so callers flush and os._exit (make_env).
+The solve runs in a child interpreter (solver.worker): py-rattler can crash while an interpreter
+exits after a solve, and a stalled channel must not hang the command past a time limit. The child
+returns plain data (SolvedPackage fields, the explicit file and the lock file as text), so py-rattler
+is never imported by the command itself.
+
+    result = solve_plan(plan, ["pointops", "conda-forge"])   # raises ChannelAccessError / SolveError
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from solver.errors import ChannelAccessError, SolveError, WorkerError
 from solver.plan import Plan
 from solver.target import virtual_package_strings
 
-SOLVE_TIMEOUT_S = 120
-DEFAULT_CHANNELS = ("pointops", "conda-forge")
+SOLVE_TIMEOUT_S = 120  # for the solver itself, inside py-rattler
+WORKER_TIMEOUT_S = 300  # for the whole child: fetching repodata, solving, writing the outputs
 
 
-class ChannelError(Exception):
-    """The channels could not be read; the message is one line with the cause and the fix."""
+@dataclass(frozen=True)
+class SolvedPackage:
+    """One package of a solution, as plain data."""
 
+    name: str
+    version: str
+    build: str
+    url: str
+    sha256: str | None = None
+    build_number: int = 0
+    depends: tuple[str, ...] = ()
+    constrains: tuple[str, ...] = ()
 
-class SolveError(Exception):
-    """The channels were read but hold no environment matching the plan."""
+    def as_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "build": self.build, "url": self.url,
+                "sha256": self.sha256}
 
 
 @dataclass
 class SolveResult:
-    records: list          # rattler RepoDataRecord
-    channels: list[str]    # channel URLs as solved
+    packages: list[SolvedPackage]
+    channels: list[str]          # channel URLs as solved
     virtual_packages: list[str]  # "__cuda=12.4=0", ...
+    explicit: str = ""           # CEP 23 explicit file
+    lock: str = ""               # rattler lock file (YAML)
+    notes: list[str] = field(default_factory=list)
+
+
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def is_local_channel(channel: str) -> bool:
+    """A path (./x, ../x, /x, ~/x, C:\\x, or a directory that exists here), not a channel name.
+
+    `owner/label/name` (conda's channel-with-label syntax) is a name unless such a directory exists.
+    """
+    if re.match(r"^[a-z][a-z0-9+.-]*://", channel):
+        return False
+    if channel.startswith(("./", "../", "/", "~", ".\\", "..\\")) or channel in (".", "..") or \
+            _WINDOWS_DRIVE.match(channel):
+        return True
+    return Path(channel).expanduser().is_dir()
 
 
 def channel_location(channel: str) -> str:
     """A channel name, URL or local directory -> what rattler's Channel() accepts."""
-    if re.match(r"^[a-z][a-z0-9+.-]*://", channel):
-        return channel
-    path = Path(channel).expanduser()
-    if channel.startswith((".", "/", "~")) or os.sep in channel or path.is_dir():
-        return str(path.resolve())
+    if is_local_channel(channel):
+        return str(Path(channel).expanduser().resolve())
     return channel
 
 
 def channel_for_env_file(channel: str) -> str:
     """Channel as env.yml should list it: names and URLs as given, local directories as file:// URLs."""
-    location = channel_location(channel)
-    return Path(location).as_uri() if location.startswith("/") else location
+    if is_local_channel(channel):
+        return Path(channel_location(channel)).as_uri()
+    return channel
 
 
 def describe_channel_failure(message: str, channel_hint: str = "") -> str:
@@ -87,52 +119,82 @@ def _last_cause(message: str) -> str:
     return last.removeprefix("Caused by:").strip()
 
 
-def solve_plan(plan: Plan, channels: list[str], timeout_s: float = SOLVE_TIMEOUT_S) -> SolveResult:
-    """Solve the plan's specs for its target. Raises ChannelError or SolveError."""
+def solve_plan(plan: Plan, channels: list[str], timeout_s: float = SOLVE_TIMEOUT_S,
+               worker_timeout_s: float = WORKER_TIMEOUT_S) -> SolveResult:
+    """Solve the plan's specs for its target in a child interpreter.
+
+    Raises ChannelAccessError (channels unreadable, or the child did not finish) or SolveError."""
+    from solver import worker
+
+    request = {"specs": plan.specs(), "platform": plan.target.platform,
+               "virtual_packages": virtual_package_strings(plan.target),
+               "channels": [channel_location(c) for c in channels], "timeout_s": timeout_s}
+    try:
+        reply = worker.call("solver.solve:solve_specs", request, worker_timeout_s, what="the solve")
+    except WorkerError as exc:
+        raise ChannelAccessError(f"{exc}; check the network and channels, or pass --offline") from None
+    return SolveResult(packages=[SolvedPackage(**{**p, "depends": tuple(p["depends"]),
+                                                  "constrains": tuple(p["constrains"])})
+                                 for p in reply["packages"]],
+                       channels=reply["channels"], virtual_packages=request["virtual_packages"],
+                       explicit=reply["explicit"], lock=reply["lock"])
+
+
+def solve_specs(specs: list[str], platform: str, virtual_packages: list[str], channels: list[str],
+                timeout_s: float) -> dict:
+    """The child's side of solve_plan: py-rattler's solve, its records as plain data, and the
+    explicit and lock files. Raises ChannelAccessError or SolveError."""
     import asyncio
 
-    return asyncio.run(_solve(plan, channels, timeout_s))
+    return asyncio.run(_solve(specs, platform, virtual_packages, channels, timeout_s))
 
 
-async def _solve(plan: Plan, channels: list[str], timeout_s: float) -> SolveResult:
+async def _solve(plan_specs: list[str], platform: str, vps: list[str], locations: list[str],
+                 timeout_s: float) -> dict:
     import datetime
 
     from rattler import BuildString, Channel, GenericVirtualPackage, MatchSpec, PackageName, Version, solve
     from rattler.exceptions import GatewayError, SolverError
 
-    target = plan.target
-    locations = [channel_location(c) for c in channels]
+    from solver.emit import explicit_file, lock_file
+
     try:
         rattler_channels = [Channel(loc) for loc in locations]
     except Exception as exc:
-        raise ChannelError(f"invalid channel ({exc}); pass a channel name, URL or directory") from None
-    vps = virtual_package_strings(target)
+        raise ChannelAccessError(f"invalid channel ({exc}); pass a channel name, URL or directory") from None
     virtual = [GenericVirtualPackage(PackageName(n), Version(v), BuildString(b))
                for n, v, b in (s.split("=") for s in vps)]
     # MatchSpec objects, not strings: solve() parses strings strictly and rejects "pytorch=*=cuda*".
-    specs = [MatchSpec(s) for s in plan.specs()]
+    specs = [MatchSpec(s) for s in plan_specs]
     try:
-        records = await solve(rattler_channels, specs, platforms=[target.platform, "noarch"],
+        records = await solve(rattler_channels, specs, platforms=[platform, "noarch"],
                               virtual_packages=virtual, timeout=datetime.timedelta(seconds=timeout_s))
     except GatewayError as exc:
-        raise ChannelError(describe_channel_failure(str(exc), locations[0])) from None
+        raise ChannelAccessError(describe_channel_failure(str(exc), locations[0])) from None
     except SolverError as exc:
         if "cancelled" in str(exc):
             raise SolveError(f"the solve did not finish within {timeout_s:g} s; retry, or pass --offline") from None
-        raise SolveError(await _explain_unsat(plan, rattler_channels, specs, vps, str(exc))) from None
+        raise SolveError(await _explain_unsat(plan_specs, platform, rattler_channels, specs, vps, str(exc))) from None
     except Exception as exc:  # e.g. FetchRepoDataError, IoError: still a channel problem
-        raise ChannelError(describe_channel_failure(str(exc), locations[0])) from None
-    return SolveResult(records=list(records), channels=[c.base_url for c in rattler_channels],
-                       virtual_packages=vps)
+        raise ChannelAccessError(describe_channel_failure(str(exc), locations[0])) from None
+    solved_channels = [c.base_url for c in rattler_channels]
+    packages = [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build), "url": str(r.url),
+                 "sha256": r.sha256.hex() if r.sha256 else None, "build_number": int(r.build_number),
+                 "depends": [str(d) for d in r.depends],
+                 "constrains": [str(c) for c in r.constrains]}
+                for r in sorted(records, key=lambda r: r.name.normalized)]
+    return {"packages": packages, "channels": solved_channels, "explicit": explicit_file(records, platform),
+            "lock": lock_file(records, platform, solved_channels, vps)}
 
 
-async def _explain_unsat(plan: Plan, channels, specs, vps: list[str], solver_text: str) -> str:
+async def _explain_unsat(plan_specs: list[str], platform: str, channels, specs, vps: list[str],
+                         solver_text: str) -> str:
     """Name the planned spec the channels cannot satisfy, or the virtual package in the way."""
     from rattler import Gateway, MatchSpec
 
     gateway = Gateway()
-    platforms = [plan.target.platform, "noarch"]
-    for spec, text in zip(specs, plan.specs(), strict=True):
+    platforms = [platform, "noarch"]
+    for spec, text in zip(specs, plan_specs, strict=True):
         name = text.split("=")[0]
         found = await gateway.query(channels, platforms, [spec], recursive=False)
         if not any(len(per_channel) for per_channel in found):
@@ -140,7 +202,7 @@ async def _explain_unsat(plan: Plan, channels, specs, vps: list[str], solver_tex
             builds = sorted({f"{r.version} {str(r.build).split('_h')[0]}" for per in everything for r in per
                              if r.name.normalized == name})
             have = f"; they have {', '.join(builds[:8])}" if builds else "; they have none at all"
-            return (f"the channels hold no {name} matching {text} for {plan.target.platform}{have}. "
+            return (f"the channels hold no {name} matching {text} for {platform}{have}. "
                     "Pass --channel for a channel that has it, or other --torch/--cuda/--python pins.")
     missing = []
     for line in solver_text.splitlines():

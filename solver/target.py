@@ -7,7 +7,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from solver.errors import EXIT_USAGE, SolverError
 from solver.knowledge import Knowledge
+from solver.overrides import read_overrides
 from solver.vocabulary import (
     ARM_VARIANT_PLATFORM,
     DEFAULT_GLIBC,
@@ -19,12 +21,10 @@ from solver.vocabulary import (
 )
 
 
-class TargetError(Exception):
+class TargetError(SolverError):
     """A flag is malformed (exit_code 2) or the target cannot have CUDA at all (exit_code 1)."""
 
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = EXIT_USAGE
 
 
 @dataclass
@@ -95,8 +95,7 @@ def parse_gpu_flag(text: str) -> tuple[str, str | None, str | None]:
 
 
 def _glibc_override() -> str | None:
-    value = os.environ.get("CONDA_OVERRIDE_GLIBC", "").strip()
-    return value if re.match(r"^\d+\.\d+$", value) else None
+    return read_overrides(os.environ).glibc
 
 
 def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
@@ -168,8 +167,8 @@ def _set_driver(kb: Knowledge, target: Target, driver: str | None) -> None:
         target.driver_version = driver
         target.driver_cuda = _driver_cuda(kb, driver, target.compute_capability)
         return
-    override = os.environ.get("CONDA_OVERRIDE_CUDA", "").strip()
-    if re.match(r"^\d+\.\d+$", override):
+    override = read_overrides(os.environ).cuda
+    if override:
         target.driver_cuda = override
         target.notes.append(f"driver CUDA version {override} from CONDA_OVERRIDE_CUDA")
         return

@@ -12,8 +12,8 @@ from solver.plan import Plan
 
 
 def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
-    """Problems found in the solved records (rattler RepoDataRecords); empty when all is well."""
-    by_name = {r.name.normalized: r for r in records}
+    """Problems found in the solved packages (solver.solve.SolvedPackage); empty when all is well."""
+    by_name = {r.name: r for r in records}
     problems = []
     target = plan.target
     for name in ("python", "pytorch", "pointops"):
@@ -26,8 +26,9 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
     if parse_version(python)[:2] != parse_version(plan.python)[:2]:
         problems.append(f"python {python} was solved, {plan.python} was planned")
     torch = by_name["pytorch"]
-    if parse_version(str(torch.version))[:2] != parse_version(plan.pytorch_minor):
-        problems.append(f"pytorch {torch.version} was solved, {plan.pytorch_minor} was planned")
+    planned = plan.pytorch_version if plan.pytorch_exact else plan.pytorch_minor
+    if parse_version(str(torch.version))[:len(parse_version(planned))] != parse_version(planned):
+        problems.append(f"pytorch {torch.version} was solved, {planned} was planned")
 
     for name in ("pytorch", "libtorch", "pointops"):
         record = by_name.get(name)
@@ -72,6 +73,6 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
             for constraint in list(record.constrains) + list(record.depends):
                 match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", str(constraint))
                 if match and cc < parse_version(match.group(1)):
-                    problems.append(f"{record.name.normalized} {record.build} needs compute capability >= "
+                    problems.append(f"{record.name} {record.build} needs compute capability >= "
                                     f"{match.group(1)}, the GPU has {target.compute_capability}")
     return problems

@@ -1,46 +1,45 @@
-"""The checks of `solver doctor`, one module per group; each check is a function of gathered facts.
+"""The checks of `solver doctor`: a named registry of functions with one signature,
+`check(facts, kb) -> list[Finding]`, over facts gathered beforehand (gather.py is the only code that
+looks at the machine; a check only reads facts and the knowledge tables).
 
     facts = gather.gather(gather.default_options(prefix=None, python=None))
-    findings = run_checks(facts)            # list[Finding]
+    findings = run_checks(facts)            # list[Finding], every registered check in order
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from solver.knowledge import Knowledge
+
+from . import conda_env, gpu, imports, network, toolchain, windows
 from .facts import Facts
 from .findings import Finding, warned
 
+Check = Callable[[Facts, Knowledge], list[Finding]]
 
-def _groups() -> list[tuple[str, Callable[[Facts], list[Finding]]]]:
-    from solver.knowledge import load
-
-    from .conda_env import check_pip_shadowing, check_resolve
-    from .gpu import check_gpu
-    from .imports import check_imports
-    from .network import check_network
-    from .toolchain import check_toolchain
-    from .windows import check_windows
-
-    def knowledge_check(check):
-        return lambda facts: check(facts, load())
-
-    return [
-        ("gpu", knowledge_check(check_gpu)),
-        ("toolchain", knowledge_check(check_toolchain)),
-        ("conda", lambda facts: check_pip_shadowing(facts.conda) + check_resolve(facts)),
-        ("extensions", check_imports),
-        ("windows", check_windows),
-        ("network", lambda facts: check_network(facts.network)),
-    ]
+# name -> check, in report order
+CHECKS: dict[str, Check] = {
+    "gpu": gpu.check_gpu,
+    "toolchain": toolchain.check_toolchain,
+    "conda.pip-shadowing": conda_env.check_pip_shadowing,
+    "conda.resolve": conda_env.check_resolve,
+    "extensions": imports.check_imports,
+    "windows": windows.check_windows,
+    "network": network.check_network,
+}
 
 
-def run_checks(facts: Facts) -> list[Finding]:
-    """Every check group over the facts; a group that breaks reports itself instead of stopping doctor."""
+def run_checks(facts: Facts, kb: Knowledge | None = None) -> list[Finding]:
+    """Every registered check over the facts; a check that breaks reports itself instead of stopping doctor."""
+    if kb is None:
+        from solver.knowledge import load
+
+        kb = load()
     findings: list[Finding] = []
-    for name, group in _groups():
+    for name, check in CHECKS.items():
         try:
-            findings += group(facts)
+            findings += check(facts, kb)
         except Exception as exc:
             findings.append(warned(f"{name}.internal", f"the {name} checks could not run", f"{type(exc).__name__}: {exc}",
                                    "please report this with the output of `solver doctor --json`"))

@@ -87,7 +87,11 @@ def _owned_by_conda(dist: PythonDist, conda_files: set[str]) -> bool:
     return f"{dist.path}/METADATA" in conda_files
 
 
-def check_pip_shadowing(conda: CondaFacts) -> list[Finding]:
+def check_pip_shadowing(facts: Facts, kb) -> list[Finding]:
+    return pip_shadowing_findings(facts.conda)
+
+
+def pip_shadowing_findings(conda: CondaFacts) -> list[Finding]:
     if conda.prefix is None:
         return [info("conda.pip-shadowing", "not a conda environment (no conda-meta); nothing to compare",
                      "", "")]
@@ -262,7 +266,7 @@ def resolve_offline(prefix: Path, subdir: str, virtual_packages: list[str], time
     return ""
 
 
-def check_resolve(facts: Facts) -> list[Finding]:
+def check_resolve(facts: Facts, kb) -> list[Finding]:
     conda = facts.conda
     check = "conda.resolve"
     if conda.prefix is None:
@@ -282,12 +286,14 @@ def check_resolve(facts: Facts) -> list[Finding]:
         return findings + [warned(check, "this machine's virtual packages could not be detected; re-solve skipped",
                                   facts.virtual_packages_error, "check CONDA_OVERRIDE_CUDA / CONDA_OVERRIDE_CUDA_ARCH")]
     conflicts = virtual_package_conflicts(conda.records, facts.virtual_packages)
-    problem = resolve_in_child(conda.prefix, facts.platform, facts.virtual_packages)
+    problem = conda.resolve_problem
     machine = " ".join(facts.virtual_packages)
     if conflicts:
         sentences = [c.sentence for c in conflicts]
         findings.append(failed(check, f"the environment does not fit this machine: {sentences[0]}",
                                "; ".join(sentences[1:4] + [f"machine: {machine}"]), _fix_for_conflicts(conflicts, facts.platform)))
+    elif problem is None:
+        findings.append(info(check, "the offline re-solve was not run", machine))
     elif problem:
         first = next((line for line in problem.splitlines() if line.strip()), problem)
         missing = re.search(r"dependency '([^']+)'", problem)
@@ -299,39 +305,26 @@ def check_resolve(facts: Facts) -> list[Finding]:
     return findings
 
 
-def resolve_in_child(prefix: Path, subdir: str, virtual_packages: list[str], timeout_s: float = 90.0) -> str:
-    """resolve_offline() in a child interpreter: py-rattler can crash at interpreter exit after a solve
-    (reference rattler.md G4), which must not take doctor's own exit status with it."""
-    import os
-    import subprocess
-    import sys
+def resolve_conda(conda: CondaFacts, subdir: str, virtual_packages: list[str] | None, rattler_missing: str,
+                  timeout_s: float = 90.0) -> None:
+    """Gathering: the offline re-solve of the prefix's records, in a child interpreter (solver.worker),
+    into conda.resolve_problem. Skipped (None) outside conda, without py-rattler or virtual packages."""
+    if conda.prefix is None or rattler_missing or virtual_packages is None:
+        return
+    from solver import worker
+    from solver.errors import SolverError
 
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    request = json.dumps({"prefix": str(prefix), "subdir": subdir, "virtual_packages": virtual_packages})
+    request = {"prefix": str(conda.prefix), "subdir": subdir, "virtual_packages": list(virtual_packages)}
     try:
-        done = subprocess.run([sys.executable, "-m", "solver.doctor_checks.conda_env", request],
-                              capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        return f"the offline re-solve did not finish within {timeout_s:g} s"
-    for line in reversed(done.stdout.splitlines()):
-        try:
-            return json.loads(line)["problem"]
-        except (ValueError, KeyError, TypeError):
-            continue
-    return f"the offline re-solve failed: {(done.stderr or done.stdout).strip()[-400:]}"
+        conda.resolve_problem = worker.call("solver.doctor_checks.conda_env:resolve_offline_text", request,
+                                            timeout_s, what="the offline re-solve")
+    except SolverError as exc:
+        conda.resolve_problem = exc.one_line()
 
 
-if __name__ == "__main__":
-    import os
-    import sys
-
-    args = json.loads(sys.argv[1])
+def resolve_offline_text(prefix: str, subdir: str, virtual_packages: list[str]) -> str:
+    """resolve_offline() for solver.worker: any exception is the problem found."""
     try:
-        outcome = resolve_offline(Path(args["prefix"]), args["subdir"], args["virtual_packages"])
-    except Exception as exc:  # report it to the parent as the problem found
-        outcome = f"{type(exc).__name__}: {exc}"
-    sys.stdout.write(json.dumps({"problem": outcome}) + "\n")
-    sys.stdout.flush()
-    os._exit(0)
+        return resolve_offline(Path(prefix), subdir, virtual_packages)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"

@@ -24,6 +24,8 @@ class DriverFacts:
     gpus: list[GpuFact] = field(default_factory=list)
     source: str = ""  # where the readings came from: "nvml", "nvidia-smi", "CONDA_OVERRIDE_CUDA"
     error: str = ""  # why detection found nothing, when it did not
+    problem: str = ""  # the driver is there but broken: "nvidia-smi does not answer ...", "... not loaded"
+    override_error: str = ""  # a malformed CONDA_OVERRIDE_* value (then nothing was overridden)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class CondaFacts:
     records: list[CondaRecord] = field(default_factory=list)
     dists: list[PythonDist] = field(default_factory=list)
     read_errors: list[str] = field(default_factory=list)  # records that could not be parsed
+    resolve_problem: str | None = None  # the offline re-solve: "" consistent, else why not; None: not run
 
 
 @dataclass
@@ -134,6 +137,8 @@ class NetworkFacts:
     settings: list[ConfigSetting] = field(default_factory=list)  # from pip, conda and rattler config
     channels: list[str] = field(default_factory=list)  # channel URLs to probe
     probes: list[ProbeResult] | None = None  # None: no probe was asked for
+    files: dict[str, str] = field(default_factory=dict)  # CA path named in a setting -> "pem", "not-pem",
+    #                                                      "missing" or "folder" (what is there)
 
 
 @dataclass

@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .conda_env import gather_conda, site_packages_dirs
+from solver import bounded
+
+from .conda_env import gather_conda, resolve_conda, site_packages_dirs
 from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
 from .imports import discover_extensions
 from .network import gather_network, run_probes
@@ -34,6 +35,7 @@ class GatherOptions:
     probe_timeout_s: float = 5.0
     extra_modules: list[str] = field(default_factory=list)
     runtime_timeout_s: float = 180.0
+    driver_timeout_s: float = 10.0  # nvidia-smi / NVML, and py-rattler's virtual-package detection
 
 
 def python_of_prefix(prefix: Path) -> str | None:
@@ -43,32 +45,44 @@ def python_of_prefix(prefix: Path) -> str | None:
     return None
 
 
-def gather_driver(env: Mapping[str, str]) -> DriverFacts:
+def gather_driver(env: Mapping[str, str], timeout_s: float = 10.0) -> DriverFacts:
     from solver.detect import detect
 
-    found = detect(dict(env))
+    found = detect(dict(env), nvidia_smi_timeout=timeout_s)
     gpus = [GpuFact(g.name, g.compute_capability) for g in found.gpus]
     return DriverFacts(version=found.driver_version, cuda=found.driver_cuda, gpus=gpus, source=found.source,
-                       error="; ".join(found.notes))
+                       error="; ".join(found.notes), problem=found.problem, override_error=found.override_error)
 
 
-def gather_virtual_packages(env: Mapping[str, str]) -> tuple[list[str] | None, str, str]:
-    """(virtual packages as 'name=version=build', why they are missing, why rattler is missing)."""
+def detect_virtual_packages() -> dict:
+    """In a child interpreter (solver.worker): py-rattler's own detection, as conda and pixi see this
+    machine. It runs nvidia-smi with no time limit, hence the child."""
     try:
         from rattler import VirtualPackage, VirtualPackageOverrides
     except ImportError as exc:
-        return None, "py-rattler is not installed", f"{type(exc).__name__}: {exc}"
+        return {"missing": f"{type(exc).__name__}: {exc}"}
     try:
         detected = VirtualPackage.detect(VirtualPackageOverrides.from_env())
     except Exception as exc:  # DetectVirtualPackageError on a malformed CONDA_OVERRIDE_* value
-        return None, f"{type(exc).__name__}: {exc}", ""
-    return [str(v.into_generic()) for v in detected], "", ""
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"packages": [str(v.into_generic()) for v in detected]}
 
 
-def _decode(output: str | bytes | None) -> str:
-    if isinstance(output, bytes):
-        return output.decode("utf-8", errors="replace")
-    return output or ""
+def gather_virtual_packages(env: Mapping[str, str], timeout_s: float = 10.0) -> tuple[list[str] | None, str, str]:
+    """(virtual packages as 'name=version=build', why they are missing, why rattler is missing)."""
+    from solver import worker
+    from solver.errors import SolverError
+
+    try:
+        found = worker.call("solver.doctor_checks.gather:detect_virtual_packages", {}, timeout_s + 10,
+                            what="py-rattler's virtual-package detection", env=env)
+    except SolverError as exc:
+        return None, f"{exc.one_line()} (it runs nvidia-smi without a time limit)", ""
+    if "missing" in found:
+        return None, "py-rattler is not installed", found["missing"]
+    if "error" in found:
+        return None, found["error"], ""
+    return found["packages"], "", ""
 
 
 def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, str],
@@ -76,19 +90,17 @@ def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, 
     """Run runtime_probe.py in the environment's Python; a crash or hang costs one module, not doctor."""
     torch, pointops = TorchFacts(), PointopsFacts()
     status = ""
-    try:
-        done = subprocess.run([python, str(PROBE_SCRIPT), *[m.module for m in modules]], capture_output=True,
-                              timeout=timeout_s, env=dict(env))
-        output, code = _decode(done.stdout), done.returncode
-        if code < 0:
-            status = f"crashed the interpreter (signal {-code})"
-        elif code != 0:
-            status = f"crashed the interpreter (exit status {code}): {_decode(done.stderr).strip()[-300:]}"
-    except subprocess.TimeoutExpired as exc:
-        output, status = _decode(exc.stdout), f"timed out after {timeout_s:g} s"
-    except OSError as exc:
-        torch.import_error = f"could not run {python}: {exc.strerror or exc}"
+    done = bounded.run([python, str(PROBE_SCRIPT), *[m.module for m in modules]], timeout_s, env=env)
+    if done.start_error:
+        torch.import_error = f"could not run {python}: {done.start_error}"
         return torch, pointops, []
+    output, code = done.stdout, done.returncode
+    if done.timed_out:
+        status = f"timed out after {timeout_s:g} s"
+    elif code is not None and code < 0:
+        status = f"crashed the interpreter (signal {-code})"
+    elif code:
+        status = f"crashed the interpreter (exit status {code}): {done.stderr.strip()[-300:]}"
     started = None
     results: dict[str, str] = {}
     for line in output.splitlines():
@@ -119,7 +131,7 @@ def gather(options: GatherOptions) -> Facts:
     from solver.detect import host_platform
 
     facts = Facts(platform=host_platform())
-    facts.driver = gather_driver(options.env)
+    facts.driver = gather_driver(options.env, options.driver_timeout_s)
     facts.conda = gather_conda(options.prefix)
     modules = discover_extensions(site_packages_dirs(options.prefix))
     known = {m.module for m in modules}
@@ -133,19 +145,17 @@ def gather(options: GatherOptions) -> Facts:
     facts.network = gather_network(options.env, options.home, options.prefix)
     if options.probe_network:
         facts.network.probes = run_probes(facts.network, options.probe_urls, options.probe_timeout_s)
-    facts.virtual_packages, facts.virtual_packages_error, facts.rattler_missing = gather_virtual_packages(options.env)
+    facts.virtual_packages, facts.virtual_packages_error, facts.rattler_missing = gather_virtual_packages(
+        options.env, options.driver_timeout_s)
+    resolve_conda(facts.conda, facts.platform, facts.virtual_packages, facts.rattler_missing)
     return facts
 
 
 def prefix_of_python(python: str, timeout_s: float = 60.0) -> Path | None:
     """sys.prefix of another interpreter, so that --python alone names the environment to inspect."""
-    try:
-        done = subprocess.run([python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True,
-                              timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    done = bounded.run([python, "-c", "import sys; print(sys.prefix)"], timeout_s)
     lines = done.stdout.strip().splitlines()
-    return Path(lines[-1]) if done.returncode == 0 and lines else None
+    return Path(lines[-1]) if done.ok and lines else None
 
 
 def default_options(prefix: str | None, python: str | None, env: Mapping[str, str] | None = None) -> GatherOptions:

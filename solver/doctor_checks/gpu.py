@@ -32,27 +32,83 @@ def _os(facts: Facts) -> str:
         return "linux"
 
 
-def _pip_wheel_tag(cuda: str) -> str:
-    return "cu" + cuda.replace(".", "")
+def _lowest_cc(facts: Facts) -> str | None:
+    known = [g.compute_capability for g in facts.driver.gpus if g.compute_capability]
+    return min(known, key=parse_version) if known else None
+
+
+def _conda_fix(facts: Facts, kb: Knowledge) -> str:
+    """The pytorch build and cuda-version make-env would plan for this GPU and driver."""
+    from solver.errors import SolverError
+    from solver.plan import make_plan
+    from solver.target import Target
+
+    gpu = facts.driver.gpus[0] if facts.driver.gpus else None
+    target = Target(platform=facts.platform, os=_os(facts), glibc=None, gpu_name=gpu.name if gpu else None,
+                    compute_capability=_lowest_cc(facts), driver_version=facts.driver.version,
+                    driver_cuda=facts.driver.cuda, source="detected")
+    try:
+        plan = make_plan(kb, target)
+    except SolverError as exc:
+        return f"no conda-forge pytorch build fits this GPU and driver: {exc.one_line()}"
+    except (KeyError, ValueError):
+        return MAKE_ENV_FIX
+    pins = " ".join(f'"{spec}"' for spec in plan.specs() if spec.startswith(("pytorch=", "cuda-version=")))
+    return f"conda install {pins}  (or: {MAKE_ENV_FIX})"
+
+
+def _pip_fix(facts: Facts, kb: Knowledge) -> str:
+    """A PyTorch wheel index that exists, whose wheels the driver runs and that carry code for the GPU."""
+    from solver.pytorch_wheels import load_wheels
+
+    cc = _lowest_cc(facts)
+    if not facts.driver.cuda or not cc:
+        return f"state the GPU and driver, then follow: {MAKE_ENV_FIX}"
+    choice = load_wheels().choose(kb, facts.platform, cc, facts.driver.cuda, facts.driver.version)
+    if choice is None:
+        return (f"no PyTorch CUDA wheel of a release pointops supports runs on sm_{cc.replace('.', '')} with this "
+                f"driver (CUDA {facts.driver.cuda}); fix the driver or use a CPU build: pip install "
+                "--force-reinstall torch --index-url https://download.pytorch.org/whl/cpu")
+    how = "" if choice.mode == "full" else ", through minor-version compatibility"
+    return (f"{choice.pip_command()}  (CUDA {choice.index.cuda} wheels with "
+            f"{'native code' if choice.coverage == 'sass' else 'PTX'} for sm_{cc.replace('.', '')}; the driver runs "
+            f"CUDA <= {facts.driver.cuda}{how})")
 
 
 def _gpu_build_fix(facts: Facts, kb: Knowledge) -> str:
-    """What to install for a CUDA build that this driver runs."""
-    driver_cuda = facts.driver.cuda
-    if facts.conda.prefix is not None:  # in a conda environment, torch should come from conda
-        limit = f' "cuda-version<={driver_cuda}"' if driver_cuda else ""
-        return f'conda install "pytorch=*=cuda*"{limit}  (or: {MAKE_ENV_FIX})'
-    tag = _pip_wheel_tag(driver_cuda) if driver_cuda else "cu<driver CUDA>"
-    return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{tag}  "
-            f"(a CUDA build no newer than the driver's CUDA {driver_cuda or '?'})")
+    """What to install for a CUDA build of torch that fits this GPU and driver: conda's pytorch in a
+    conda environment, a PyTorch wheel index elsewhere."""
+    if facts.conda.prefix is not None:
+        return _conda_fix(facts, kb)
+    return _pip_fix(facts, kb)
 
 
 # ---------------------------------------------------------------- driver and GPUs
 
 
+_DRIVER_FIXES = {
+    "does not answer": "the driver is hung or a GPU fell off the bus: look for NVRM/Xid lines in `dmesg`, then "
+                       "reload the driver or reboot; `nvidia-smi` must answer",
+    "not loaded": "load the driver (sudo modprobe nvidia), or reinstall it for the running kernel (after a kernel "
+                  "update its module must be rebuilt); `nvidia-smi` must answer",
+}
+
+
+def check_overrides(facts: Facts, kb: Knowledge) -> list[Finding]:
+    if not facts.driver.override_error:
+        return []
+    return [failed("gpu.overrides", "a CONDA_OVERRIDE_* variable is malformed, so conda, pixi and rattler refuse "
+                   "to run and nothing was overridden here", facts.driver.override_error,
+                   "set it as the message says, or unset it")]
+
+
 def check_driver(facts: Facts, kb: Knowledge) -> list[Finding]:
     check = "gpu.driver"
     driver = facts.driver
+    if driver.problem and not driver.gpus:
+        fix = next((text for words, text in _DRIVER_FIXES.items() if words in driver.problem),
+                   "run `nvidia-smi` to see the error, and reinstall the NVIDIA driver if it persists")
+        return [failed(check, driver.problem, driver.error, fix)]
     if not driver.gpus:
         why = driver.error or "no NVIDIA driver answered"
         return [info(check, "no NVIDIA GPU is visible; CUDA checks do not apply", why,
@@ -197,19 +253,6 @@ def coverage(cc: str, archs: ArchList, exact: set[str]) -> str | None:
     return "sass" if cc in exact else arch_coverage(cc, archs)
 
 
-def suggest_pytorch(kb: Knowledge, platform: str, cc: str, driver_cuda: str | None) -> str:
-    """The newest conda-forge pytorch build with SASS for this GPU that the driver runs in full."""
-    for release in kb.pytorch_releases:
-        for variant in release.variants(platform):
-            cuda = variant[len("cuda"):]
-            cuda = f"{cuda[:-1]}.{cuda[-1]}"
-            if driver_cuda and parse_version(cuda) > parse_version(driver_cuda):
-                continue
-            if arch_coverage(cc, release.cuda[platform][variant]) == "sass":
-                return f'conda install "pytorch={release.version}=*{variant}*"'
-    return MAKE_ENV_FIX
-
-
 def _arch_findings(check: str, what: str, archs: ArchList, exact: set[str], binary_cuda: str | None,
                    facts: Facts, fix_for_gpu) -> list[Finding]:
     findings = []
@@ -253,7 +296,7 @@ def check_torch_archs(facts: Facts, kb: Knowledge) -> list[Finding]:
                      torch.cuda_error or f"torch {torch.version}")]
     archs, exact = arch_list_from_names(torch.arch_list)
     return _arch_findings(check, f"torch {torch.version}", archs, exact, torch.cuda, facts,
-                          lambda cc: suggest_pytorch(kb, facts.platform, cc, facts.driver.cuda))
+                          lambda cc: _gpu_build_fix(facts, kb))
 
 
 def pointops_archs(build_info: dict) -> tuple[str | None, ArchList, set[str]]:
@@ -303,5 +346,5 @@ def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
 
 
 def check_gpu(facts: Facts, kb: Knowledge) -> list[Finding]:
-    return (check_driver(facts, kb) + check_torch_build(facts, kb) + check_cuda_version_package(facts, kb)
+    return (check_overrides(facts, kb) + check_driver(facts, kb) + check_torch_build(facts, kb) + check_cuda_version_package(facts, kb)
             + check_torch_archs(facts, kb) + check_pointops(facts, kb))

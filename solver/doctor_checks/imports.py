@@ -177,7 +177,7 @@ def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda
     return warned(check, f"{who} fails to import", result.error[:300], f"python -c 'import {result.module}' for the full error")
 
 
-def check_imports(facts: Facts) -> list[Finding]:
+def check_imports(facts: Facts, kb) -> list[Finding]:
     if not facts.torch.importable:
         return [info("extensions.import", "torch does not import, so extensions were not tried")]
     if not facts.imports:

@@ -8,16 +8,18 @@ rattler-based tools (pixi, uv, this solver) SSL_CERT_FILE. The checks make those
 from __future__ import annotations
 
 import configparser
+import http.client
 import os
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from .facts import ConfigSetting, NetworkFacts, ProbeResult
+from .facts import ConfigSetting, Facts, NetworkFacts, ProbeResult
 from .findings import Finding, failed, info, passed, warned
 
 CA_FILE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT")
@@ -168,14 +170,48 @@ def gather_network(env: Mapping[str, str], home: Path, prefix: Path | None) -> N
             facts.settings += _read_rattler_config(path)
     alias = next((s.value for s in reversed(facts.settings) if s.key == "conda.channel_alias"), DEFAULT_CHANNEL_ALIAS)
     facts.channels = channel_urls(channel_names, alias)
+    facts.files = inspect_ca_files(facts)
     return facts
+
+
+def _what_is_at(value: str) -> str:
+    path = Path(value).expanduser()
+    if not path.exists():
+        return "missing"
+    if path.is_dir():
+        return "folder"
+    return "pem" if _looks_like_pem(path) else "not-pem"
+
+
+def inspect_ca_files(facts: NetworkFacts) -> dict[str, str]:
+    """What is at each CA path the settings name (and at SSL_CERT_DIR): the checks only read this."""
+    values = [value for _, value, _ in _ca_file_settings(facts)]
+    values += [v for v in (facts.env.get("SSL_CERT_DIR"), facts.env.get("ssl_cert_dir")) if v]
+    return {value: _what_is_at(value) for value in dict.fromkeys(values)}
+
+
+def probe_url_problem(url: str) -> str:
+    """Why a --probe-url value cannot be probed ("" when it can)."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        parsed.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        return f"it is not a URL ({exc})"
+    if parsed.scheme not in ("http", "https"):
+        return "it is not an http:// or https:// URL"
+    if not parsed.hostname:
+        return "it has no host name"
+    return ""
 
 
 def probe_url(url: str, timeout: float) -> ProbeResult:
     """One HEAD request through the proxies the environment names; any HTTP answer means reachable."""
-    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "solver-doctor"})
+    problem = probe_url_problem(url)
+    if problem:
+        return ProbeResult(url, False, f"not probed: {problem}")
     opener = urllib.request.build_opener()  # a fresh opener reads the proxy variables as they are now
     try:
+        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "solver-doctor"})
         with opener.open(request, timeout=timeout) as response:
             return ProbeResult(url, True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
@@ -183,7 +219,7 @@ def probe_url(url: str, timeout: float) -> ProbeResult:
         return ProbeResult(url, exc.code in (401, 403, 405) or exc.code < 400, f"HTTP {exc.code} {exc.reason}")
     except urllib.error.URLError as exc:
         return ProbeResult(url, False, _reason_text(exc.reason))
-    except (OSError, ValueError, ssl.SSLError) as exc:
+    except (OSError, ValueError, ssl.SSLError, http.client.HTTPException) as exc:
         return ProbeResult(url, False, _reason_text(exc))
 
 
@@ -204,7 +240,24 @@ def probe_targets(facts: NetworkFacts, extra_urls: list[str]) -> list[str]:
 
 
 def run_probes(facts: NetworkFacts, extra_urls: list[str], timeout: float = 5.0) -> list[ProbeResult]:
-    return [probe_url(url, timeout) for url in probe_targets(facts, extra_urls)]
+    """Probe every target at once. The socket timeout does not cover the DNS lookup, so each probe
+    runs in a thread and is given up (as "no answer") when it has not finished in time."""
+    import threading
+
+    targets = probe_targets(facts, extra_urls)
+    results: dict[str, ProbeResult] = {}
+
+    def probe(url: str) -> None:
+        results[url] = probe_url(url, timeout)
+
+    threads = [threading.Thread(target=probe, args=(url,), daemon=True, name="probe") for url in targets]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout + 2.0
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [results.get(url) or ProbeResult(url, False, f"no answer within {timeout:g} s (name lookup or "
+                                                         "connection hangs)") for url in targets]
 
 
 # ---------------------------------------------------------------- checks
@@ -229,24 +282,28 @@ def _looks_like_pem(path: Path) -> bool:
         return False
 
 
+def _usable_bundle(facts: NetworkFacts, value: str) -> bool:
+    return facts.files.get(value) == "pem"
+
+
 def check_ca_files(facts: NetworkFacts) -> list[Finding]:
     findings, good = [], []
     for where, value, undo in _ca_file_settings(facts):
-        path = Path(value).expanduser()
+        kind = facts.files.get(value, "missing")
         evidence = f"{where}: {value}"
-        if not path.exists():
+        if kind == "missing":
             findings.append(failed("tls.ca-file", f"{where} names a CA bundle that does not exist", evidence,
                                    f"point it at your organisation's CA bundle (PEM), or {undo}"))
-        elif path.is_dir():
+        elif kind == "folder":
             findings.append(failed("tls.ca-file", f"{where} names a folder, not a CA bundle file", evidence,
                                    f"point it at a PEM file (a folder belongs in SSL_CERT_DIR), or {undo}"))
-        elif not _looks_like_pem(path):
+        elif kind == "not-pem":
             findings.append(failed("tls.ca-file", f"{where} names a file with no PEM certificate in it", evidence,
                                    "export the CA in PEM format (-----BEGIN CERTIFICATE-----) and point it there"))
         else:
             good.append(evidence)
     cert_dir = facts.env.get("SSL_CERT_DIR") or facts.env.get("ssl_cert_dir")
-    if cert_dir and not Path(cert_dir).is_dir():
+    if cert_dir and facts.files.get(cert_dir) != "folder":
         findings.append(failed("tls.ca-file", "SSL_CERT_DIR names a folder that does not exist",
                                f"SSL_CERT_DIR: {cert_dir}", "point SSL_CERT_DIR at an existing folder, or unset it"))
     if good:
@@ -283,15 +340,22 @@ def check_ca_agreement(facts: NetworkFacts) -> list[Finding]:
     ssl_cert_file = facts.env.get("SSL_CERT_FILE") or facts.env.get("ssl_cert_file")
     bundles = {os.path.normcase(os.path.abspath(os.path.expanduser(v))) for _, v, _ in settings}
     evidence = "; ".join(f"{where}: {value}" for where, value, _ in settings)
+    # Only a file that exists and holds PEM certificates may be suggested (tls.ca-file fails the others).
+    usable = [value for _, value, _ in settings if _usable_bundle(facts, value)]
     if not ssl_cert_file:
-        first = settings[0][1]
+        fix = (f"export SSL_CERT_FILE={usable[0]}" if usable else
+               "get your organisation's CA bundle (PEM) first (see tls.ca-file), then export SSL_CERT_FILE=<that file>")
         return [warned("tls.ca-agreement",
                        "a CA bundle is set for conda/pip only; rattler-based tools (pixi, uv, solver) read SSL_CERT_FILE",
-                       evidence, f"export SSL_CERT_FILE={first}")]
+                       evidence, fix)]
     if len(bundles) > 1:
-        return [warned("tls.ca-agreement", "tools are configured with different CA bundles", evidence,
-                       f"use one bundle that holds every CA you need and point all of them at it "
-                       f"(e.g. export REQUESTS_CA_BUNDLE={ssl_cert_file} and conda config --set ssl_verify {ssl_cert_file})")]
+        if _usable_bundle(facts, ssl_cert_file):
+            fix = ("use one bundle that holds every CA you need and point all of them at it (e.g. export "
+                   f"REQUESTS_CA_BUNDLE={ssl_cert_file} and conda config --set ssl_verify {ssl_cert_file})")
+        else:
+            fix = ("make one PEM bundle that holds every CA you need (SSL_CERT_FILE does not name one, see "
+                   "tls.ca-file) and point SSL_CERT_FILE, REQUESTS_CA_BUNDLE and conda's ssl_verify at it")
+        return [warned("tls.ca-agreement", "tools are configured with different CA bundles", evidence, fix)]
     return [passed("tls.ca-agreement", "every tool uses the same CA bundle", next(iter(bundles)))]
 
 
@@ -369,7 +433,11 @@ def check_probes(facts: NetworkFacts) -> list[Finding]:
     return findings
 
 
-def check_network(facts: NetworkFacts) -> list[Finding]:
+def check_network(facts: Facts, kb=None) -> list[Finding]:
+    return network_findings(facts.network)
+
+
+def network_findings(facts: NetworkFacts) -> list[Finding]:
     findings = (check_ca_files(facts) + check_verification_disabled(facts) + check_ca_agreement(facts)
                 + check_proxies(facts))
     for setting in facts.settings:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 
 from solver.knowledge import Knowledge, parse_version
@@ -38,11 +37,9 @@ def parse_gcc_version(text: str) -> str | None:
 
 
 def _version_output(executable: str) -> str:
-    try:
-        done = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout + done.stderr
+    from solver import bounded
+
+    return bounded.run([executable, "--version"], TOOL_TIMEOUT_S).output
 
 
 def gather_toolchain(env: Mapping[str, str]) -> ToolchainFacts:

@@ -184,7 +184,7 @@ def check_crt_copies(win: WindowsFacts) -> list[Finding]:
     return findings
 
 
-def check_windows(facts: Facts) -> list[Finding]:
+def check_windows(facts: Facts, kb) -> list[Finding]:
     if facts.windows is None:
         return []
     win = facts.windows

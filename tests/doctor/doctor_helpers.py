@@ -4,13 +4,17 @@ records, site-packages with dist-info folders, and machine facts read from real 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from solver.detect import parse_nvidia_smi_csv, parse_nvidia_smi_cuda, parse_nvidia_smi_driver
-from solver.doctor_checks.conda_env import gather_conda
+from solver.doctor_checks.conda_env import gather_conda, resolve_conda
 from solver.doctor_checks.facts import DriverFacts, Facts, GpuFact, TorchFacts
 
-DEVICE_DATA = Path(__file__).resolve().parents[1] / "solver" / "data" / "device"
+REPO = Path(__file__).resolve().parents[2]
+DEVICE_DATA = REPO / "tests" / "solver" / "data" / "device"
 SITE = "lib/python3.11/site-packages"
 
 
@@ -57,9 +61,13 @@ def conda_pytorch_env(prefix: Path, pytorch_build: str = "cuda126_mkl_py311_h0_3
     return prefix
 
 
-def facts_for_prefix(prefix: Path, virtual_packages=None, **fields) -> Facts:
+def facts_for_prefix(prefix: Path, virtual_packages=None, rattler_missing: str = "", **fields) -> Facts:
+    """The facts gathering collects for a prefix on a machine with these virtual packages, including
+    the offline re-solve (a real py-rattler solve in a child interpreter)."""
     facts = Facts(platform="linux-64", conda=gather_conda(prefix), **fields)
     facts.virtual_packages = virtual_packages
+    facts.rattler_missing = rattler_missing
+    resolve_conda(facts.conda, facts.platform, virtual_packages, rattler_missing)
     return facts
 
 
@@ -90,3 +98,28 @@ def by_check(findings, check: str):
 
 def statuses(findings, check: str) -> list[str]:
     return [f.status for f in by_check(findings, check)]
+
+
+def doctor(*args: str, env_updates: dict[str, str] | None = None, pythonpath: list[str] | None = None,
+           stdout=subprocess.PIPE, timeout: float = 300):
+    """`python -m solver doctor ARGS` in a child process."""
+    env = dict(os.environ)
+    env.update(env_updates or {})
+    env["PYTHONPATH"] = os.pathsep.join([*(pythonpath or []), str(REPO)])
+    return subprocess.run([sys.executable, "-m", "solver", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=REPO, timeout=timeout)
+
+
+def findings_of(stdout: str) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for finding in json.loads(stdout)["findings"]:
+        grouped.setdefault(finding["check"], []).append(finding)
+    return grouped
+
+
+def without_nvml(tmp_path: Path) -> Path:
+    """A pynvml that cannot load, as on a machine without libnvidia-ml: detection falls back to nvidia-smi."""
+    folder = tmp_path / "no-nvml"
+    folder.mkdir(exist_ok=True)
+    (folder / "pynvml.py").write_text("raise ImportError('no NVML here')\n")
+    return folder

@@ -6,29 +6,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from doctor_helpers import DEVICE_DATA, conda_pytorch_env, write_dist
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def doctor(*args: str, env_updates: dict[str, str] | None = None, pythonpath: list[str] | None = None):
-    env = dict(os.environ)
-    env.update(env_updates or {})
-    env["PYTHONPATH"] = os.pathsep.join([*(pythonpath or []), str(REPO)])
-    return subprocess.run([sys.executable, "-m", "solver", "doctor", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300)
-
-
-def findings_of(stdout: str) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = {}
-    for finding in json.loads(stdout)["findings"]:
-        grouped.setdefault(finding["check"], []).append(finding)
-    return grouped
+from doctor_helpers import DEVICE_DATA, conda_pytorch_env, doctor, findings_of, without_nvml, write_dist
 
 
 def test_doctor_on_the_real_test_environment():
@@ -65,24 +47,16 @@ def test_cpu_torch_on_a_gpu_box_seen_through_a_fake_nvidia_smi(tmp_path):
                     "esac\n")
     fake.chmod(0o755)
     path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    done = doctor(env_updates={"PATH": path, "HOME": str(tmp_path)}, pythonpath=[str(_without_nvml(tmp_path))])
+    done = doctor(env_updates={"PATH": path, "HOME": str(tmp_path)}, pythonpath=[str(without_nvml(tmp_path))])
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"solver doctor: linux-64, environment {sys.prefix}")
     assert any(line.startswith("ok    gpu.driver: 1 NVIDIA GPU(s)") and "580.159.04 (CUDA 13.0)" in line for line in lines)
     at = lines.index("FAIL  gpu.torch-build: CPU build of PyTorch on a machine with an NVIDIA GPU")
     assert "NVIDIA H200 (sm_90)" in lines[at + 1]
-    assert lines[at + 2].strip().startswith("fix: pip install --force-reinstall torch --index-url "
+    assert lines[at + 2].strip().startswith('fix: pip install --force-reinstall "torch==2.14.*" --index-url '
                                             "https://download.pytorch.org/whl/cu130")
     assert lines[-1].startswith("1 failed")
-
-
-def _without_nvml(tmp_path: Path) -> Path:
-    """A pynvml that cannot load, as on a machine without libnvidia-ml: detection falls back to nvidia-smi."""
-    folder = tmp_path / "no-nvml"
-    folder.mkdir()
-    (folder / "pynvml.py").write_text("raise ImportError('no NVML here')\n")
-    return folder
 
 
 def _broken_prefix(tmp_path: Path) -> Path:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from doctor_helpers import by_check, conda_pytorch_env, facts_for_prefix, statuses, write_dist, write_record
 
 from solver.doctor_checks.conda_env import (
-    check_pip_shadowing,
     check_resolve,
     gather_conda,
+    pip_shadowing_findings,
     virtual_package_conflicts,
 )
 from solver.doctor_checks.facts import CondaFacts
@@ -20,7 +20,7 @@ def test_clean_conda_environment_passes(tmp_path):
     conda = gather_conda(conda_pytorch_env(tmp_path))
     assert {r.name for r in conda.records} == {"python", "cuda-version", "pytorch"}
     assert [(d.name, d.installer) for d in conda.dists] == [("torch", "conda")]
-    assert statuses(check_pip_shadowing(conda), "conda.pip-shadowing") == ["pass"]
+    assert statuses(pip_shadowing_findings(conda), "conda.pip-shadowing") == ["pass"]
 
 
 def test_pip_torch_over_conda_pytorch_fails_with_the_undo(tmp_path):
@@ -33,7 +33,7 @@ def test_pip_torch_over_conda_pytorch_fails_with_the_undo(tmp_path):
     write_dist(prefix, "torch", "2.6.0", "pip")
     write_dist(prefix, "nvidia-cudnn-cu12", "9.1.0.70", "pip")
     write_dist(prefix, "nvidia-cublas-cu12", "12.4.5.8", "pip")
-    findings = check_pip_shadowing(gather_conda(prefix))
+    findings = pip_shadowing_findings(gather_conda(prefix))
     [finding] = by_check(findings, "conda.pip-shadowing")
     assert finding.status == "fail"
     assert "torch 2.6.0 from pip has replaced conda's pytorch 2.5.1" in finding.summary
@@ -45,7 +45,7 @@ def test_nvidia_wheels_next_to_conda_cuda_libraries(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
     write_record(prefix, "libcublas", "12.8.4.1", "h0_1")
     write_dist(prefix, "nvidia-cublas-cu12", "12.4.5.8", "pip")
-    [finding] = by_check(check_pip_shadowing(gather_conda(prefix)), "conda.pip-shadowing")
+    [finding] = by_check(pip_shadowing_findings(gather_conda(prefix)), "conda.pip-shadowing")
     assert finding.status == "fail" and "libcublas" in finding.evidence
     assert finding.fix == "pip uninstall -y nvidia-cublas-cu12"
 
@@ -53,7 +53,7 @@ def test_nvidia_wheels_next_to_conda_cuda_libraries(tmp_path):
 def test_pip_upgrade_of_an_ordinary_conda_package_only_warns(tmp_path):
     write_record(tmp_path, "setuptools", "75.1.0", "pyhd8ed1ab_0")
     write_dist(tmp_path, "setuptools", "80.9.0", "pip")
-    [finding] = by_check(check_pip_shadowing(gather_conda(tmp_path)), "conda.pip-shadowing")
+    [finding] = by_check(pip_shadowing_findings(gather_conda(tmp_path)), "conda.pip-shadowing")
     assert finding.status == "warn" and "setuptools 80.9.0 from pip" in finding.summary
 
 
@@ -61,24 +61,24 @@ def test_pip_torch_in_a_conda_env_without_conda_pytorch_warns(tmp_path):
     write_record(tmp_path, "python", "3.11.9", "h0_0_cpython")
     write_dist(tmp_path, "torch", "2.6.0", "pip")
     write_dist(tmp_path, "numpy", "2.1.0", "conda")
-    findings = check_pip_shadowing(gather_conda(tmp_path))
+    findings = pip_shadowing_findings(gather_conda(tmp_path))
     assert statuses(findings, "conda.pip-torch") == ["warn"]
     assert by_check(findings, "conda.pip-torch")[0].fix.startswith("pip uninstall -y torch && conda install")
     assert statuses(findings, "conda.pip-shadowing") == []
 
 
 def test_not_a_conda_environment(tmp_path):
-    assert statuses(check_pip_shadowing(CondaFacts()), "conda.pip-shadowing") == ["info"]
-    assert statuses(check_resolve(facts_for_prefix(tmp_path, LINUX)), "conda.resolve") == ["info"]
+    assert statuses(pip_shadowing_findings(CondaFacts()), "conda.pip-shadowing") == ["info"]
+    assert statuses(check_resolve(facts_for_prefix(tmp_path, LINUX), None), "conda.resolve") == ["info"]
     without_rattler = facts_for_prefix(tmp_path, None)
     without_rattler.rattler_missing = "ModuleNotFoundError: No module named 'rattler'"
-    [finding] = check_resolve(without_rattler)
+    [finding] = check_resolve(without_rattler, None)
     assert finding.status == "info" and "py-rattler is not installed" in finding.summary
 
 
 def test_environment_that_fits_the_machine_resolves(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
-    findings = check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0", "__cuda_arch=9.0=0"]))
+    findings = check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0", "__cuda_arch=9.0=0"]), None)
     [finding] = by_check(findings, "conda.resolve")
     assert finding.status == "pass", finding
     assert "3 records" in finding.summary
@@ -86,7 +86,7 @@ def test_environment_that_fits_the_machine_resolves(tmp_path):
 
 def test_driver_too_old_for_the_environment(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=11.4=0"])), "conda.resolve")
+    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=11.4=0"]), None), "conda.resolve")
     assert finding.status == "fail"
     assert "cuda-version 12.8 (h0_3) needs __cuda >=12; this machine has __cuda 11.4" in finding.summary
     assert finding.fix.startswith("upgrade the NVIDIA driver >= 525.60.13 (CUDA 12.0)")
@@ -94,7 +94,7 @@ def test_driver_too_old_for_the_environment(tmp_path):
 
 def test_cuda_environment_on_a_machine_without_a_driver(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX)), "conda.resolve")
+    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX), None), "conda.resolve")
     assert finding.status == "fail" and "needs __cuda, which this machine does not have" in finding.summary
     assert "nvidia-smi" in finding.fix
 
@@ -102,14 +102,14 @@ def test_cuda_environment_on_a_machine_without_a_driver(tmp_path):
 def test_glibc_too_old(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
     old = ["__unix=0=0", "__linux=3.10=0", "__glibc=2.12=0", "__cuda=12.8=0"]
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, old)), "conda.resolve")
+    [finding] = by_check(check_resolve(facts_for_prefix(prefix, old), None), "conda.resolve")
     assert finding.status == "fail" and "__glibc" in finding.summary and "2.12" in finding.summary
 
 
 def test_missing_dependency_is_named_with_the_install_command(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
     next((prefix / "conda-meta").glob("cuda-version-*.json")).unlink()  # removed by hand, pytorch still needs it
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"])), "conda.resolve")
+    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]), None), "conda.resolve")
     assert finding.status == "fail" and "inconsistent" in finding.summary
     assert finding.fix == 'conda install "cuda-version >=12.6,<13"'
 
@@ -117,7 +117,7 @@ def test_missing_dependency_is_named_with_the_install_command(tmp_path):
 def test_unreadable_record_is_reported(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
     (prefix / "conda-meta" / "broken-1.0-0.json").write_text("{not json")
-    findings = check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]))
+    findings = check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]), None)
     assert statuses(findings, "conda.resolve") == ["fail", "pass"]  # the bad record; the rest still solve
     assert "broken-1.0-0.json" in findings[0].evidence
 
@@ -125,7 +125,7 @@ def test_unreadable_record_is_reported(tmp_path):
 def test_without_rattler_the_resolve_is_skipped_and_says_so(tmp_path):
     facts = facts_for_prefix(conda_pytorch_env(tmp_path), None)
     facts.rattler_missing = "ModuleNotFoundError: No module named 'rattler'"
-    [finding] = by_check(check_resolve(facts), "conda.resolve")
+    [finding] = by_check(check_resolve(facts, None), "conda.resolve")
     assert finding.status == "info" and "py-rattler is not installed" in finding.summary
     assert finding.fix.startswith("pip install 'py-rattler")
 

@@ -50,7 +50,8 @@ def test_cpu_pytorch_from_conda_gets_a_conda_fix(tmp_path, kb):
                              torch=TorchFacts(importable=True, version="2.5.1", cuda=None, cuda_available=False))
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-build")
     assert finding.status == "fail"
-    assert finding.fix.startswith('conda install "pytorch=*=cuda*" "cuda-version<=13.0"')
+    # what make-env plans for an H200 on driver 580.159.04
+    assert finding.fix.startswith('conda install "pytorch=2.13.*=cuda130*" "cuda-version=13.0"')
 
 
 def test_torch_for_cuda_13_on_a_cuda_12_4_driver_is_insufficient(kb):
@@ -59,7 +60,10 @@ def test_torch_for_cuda_13_on_a_cuda_12_4_driver_is_insufficient(kb):
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-build")
     assert finding.status == "fail" and "driver version is insufficient" in finding.summary
     assert ">= 580.65.06" in finding.fix  # the 13.0 GA driver, from the knowledge tables
-    assert "cu124" in finding.fix
+    # cu126 wheels (torch >= 2.10, as pointops needs) carry SASS for 8.0: the 12.4 driver runs them
+    # through minor-version compatibility; cu124 wheels exist only for torch <= 2.6
+    assert "--index-url https://download.pytorch.org/whl/cu126" in finding.fix
+    assert "minor-version compatibility" in finding.fix and "cu124" not in finding.fix
 
 
 def test_newer_minor_runs_only_through_minor_version_compatibility(kb):
@@ -87,8 +91,10 @@ def test_no_kernel_image_for_a_gpu_older_than_the_build(kb):
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-archs")
     assert finding.status == "fail" and "no kernel image is available" in finding.summary
     assert "sm_61" in finding.evidence
-    # the newest conda-forge build with SASS for 6.1 that a CUDA 13.0 driver runs
-    assert finding.fix == 'conda install "pytorch=2.13.0=*cuda129*"'
+    # a pip torch (no conda-meta): the newest wheel index with SASS for 6.1 that a CUDA 13.0 driver runs;
+    # the CUDA 13 wheels have no Pascal code
+    assert finding.fix.startswith('pip install --force-reinstall "torch==2.14.*" --index-url '
+                                  "https://download.pytorch.org/whl/cu126")
 
 
 def test_ptx_only_gpu_warns_and_fails_when_the_driver_is_older_than_the_ptx(kb):

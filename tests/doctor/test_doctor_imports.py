@@ -125,5 +125,5 @@ def test_missing_cuda_runtime_names_a_cuda_mismatch():
 
 
 def test_no_extensions_or_no_torch_are_notes():
-    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=False)))] == ["info"]
-    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")))] == ["info"]
+    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=False)), None)] == ["info"]
+    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")), None)] == ["info"]

@@ -117,11 +117,11 @@ def test_gather_windows_reads_dlls_from_the_environment_and_path(tmp_path):
     assert {(Path(c.path).name, c.version) for c in win.env_dlls} == {
         ("vcruntime140.dll", (14, 44, 35208, 0)), ("ucrtbase.dll", (10, 0, 22621, 0))}
     facts = Facts(platform="win-64", windows=win, conda=gather_conda(prefix))
-    findings = check_windows(facts)
+    findings = check_windows(facts, None)
     [crt] = by_check(findings, "windows.crt-copies")
     assert crt.status == "warn" and str(app) in crt.fix
     assert statuses(findings, "windows.conda-installs") == ["pass"]
 
 
 def test_windows_checks_do_nothing_off_windows():
-    assert check_windows(Facts(platform="linux-64", conda=CondaFacts())) == []
+    assert check_windows(Facts(platform="linux-64", conda=CondaFacts()), None) == []

@@ -1,6 +1,6 @@
 """Fixtures for the solver tests: local channels (file://), loopback HTTP(S) servers, and a
-runner for the `solver` CLI in a child process (py-rattler solves end with os._exit, and may
-crash at interpreter exit, so they never run inside the pytest process)."""
+runner for the `solver` CLI in a child process with a clean, GPU-less environment (the command as
+users run it; its solves run in a child interpreter of their own, solver.worker)."""
 
 from __future__ import annotations
 

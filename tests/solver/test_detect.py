@@ -105,13 +105,26 @@ def test_detect_without_any_driver(tmp_path, monkeypatch):
 
 def test_overrides(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    info = detect(env={"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, use_nvml=False)
+    info = detect(env={"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"}, use_nvml=False)
     assert info.driver_cuda == "12.4" and info.min_compute_capability == "8.6" and info.source == "override"
     assert detect(env={"CONDA_OVERRIDE_CUDA": ""}, use_nvml=False).driver_cuda is None
+    assert detect(env={"CONDA_OVERRIDE_CUDA": "12"}, use_nvml=False).driver_cuda == "12.0"  # as conda reads it
     lone_arch = detect(env={"CONDA_OVERRIDE_CUDA_ARCH": "8.6"}, use_nvml=False)
     assert lone_arch.gpus == [] and any("needs a driver" in n for n in lone_arch.notes)
-    bad = detect(env={"CONDA_OVERRIDE_CUDA": "twelve"}, use_nvml=False)
-    assert bad.driver_cuda is None and any("ignored CONDA_OVERRIDE_CUDA" in n for n in bad.notes)
+
+
+@pytest.mark.parametrize("env,variable", [
+    ({"CONDA_OVERRIDE_CUDA": "twelve"}, "CONDA_OVERRIDE_CUDA"),
+    ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, "CONDA_OVERRIDE_CUDA_ARCH"),
+    ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6.1"}, "CONDA_OVERRIDE_CUDA_ARCH"),
+    ({"CONDA_OVERRIDE_GLIBC": "2.x"}, "CONDA_OVERRIDE_GLIBC"),
+])
+def test_malformed_override_is_reported_and_nothing_is_overridden(tmp_path, monkeypatch, env, variable):
+    """conda and rattler refuse these values; detection says so instead of ignoring them quietly."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    info = detect(env=env, use_nvml=False)
+    assert info.override_error.startswith(variable) and info.source == "none"
+    assert info.driver_cuda is None and info.gpus == []
 
 
 def test_override_replaces_detected_values(tmp_path, monkeypatch):

@@ -1,23 +1,22 @@
 """verify() catches solutions that break the planning rules, whatever produced them.
 
-Records here are minimal stand-ins with the attributes verify reads (name, version, build,
-depends, constrains); the real RepoDataRecord path is covered by the end-to-end solve tests."""
+Records here are SolvedPackages, the plain data the solve's child process returns; the real solve
+path is covered by the end-to-end solve tests."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 from solver.knowledge import load
 from solver.plan import make_plan
+from solver.solve import SolvedPackage
 from solver.target import build_target
 from solver.verify import verify
 
 
-def record(name, version, build, depends=(), constrains=()):
-    return SimpleNamespace(name=SimpleNamespace(normalized=name), version=version, build=build,
-                           depends=list(depends), constrains=list(constrains))
+def record(name, version, build, depends=(), constrains=(), build_number=0):
+    return SolvedPackage(name=name, version=version, build=build, url=f"file:///c/{name}-{version}-{build}.conda",
+                         build_number=build_number, depends=tuple(depends), constrains=tuple(constrains))
 
 
 @pytest.fixture
@@ -58,16 +57,14 @@ def test_broken_solutions_are_caught(plan, index, replacement, words):
 
 
 def test_missing_packages(plan):
-    records = [r for r in good_solution() if r.name.normalized not in ("pointops", "cuda-version")]
+    records = [r for r in good_solution() if r.name not in ("pointops", "cuda-version")]
     assert verify(load(), plan, records) == ["the solution has no pointops"]
-    records = [r for r in good_solution() if r.name.normalized != "cuda-version"]
+    records = [r for r in good_solution() if r.name != "cuda-version"]
     assert verify(load(), plan, records) == ["the solution has no cuda-version package"]
 
 
 def aarch64_record(name, version, build, build_number=0, depends=(), constrains=()):
-    entry = record(name, version, build, depends, constrains)
-    entry.build_number = build_number
-    return entry
+    return record(name, version, build, depends, constrains, build_number)
 
 
 @pytest.fixture
@@ -101,6 +98,22 @@ def test_orin_solution_with_an_old_pytorch_build_is_caught(orin_plan):
 
 def test_wrong_or_missing_arm_variant_is_caught(orin_plan):
     assert verify(load(), orin_plan, orin_solution(arm="tegra")) == ["arm-variant tegra was solved, sbsa was planned"]
-    records = [r for r in orin_solution() if r.name.normalized != "arm-variant"]
+    records = [r for r in orin_solution() if r.name != "arm-variant"]
     assert verify(load(), orin_plan, records) == [
         "the solution has no arm-variant package (arm-variant=sbsa was planned)"]
+
+
+def test_exact_torch_pin_is_checked_to_the_patch(monkeypatch):
+    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
+        monkeypatch.delenv(name, raising=False)
+    kb = load()
+    target = build_target(kb, gpu="RTX 3090", driver="550.54.14", platform="linux-64")
+    exact = make_plan(kb, target, python="3.12", torch="2.12.0")
+    assert "pytorch=2.12.0=cuda129*" in exact.specs()
+    records = good_solution()
+    records[1] = record("pytorch", "2.12.1", "cuda129_mkl_py312_habc_302")
+    assert any("pytorch 2.12.1 was solved, 2.12.0 was planned" in p for p in verify(kb, exact, records))
+    records[1] = record("pytorch", "2.12.0", "cuda129_mkl_py312_habc_302")
+    assert not [p for p in verify(kb, exact, records) if "pytorch" in p]
+    minor = make_plan(kb, target, python="3.12", torch="2.12")
+    assert "pytorch=2.12.*=cuda129*" in minor.specs() and minor.pytorch_version == "2.12.1"

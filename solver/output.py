@@ -1,0 +1,246 @@
+"""Write what a command produces (`-o`, `--explicit`, `--lock`, standard output) without losing
+anything the user had.
+
+- A regular file (or a new one) is written to a temporary file beside it and renamed over it, so it
+  is never left half written. A new file gets the umask's permissions, a replaced one keeps its mode
+  (and owner, when allowed).
+- A symlink is written through: the file it points to is replaced, the link stays.
+- A special file (/dev/null, a FIFO, a terminal, `>(cmd)`) is opened and written to, never replaced.
+  A FIFO nobody reads is an error, not a hang.
+- `check_destinations` runs before any work: an empty name, a directory, or two flags naming one
+  file are usage errors. `write_files` stages every file first and writes none if one cannot be
+  staged; if a later step fails, the error says exactly which files were written.
+- Messages name the path the user gave, never a temporary file.
+
+    check_destinations([Destination("-o", "env.yml"), Destination("--lock", "env.lock")])
+    written = write_files([(Destination("-o", "env.yml"), text), ...])   # -> ["env.yml", ...]
+    write_stdout(text)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+import sys
+from dataclasses import dataclass
+
+from solver.errors import OutputError, UsageError
+
+
+@dataclass(frozen=True)
+class Destination:
+    flag: str  # the flag that named it ("-o", "--explicit", "--lock"), for messages
+    path: str  # as the user typed it
+
+
+def _identity(path: str) -> tuple:
+    """What makes two paths the same file: device and inode when it exists, else the resolved path."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", os.path.normcase(os.path.realpath(path)))
+
+
+def check_destinations(destinations: list[Destination]) -> None:
+    """Usage errors in the output paths, found before anything is computed or written."""
+    seen: dict[tuple, Destination] = {}
+    for dest in destinations:
+        if dest.path == "":
+            raise UsageError(f"{dest.flag} needs a file name, not an empty string.")
+        if "\0" in dest.path:
+            raise UsageError(f"{dest.flag} {dest.path!r}: a file name cannot contain a NUL character.")
+        if os.path.isdir(dest.path):
+            raise UsageError(f"{dest.flag} {dest.path} is a directory; give the name of a file to write.")
+        key = _identity(dest.path)
+        if key in seen:
+            first = seen[key]
+            same = dest.path if dest.path == first.path else f"{first.path} and {dest.path}"
+            raise UsageError(f"{first.flag} and {dest.flag} both name {same}, so one would overwrite the other; "
+                             "give each its own file.")
+        seen[key] = dest
+
+
+def _strerror(exc: OSError) -> str:
+    if exc.strerror:
+        return exc.strerror
+    return os.strerror(exc.errno) if exc.errno else str(exc)
+
+
+def _cannot(dest: Destination, exc: OSError) -> OutputError:
+    reason = _strerror(exc)
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return OutputError(f"cannot write {dest.path}: {reason}", "free some space or choose another place")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(f"cannot write {dest.path}: {reason}", "choose a path you may write to")
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return OutputError(f"cannot write {dest.path}: {reason}", "create its directory first or fix the path")
+    return OutputError(f"cannot write {dest.path}: {reason}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class _Staged:
+    """A file ready to be committed: a temporary file to rename, or a special file to write."""
+
+    def __init__(self, dest: Destination, data: bytes):
+        self.dest = dest
+        self.data = data
+        self.temp: str | None = None
+        self.target = dest.path
+        try:
+            st = os.stat(dest.path)  # follows symlinks, including /dev/fd/N and /proc/self/fd/N
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise _cannot(dest, exc) from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {dest.path}: it is a directory")
+        self.special = st is not None and not stat.S_ISREG(st.st_mode)
+        if self.special:
+            if not os.access(dest.path, os.W_OK):
+                raise _cannot(dest, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
+            return
+        # A regular file, or a new one: write through symlinks to the file they name.
+        self.target = os.path.realpath(dest.path) if os.path.islink(dest.path) else dest.path
+        self._write_temp(st)
+
+    def _write_temp(self, old: os.stat_result | None) -> None:
+        directory, name = os.path.split(self.target)
+        temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            # 0o666 through the umask: a new file gets the permissions any program would give it.
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except OSError as exc:
+            raise _cannot(self.dest, exc) from None
+        self.temp = temp
+        try:
+            try:
+                _write_all(fd, self.data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if old is not None:
+                os.chmod(temp, stat.S_IMODE(old.st_mode))
+                if hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                    try:
+                        os.chown(temp, old.st_uid, old.st_gid)
+                    except OSError:
+                        pass  # only root may give a file away; the content is what matters
+        except OSError as exc:
+            self.discard()
+            raise _cannot(self.dest, exc) from None
+
+    def commit(self) -> None:
+        if self.special:
+            self._write_special()
+        else:
+            os.replace(self.temp, self.target)
+            self.temp = None
+
+    def _write_special(self) -> None:
+        path = self.dest.path
+        try:
+            st = os.stat(path)
+            flags = os.O_WRONLY | getattr(os, "O_BINARY", 0)
+            if stat.S_ISFIFO(st.st_mode) and hasattr(os, "O_NONBLOCK"):
+                try:
+                    fd = os.open(path, flags | os.O_NONBLOCK)  # ENXIO at once when nobody reads it
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:
+                        raise OutputError(f"cannot write {path}: no process is reading this FIFO",
+                                          "start its reader first") from None
+                    raise
+                os.set_blocking(fd, True)
+            else:
+                fd = os.open(path, flags)
+            try:
+                _write_all(fd, self.data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _cannot(self.dest, exc) from None
+
+    def discard(self) -> None:
+        if self.temp is not None:
+            try:
+                os.unlink(self.temp)
+            except OSError:
+                pass
+            self.temp = None
+
+
+def write_files(items: list[tuple[Destination, str]]) -> list[str]:
+    """Write every file or none. Returns the paths written, as the user named them.
+
+    Raises OutputError naming the file that failed and, when some were already written, which."""
+    staged: list[_Staged] = []
+    try:
+        for dest, text in items:
+            staged.append(_Staged(dest, text.encode("utf-8")))
+    except OutputError as exc:
+        for item in staged:
+            item.discard()
+        raise OutputError(f"{exc}; nothing was written", exc.fix) from None
+    # Renames first (they do not fail once the temp file exists), then the special files.
+    ordered = [s for s in staged if not s.special] + [s for s in staged if s.special]
+    written: list[str] = []
+    for position, item in enumerate(ordered):
+        try:
+            item.commit()
+        except (OSError, OutputError) as exc:
+            for rest in ordered[position:]:
+                rest.discard()
+            error = exc if isinstance(exc, OutputError) else _cannot(item.dest, exc)
+            done = f"; written: {', '.join(written)}" if written else "; nothing was written"
+            raise OutputError(f"{error}{done}", error.fix) from None
+        written.append(item.dest.path)
+    return written
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """One file, with the same guarantees (for scripts that write a single file)."""
+    write_files([(Destination("file", os.fspath(path)), text)])
+
+
+def write_stdout(text: str) -> None:
+    """Write to standard output as UTF-8 whatever the locale, and flush; OutputError if it is closed,
+    full or a broken pipe."""
+    stream = sys.stdout
+    if stream is None:
+        raise OutputError("standard output is closed", "redirect it to a file, or pass -o FILE")
+    try:
+        stream.flush()
+        binary = getattr(stream, "buffer", None)
+        if binary is not None:
+            binary.write(text.encode("utf-8"))
+            binary.flush()
+        else:
+            stream.write(text)
+            stream.flush()
+    except BrokenPipeError:
+        raise OutputError("standard output was closed before everything was written (broken pipe)") from None
+    except OSError as exc:
+        raise OutputError(f"cannot write to standard output: {_strerror(exc)}") from None
+    except ValueError:  # "I/O operation on closed file"
+        raise OutputError("standard output is closed", "redirect it to a file, or pass -o FILE") from None
+
+
+def silence_stdout() -> None:
+    """After standard output failed: point it at the null device so that the interpreter's final
+    flush cannot print a second error."""
+    if sys.stdout is None:
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass

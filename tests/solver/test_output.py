@@ -1,0 +1,273 @@
+"""make-env's output files and standard output: special files are written to, never replaced;
+symlinks are written through; permissions follow the umask or the replaced file; a failure writes
+nothing (or says what was written) and names the user's path; full disks and closed streams are one
+error line, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from solver import cli
+from solver.errors import OutputError, UsageError
+from solver.output import Destination, check_destinations, write_files
+
+REPO = Path(__file__).resolve().parents[2]
+OFFLINE_CPU = ["make-env", "--offline", "--gpu", "none", "--platform", "linux-64"]
+
+
+@pytest.fixture(autouse=True)
+def _no_overrides(monkeypatch):
+    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_env(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main([*OFFLINE_CPU, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def device_like(tmp_path: Path, name: str, minor: int) -> str:
+    """A character device to write to: as root, a private node with the numbers of /dev/null (3) or
+    /dev/full (7), so that a regression replaces this node and not the machine's; otherwise the real
+    device (which a non-root process could not replace anyway)."""
+    if os.geteuid() != 0:
+        return f"/dev/{name}"
+    node = tmp_path / name
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    return str(node)
+
+
+def cli_process(*args: str, stdout=subprocess.PIPE, preexec_fn=None, shell_prefix: str = ""):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"
+    command = [sys.executable, "-m", "solver", *args]
+    if shell_prefix:
+        command = ["bash", "-c", shell_prefix.replace("SOLVER", " ".join(f"'{c}'" for c in command))]
+    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
+                          timeout=120, preexec_fn=preexec_fn)
+
+
+# -- special files -------------------------------------------------------------------------------
+
+def test_a_null_device_is_written_to_not_replaced(capsys, tmp_path):
+    null = device_like(tmp_path, "null", 3)
+    code, out, err = make_env(capsys, "-o", null)
+    assert code == 0 and out == "" and f"wrote {null}" in err
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    assert not [p for p in os.listdir(os.path.dirname(null)) if p.endswith(".tmp")]
+
+
+def test_a_fifo_is_written_to(capsys, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    time.sleep(0.2)  # let the reader open its end
+    code, out, err = make_env(capsys, "-o", str(fifo))
+    reader.join(10)
+    assert code == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert received and received[0].startswith("# Environment for linux-64, CPU only")
+
+
+def test_a_fifo_nobody_reads_is_an_error_not_a_hang(capsys, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    code, out, err = make_env(capsys, "-o", str(fifo))
+    assert time.monotonic() - started < 10
+    assert code == 1 and out == ""
+    line = one_error_line(err)
+    assert f"cannot write {fifo}: no process is reading this FIFO" in line and "nothing was written" in line
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_process_substitution(tmp_path):
+    """`-o >(cmd)`: the path is /dev/fd/N, a pipe to cmd."""
+    captured = tmp_path / "captured.yml"
+    done = cli_process(*OFFLINE_CPU, shell_prefix=f"SOLVER -o >(cat > '{captured}'); rc=$?; wait $!; exit $rc")
+    assert done.returncode == 0, done.stderr
+    assert captured.read_text().startswith("# Environment for linux-64, CPU only")
+    assert "wrote /dev/fd/" in done.stderr
+
+
+# -- symlinks and permissions --------------------------------------------------------------------
+
+def test_a_symlink_is_written_through_and_the_mode_kept(capsys, tmp_path):
+    target = tmp_path / "real" / "env.yml"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o640)
+    link = tmp_path / "link.yml"
+    link.symlink_to(target)
+    code, _, err = make_env(capsys, "-o", str(link))
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().startswith("# Environment for")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in target.parent.iterdir()) == ["env.yml"]
+
+
+def test_a_dangling_symlink_creates_its_target(capsys, tmp_path):
+    link = tmp_path / "link.yml"
+    link.symlink_to(tmp_path / "made.yml")
+    code, _, err = make_env(capsys, "-o", str(link))
+    assert code == 0, err
+    assert link.is_symlink() and (tmp_path / "made.yml").read_text().startswith("# Environment for")
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_new_file_follows_the_umask(capsys, tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        code, _, err = make_env(capsys, "-o", str(tmp_path / "env.yml"))
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert stat.S_IMODE((tmp_path / "env.yml").stat().st_mode) == mode
+
+
+def test_a_replaced_file_keeps_its_mode(capsys, tmp_path):
+    path = tmp_path / "env.yml"
+    path.write_text("old\n")
+    path.chmod(0o604)
+    code, _, _ = make_env(capsys, "-o", str(path))
+    assert code == 0 and stat.S_IMODE(path.stat().st_mode) == 0o604 and path.read_text() != "old\n"
+
+
+# -- usage errors before anything is written -----------------------------------------------------
+
+def test_empty_name_and_directory_are_usage_errors(capsys, tmp_path):
+    code, out, err = make_env(capsys, "-o", "")
+    assert code == 2 and out == "" and "-o needs a file name" in one_error_line(err)
+    code, out, err = make_env(capsys, "-o", str(tmp_path))
+    assert code == 2 and "is a directory" in one_error_line(err)
+
+
+def test_two_flags_naming_one_file_are_a_usage_error(capsys, tmp_path, refused_url):
+    path = tmp_path / "env.yml"
+    path.write_text("keep\n")
+    link = tmp_path / "alias.yml"
+    link.symlink_to(path)
+    for other in (str(path), str(link)):
+        code = cli.main(["make-env", "--gpu", "none", "--channel", refused_url, "-o", str(path), "--explicit", other])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == ""
+        assert "-o and --explicit both name" in one_error_line(err)
+        assert path.read_text() == "keep\n"
+
+
+def test_check_destinations_sees_hard_links_as_one_file(tmp_path):
+    (tmp_path / "a").write_text("x")
+    os.link(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(UsageError, match="--lock and -o both name"):
+        check_destinations([Destination("--lock", str(tmp_path / "a")), Destination("-o", str(tmp_path / "b"))])
+
+
+# -- failures: the user's path, all or nothing ---------------------------------------------------
+
+def test_errors_name_the_users_path_never_the_temp_file(capsys, tmp_path):
+    (tmp_path / "file").write_text("")
+    for path in (tmp_path / "missing" / "env.yml", tmp_path / "file" / "env.yml"):
+        code, out, err = make_env(capsys, "-o", str(path))
+        line = one_error_line(err)
+        assert code == 1 and out == "" and line.startswith(f"solver make-env: error: cannot write {path}: ")
+        assert ".tmp" not in line
+
+
+def test_nothing_is_written_when_one_output_fails(tmp_path):
+    first, second = tmp_path / "env.yml", tmp_path / "missing" / "env.txt"
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("-o", str(first)), "a\n"), (Destination("--explicit", str(second)), "b\n")])
+    assert str(info.value).startswith(f"cannot write {second}: No such file or directory; nothing was written")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_special_file_that_fails_after_a_rename_says_what_was_written(tmp_path):
+    full = device_like(tmp_path, "full", 7)
+    regular = tmp_path / "env.yml"
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("--explicit", full), "x\n"), (Destination("-o", str(regular)), "y\n")])
+    assert str(info.value) == f"cannot write {full}: No space left on device; written: {regular}"
+    assert regular.read_text() == "y\n"
+
+
+def test_all_or_nothing_around_a_real_solve(solver_cli, local_channel, tmp_path):
+    env_yml, lock = tmp_path / "env.yml", tmp_path / "no-such-dir" / "env.lock"
+    result = solver_cli("make-env", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64",
+                        "--channel", str(local_channel), "-o", str(env_yml), "--lock", str(lock))
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert f"cannot write {lock}" in line and "nothing was written" in line
+    assert not env_yml.exists()
+
+
+# -- full disks and closed streams ---------------------------------------------------------------
+
+def test_a_full_device(capsys, tmp_path):
+    full = device_like(tmp_path, "full", 7)
+    code, out, err = make_env(capsys, "-o", full)
+    assert code == 1 and out == ""
+    assert one_error_line(err).startswith(f"solver make-env: error: cannot write {full}: No space left on device")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+def test_a_regular_file_on_a_full_disk_is_left_as_it_was(tmp_path):
+    """The file-size limit makes the write fail as a full disk does (EFBIG instead of ENOSPC)."""
+    import resource
+
+    path = tmp_path / "env.yml"
+    path.write_text("old content\n")
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    done = cli_process(*OFFLINE_CPU, "-o", str(path), preexec_fn=small_files)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"solver make-env: error: cannot write {path}: File too large")
+    assert path.read_text() == "old content\n" and [p.name for p in tmp_path.iterdir()] == ["env.yml"]
+
+
+def test_standard_output_on_a_full_device(tmp_path):
+    with open(device_like(tmp_path, "full", 7), "w") as full:
+        done = cli_process(*OFFLINE_CPU, stdout=full)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line == "solver make-env: error: cannot write to standard output: No space left on device"
+
+
+def test_standard_output_closed_by_its_reader():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read: every write is EPIPE
+    try:
+        done = cli_process(*OFFLINE_CPU, "--json", stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line == "solver make-env: error: standard output was closed before everything was written (broken pipe)"
+
+
+def test_standard_output_not_open_at_all(tmp_path):
+    done = cli_process(*OFFLINE_CPU, stdout=None, shell_prefix="SOLVER >&-")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("solver make-env: error: standard output is closed")
+    done = cli_process(*OFFLINE_CPU, "-o", str(tmp_path / "env.yml"), stdout=None, shell_prefix="SOLVER >&-")
+    assert done.returncode == 0, done.stderr  # nothing goes to stdout with -o
