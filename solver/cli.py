@@ -14,7 +14,7 @@ import sys
 SUBCOMMANDS = {
     "make-env": ("solver.make_env", "print a conda environment file that fits this (or a given) GPU and driver"),
     "doctor": ("solver.doctor", "diagnose the current PyTorch/CUDA environment and say the fix"),
-    "channel": ("solver.channel", "build, package and index pointops conda packages into a channel"),
+    "channel": ("solver.channel.cli", "build, package and index pointops conda packages into a channel"),
 }
 
 
