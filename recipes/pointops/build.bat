@@ -8,6 +8,7 @@ if "%MAX_JOBS%"=="" (
     if defined CPU_COUNT set "MAX_JOBS=%CPU_COUNT%"
     if !MAX_JOBS! GTR 4 set "MAX_JOBS=4"
 )
+echo pointops build: MAX_JOBS=!MAX_JOBS!
 
 if "%POINTOPS_CUDA%"=="1" (
     :: nvcc runs from the build prefix; the static CUDA runtime (cudart_static.lib, from

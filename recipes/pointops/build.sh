@@ -10,6 +10,7 @@ if [[ -z "${MAX_JOBS:-}" ]]; then
   (( jobs > 4 )) && jobs=4
   export MAX_JOBS="${jobs}"
 fi
+echo "pointops build: MAX_JOBS=${MAX_JOBS}"
 
 if [[ "${POINTOPS_CUDA}" == "1" ]]; then
   # nvcc runs from the build prefix (cuda-nvcc). The static CUDA runtime is linked from the host

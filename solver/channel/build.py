@@ -75,16 +75,18 @@ def build_channel(
     target_platform: str | None = None,
     files: RecipeFiles | None = None,
     logs: dict[str, list[str]] | None = None,
+    variant_overrides: dict[str, list] | None = None,
 ) -> list[Path]:
     """rattler-build every variant of `target_platform` (default: this machine's) on this machine
-    into <output>, then index it. `logs`, when given, receives each variant's log lines."""
+    into <output>, then index it. `logs`, when given, receives each variant's log lines;
+    `variant_overrides` (key -> values) goes on top of the recipe's variant files."""
     from rattler_build import ToolConfiguration
 
     files = files or find_recipe()
     check_reachable(channels)
     build_platform = current_platform()
     platform = target_platform or build_platform
-    rendered = rendered_variants(platform, files, build_platform=build_platform)
+    rendered = rendered_variants(platform, files, build_platform=build_platform, overrides=variant_overrides)
     wanted = [r for r in rendered if not variants or str(r.recipe.build.string).split("_h")[0] in variants]
     if not wanted:
         raise ChannelError(f"no variant of {platform} matches {variants}; see `solver channel render`")

@@ -84,15 +84,18 @@ def _load_arch_list_helper(files: RecipeFiles):
     return module
 
 
-def variant_config(platform: str, files: RecipeFiles):
+def variant_config(platform: str, files: RecipeFiles, overrides: dict[str, list] | None = None):
+    """The recipe's variant files for `platform`, then `overrides` (key -> values) on top."""
     from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
 
     platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform_for(platform))
-    return VariantConfig.from_files_with_context([str(p) for p in files.variant_configs],
-                                                 JinjaConfig(platform=platform_config))
+    config = VariantConfig.from_files_with_context([str(p) for p in files.variant_configs],
+                                                   JinjaConfig(platform=platform_config))
+    return config.merge(VariantConfig(overrides)) if overrides else config
 
 
-def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | None = None):
+def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | None = None,
+                      overrides: dict[str, list] | None = None):
     """py-rattler-build's rendered variants that are built (the recipe skips every Python but
     python_min; py-rattler-build returns skipped variants too, so its abi3_build context decides)."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
@@ -102,7 +105,7 @@ def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | N
     build_platform = build_platform or build_platform_for(platform)
     platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform, host_platform=platform)
     try:
-        variants = variant_config(platform, files)
+        variants = variant_config(platform, files, overrides)
         rendered = Stage0Recipe.from_file(str(files.recipe)).render(variants, RenderConfig(platform=platform_config))
     except Exception as exc:  # rattler-build raises its own error types; all mean "fix the recipe"
         raise ChannelError(f"rendering {files.recipe} for {platform} failed: {exc}") from exc
