@@ -44,10 +44,15 @@ TORCH_LIBS = ("libtorch_cpu.so", "libc10.so", "libtorch.so", "libtorch_global_de
 
 
 def cuda_home() -> Path | None:
+    """The CUDA toolkit root: CUDA_HOME, /usr/local/cuda, or the root of the nvcc on PATH (the
+    first of them holding bin/nvcc and the static runtime)."""
     nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return None
-    return Path(nvcc).resolve().parent.parent
+    candidates = [os.environ.get("CUDA_HOME"), "/usr/local/cuda", nvcc and str(Path(nvcc).resolve().parent.parent)]
+    for candidate in filter(None, candidates):
+        root = Path(candidate).resolve()
+        if (root / "bin" / "nvcc").is_file() and (root / "targets/x86_64-linux/lib/libcudart_static.a").is_file():
+            return root
+    return None
 
 
 def _distribution_files(dist_name: str) -> dict[str, object]:
@@ -107,13 +112,21 @@ def _compiler_activation(tool: str, variable: str, program: str) -> dict[str, ob
 
 
 def _nvcc_files() -> dict[str, object]:
-    home = cuda_home()
-    script = (
-        "# stand-in cuda-nvcc: this machine's nvcc, host compiler from the C++ compiler package\n"
+    """bin/nvcc runs this machine's nvcc (by its own path, so that it finds its nvcc.profile and
+    headers, as conda-forge's nvcc finds the build prefix's); the activation, like conda-forge's,
+    makes the C++ compiler package nvcc's host compiler and adds the host prefix's CUDA target
+    directory to its flags."""
+    nvcc = cuda_home() / "bin" / "nvcc"
+    activation = (
+        "# stand-in cuda-nvcc activation\n"
         'export NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS:-} -ccbin=${CXX}"\n'
+        'if [ "${CONDA_BUILD:-0}" = "1" ]; then\n'
+        '  export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:-} -I${PREFIX}/targets/x86_64-linux/include '
+        '-L${PREFIX}/targets/x86_64-linux/lib"\n'
+        "fi\n"
     )
-    return {"bin/nvcc": ("symlink", str(home / "bin" / "nvcc")),
-            "etc/conda/activate.d/~cuda-nvcc_activate.sh": ("script", script)}
+    return {"bin/nvcc": ("script", f'#!/bin/sh\nexec "{nvcc}" "$@"\n'),
+            "etc/conda/activate.d/~cuda-nvcc_activate.sh": ("script", activation)}
 
 
 def _cudart_static_files(target_specific: bool) -> dict[str, object]:

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solver.channel import PLATFORMS, ChannelError, RenderedBuild, find_recipe, render_matrix, render_with_solve
+from solver.channel import (
+    PLATFORMS,
+    ChannelError,
+    RenderedBuild,
+    find_recipe,
+    render_matrix,
+    render_with_solve,
+)
 
 EXPECTED_CELLS = {
     ("linux-64", "cpu"), ("linux-64", "cuda129"), ("linux-64", "cuda130"),
