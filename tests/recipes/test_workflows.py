@@ -82,3 +82,14 @@ def test_each_job_declares_its_variant_s_cuda_version():
     env = build_step()["env"]
     assert env["CONDA_OVERRIDE_CUDA"] == "${{ matrix.cuda }}"
     assert env["MAX_JOBS"] == "2"  # the recipe passes it to build.sh through script.env
+
+
+def test_osx_64_is_tested_under_emulation_on_its_build_machine():
+    from rattler_build import ToolConfiguration
+
+    from solver.channel.build import test_strategy
+
+    assert test_strategy("osx-64", "osx-arm64", True) == "native-and-emulated"  # Rosetta 2
+    assert test_strategy("linux-aarch64", "linux-64", True) == "native"  # a cross build skips its tests
+    assert test_strategy("linux-64", "linux-64", False) == "skip"
+    assert ToolConfiguration(test_strategy="native-and-emulated").test_strategy == "NativeAndEmulated"
