@@ -258,7 +258,7 @@ def conda_forge_records(subdir: str, pythons: dict[str, str], torch_versions=("2
     return list(unique.values())
 
 
-def _archive(record: dict, files: dict[str, object] | None) -> bytes:
+def package_archive(record: dict, files: dict[str, object] | None) -> bytes:
     """A .tar.bz2 conda package: info/index.json, info/paths.json, info/run_exports.json and the
     files ({path: bytes | ("symlink", target) | ("script", text)})."""
     index = {k: v for k, v in record.items() if k != "run_exports"}
@@ -309,6 +309,6 @@ def write_channel(root: Path, records: list[dict], files: dict[tuple[str, str, s
         subdir.mkdir(parents=True, exist_ok=True)
         content = (files or {}).get((rec["name"], rec["version"], rec["build"]))
         path = subdir / f"{rec['name']}-{rec['version']}-{rec['build']}.tar.bz2"
-        path.write_bytes(_archive(rec, content))
+        path.write_bytes(package_archive(rec, content))
     asyncio.run(index_fs(root, write_zst=False, write_shards=False))
     return root

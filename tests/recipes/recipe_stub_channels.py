@@ -34,7 +34,7 @@ def write_stub_package(channel: Path, subdir: str, name: str, version: str, buil
     rec = standins.record(name, version, build, subdir, build_number, depends, run_exports=run_exports)
     target = Path(channel) / subdir
     target.mkdir(parents=True, exist_ok=True)
-    (target / f"{name}-{version}-{build}.tar.bz2").write_bytes(standins._archive(rec, None))
+    (target / f"{name}-{version}-{build}.tar.bz2").write_bytes(standins.package_archive(rec, None))
 
 
 def index(channel: Path) -> None:

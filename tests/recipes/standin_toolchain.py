@@ -88,11 +88,6 @@ def _python_files() -> dict[str, object]:
             f"bin/python{PY}": ("symlink", str(base)), f"{SITE}/README": b"site-packages of the stand-in python\n"}
 
 
-def _torch_files() -> dict[str, object]:
-    files = _distribution_files("torch")
-    return files
-
-
 def _libtorch_files() -> dict[str, object]:
     torch_lib = Path(importlib.metadata.distribution("torch").locate_file("torch")) / "lib"
     return {f"lib/{name}": ("symlink", str(torch_lib / name)) for name in TORCH_LIBS if (torch_lib / name).exists()}
@@ -161,7 +156,7 @@ def write_toolchain_channel(root: Path, torch_versions=("2.13.0", "2.10.0"), cud
         if name == "python":
             files = _python_files()
         elif name == "pytorch":
-            files = _torch_files()
+            files = _distribution_files("torch")
         elif name == "libtorch":
             files = _libtorch_files()
         elif name in python_files and rec.get("noarch") == "python":
@@ -181,10 +176,3 @@ def write_toolchain_channel(root: Path, torch_versions=("2.13.0", "2.10.0"), cud
         if files is not None:
             content[(name, rec["version"], rec["build"])] = files
     return standins.write_channel(root, records, content)
-
-
-def clean_env() -> dict[str, str]:
-    """This process's environment without what would leak this machine's Python or CUDA setup
-    into a build (rattler-build isolates the build script, not the solver)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_OVERRIDE_", "PYTHON", "VIRTUAL_ENV"))}
-    return env
