@@ -10,6 +10,9 @@ binary). POINTOPS_CUDA=0 forces a CPU-only build.
 Arch list: TORCH_CUDA_ARCH_LIST, then CF_TORCH_CUDA_ARCH_LIST, then pointops/cuda_arch_table.json
 for the nvcc version. MAX_JOBS caps parallel compile jobs. The CUDA runtime is linked statically
 and libtorch_cuda is not linked, so the same binary loads in CPU and CUDA builds of torch.
+The static runtime is taken from POINTOPS_CUDA_TARGET_ROOT when set (a conda build points it at
+the host prefix, which holds the target platform's runtime when cross-compiling), else from the
+toolkit root.
 """
 
 from __future__ import annotations
@@ -112,13 +115,16 @@ def _nvcc_version(nvcc: str) -> str:
 
 def _find_cudart_static(cuda_home: Path) -> Path:
     name = "cudart_static.lib" if IS_WINDOWS else "libcudart_static.a"
+    target_root = os.environ.get("POINTOPS_CUDA_TARGET_ROOT", "").strip()
+    root = Path(target_root) if target_root else cuda_home
     patterns = ["lib64", "lib", "lib/x64", "targets/*/lib", "targets/*/lib64"]
     for pattern in patterns:
-        for directory in sorted(glob.glob(str(cuda_home / pattern))):
+        for directory in sorted(glob.glob(str(root / pattern))):
             if (Path(directory) / name).exists():
                 return Path(directory)
-    _fail(f"{name} (the static CUDA runtime) was not found under {cuda_home}; set CUDA_HOME to "
-          "the toolkit root.")
+    where = "POINTOPS_CUDA_TARGET_ROOT" if target_root else "CUDA_HOME"
+    _fail(f"{name} (the static CUDA runtime) was not found under {root}; set {where} to the "
+          "root that holds it (the toolkit root, or the conda host prefix with cuda-cudart-static).")
 
 
 def _compiler_version(command: list[str]) -> str:

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# Builds pointops into the host prefix. rattler-build / conda-build run this with the variant's
-# settings in the environment (see recipe.yaml): POINTOPS_CUDA (1 = build the CUDA kernels) and
-# TORCH_CUDA_ARCH_LIST (from conda_build_config.yaml, i.e. ops-src/pointops/cuda_arch_table.json).
+# Builds pointops into the host prefix. rattler-build runs this with the recipe's script.env
+# (POINTOPS_CUDA, MAX_JOBS) and the variant's keys (cuda_compiler_version, target_platform).
 set -euxo pipefail
 
 # nvcc needs 1-2 GB of memory per job: use the cores the build was given, but at most 4 jobs
-# (hosted CI runners have 7-16 GB). An explicit MAX_JOBS wins.
+# (hosted CI runners have 7-16 GB). A MAX_JOBS the caller set (passed on by script.env) wins.
 if [[ -z "${MAX_JOBS:-}" ]]; then
   jobs="${CPU_COUNT:-2}"
   (( jobs > 4 )) && jobs=4
   export MAX_JOBS="${jobs}"
 fi
+echo "pointops build: MAX_JOBS=${MAX_JOBS}"
 
 if [[ "${POINTOPS_CUDA}" == "1" ]]; then
-  # nvcc and the static CUDA runtime come from the build prefix (cuda-nvcc, cuda-cudart-static);
-  # the CUDA headers from the host prefix, through the flags cuda-nvcc's activation sets.
+  # nvcc runs from the build prefix (cuda-nvcc). The static CUDA runtime is linked from the host
+  # prefix (cuda-cudart-dev pulls cuda-cudart-static), which holds the target's runtime when
+  # cross-compiling.
   export CUDA_HOME="${BUILD_PREFIX}"
-  # torch's cpp_extension caps the host compiler per CUDA version below conda-forge's gcc; the
-  # pinned gcc is the one nvcc is validated with by cuda-nvcc's own constraints.
-  export TORCH_DONT_CHECK_COMPILER_ABI=1
+  export POINTOPS_CUDA_TARGET_ROOT="${PREFIX}"
+  # The arch list comes from ops-src's arch table for this CUDA version and platform. It is set
+  # explicitly because libtorch's activation exports CF_TORCH_CUDA_ARCH_LIST (pytorch's own
+  # list), which setup.py would otherwise take.
+  TORCH_CUDA_ARCH_LIST="$("${PYTHON}" "${RECIPE_DIR}/cuda_arch_list.py" pointops "${cuda_compiler_version}" "${target_platform}")"
+  export TORCH_CUDA_ARCH_LIST
 fi
 
 # A source tree copied from a developer checkout may hold objects of another configuration.

@@ -1,43 +1,35 @@
 """The recipe's own test: runs in the test environment of every built package.
 
-    python test_pointops.py --cuda 12.9 --archs "5.0;...;12.0+PTX" --python-min 3.10
-    python test_pointops.py --cuda None --archs None --python-min 3.10
+    python test_pointops.py --cuda 12.9 --target-platform linux-64 --python-min 3.10 [--torch 2.10]
+    python test_pointops.py --cuda None --target-platform osx-arm64 --python-min 3.10
 
-Checks that pointops imports, that build_info() reports the CUDA version and archs of the
-variant it was built for (the recipe passes the variant's values), that the extension is a real
-abi3 binary, that an op gives the right answer on CPU, and on CUDA where a GPU is present.
+Checks that pointops imports, that build_info() reports the CUDA version of the variant it was
+built for and the archs the arch table gives that version and platform (cuda_arch_list.py, the
+build script's own derivation), that the extension is a real abi3 binary, that an op gives the
+right answer on CPU, and on CUDA where a GPU is present. --torch X.Y also checks that the
+environment's pytorch package is X.Y (the test of the oldest pytorch the package promises).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-
-def expected_archs(arch_list: str) -> tuple[list[str], str | None]:
-    """'7.5;8.0;12.0+PTX' -> (['7.5', '8.0', '12.0'], '12.0'); 'None' or '' -> ([], None)."""
-    if arch_list in ("", "None"):
-        return [], None
-    sass, ptx = [], None
-    for item in arch_list.split(";"):
-        if item.endswith("+PTX"):
-            item = item[: -len("+PTX")]
-            ptx = item
-        sass.append(item)
-    return sass, ptx
+from cuda_arch_list import archs_for
 
 
-def check_build_info(pointops, want_cuda: str, arch_list: str) -> None:
+def check_build_info(pointops, want_cuda: str, target_platform: str) -> None:
     info = pointops.build_info()
-    want_sass, want_ptx = expected_archs(arch_list)
     got_cuda = info.get("cuda_version")
     if want_cuda == "None":
         assert not got_cuda, f"cpu variant, but build_info() says CUDA {got_cuda}"
         return
     assert str(got_cuda).startswith(want_cuda), f"built for CUDA {want_cuda}, build_info() says {got_cuda}"
+    want_sass, want_ptx = archs_for(Path(pointops.__file__).parent, want_cuda, target_platform)
     got_sass = [str(a) for a in info.get("sass_archs", [])]
     assert got_sass == want_sass, f"SASS archs {got_sass}, variant wants {want_sass}"
     assert str(info.get("ptx_arch")) == str(want_ptx), f"PTX arch {info.get('ptx_arch')}, variant wants {want_ptx}"
@@ -56,6 +48,15 @@ def check_abi3(pointops, python_min: str) -> None:
         subprocess.run([abi3audit, str(ext), "-s", "-v", "--assume-minimum-abi3", python_min], check=True)
 
 
+def check_pytorch_package(want: str) -> None:
+    """The environment's conda pytorch package is version `want` (X.Y)."""
+    records = sorted(Path(sys.prefix, "conda-meta").glob("pytorch-[0-9]*.json"))
+    assert records, f"no pytorch package in {sys.prefix}/conda-meta"
+    version = json.loads(records[0].read_text())["version"]
+    assert version == want or version.startswith(want + "."), f"pytorch {version} installed, the test wants {want}"
+    print("pytorch package", version)
+
+
 def check_op(torch, device: str) -> None:
     # Four points on a line. Farthest point sampling from index 0 picks the far end (x=3), then
     # the point farthest from {0, 3}: x=1 is 1 away, x=2.5 only 0.5 -> index 1.
@@ -67,14 +68,17 @@ def check_op(torch, device: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuda", required=True, help="CUDA version of the variant, or None")
-    parser.add_argument("--archs", required=True, help="TORCH_CUDA_ARCH_LIST of the variant, or None")
+    parser.add_argument("--target-platform", required=True, help="conda platform of the build, e.g. linux-64")
     parser.add_argument("--python-min", required=True, help="oldest Python of the abi3 build")
+    parser.add_argument("--torch", help="the pytorch version (X.Y) the environment must hold")
     args = parser.parse_args()
     import pointops
     import torch
 
     print("pointops", getattr(pointops, "__version__", "?"), "on Python", sys.version.split()[0], "torch", torch.__version__)
-    check_build_info(pointops, args.cuda, args.archs)
+    if args.torch:
+        check_pytorch_package(args.torch)
+    check_build_info(pointops, args.cuda, args.target_platform)
     check_abi3(pointops, args.python_min)
     check_op(torch, "cpu")
     if torch.cuda.is_available() and args.cuda != "None":

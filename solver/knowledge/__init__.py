@@ -567,6 +567,7 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
     for key in ("package", "version", "torch_min", "python_min"):
         _need(raw, key, where)
     variants = {}
+    extra_sass = {}  # (platform, variant) -> the arch list with that platform's extra SASS
     for variant, item in _need(raw, "variants", where).items():
         cuda = item.get("cuda_version")
         if variant == "cpu":
@@ -575,6 +576,10 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
         if cuda is None or variant != variant_of_cuda(str(cuda)):
             raise KnowledgeError(f"{where} variants.{variant}: cuda_version must match the variant name")
         variants[variant] = (str(cuda), _arch_list(item, f"{where} variants.{variant}"))
+        for platform, extra in (item.get("extra_sass") or {}).items():
+            base = variants[variant][1]
+            sass = tuple(sorted(set(base.sass) | {str(a) for a in extra}, key=parse_version))
+            extra_sass[(platform, variant)] = ArchList(sass=sass, ptx=base.ptx)
     builds = []
     for platform, names in _need(raw, "platforms", where).items():
         if platform not in PLATFORMS:
@@ -583,6 +588,7 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
             if variant not in variants:
                 raise KnowledgeError(f"{where} platforms.{platform}: unknown variant {variant!r}")
             cuda, archs = variants[variant]
+            archs = extra_sass.get((platform, variant), archs)
             arm_variant = DEFAULT_ARM_VARIANT if cuda and has_arm_variants(platform) else None
             builds.append(PointopsBuild(platform, variant, cuda, archs, arm_variant))
     for variant, item in (raw.get("tegra") or {}).items():

@@ -4,7 +4,7 @@ platform's cpu variant; the channel is indexed with py-rattler; py-rattler solve
 into a fresh prefix; and Python imports it from there and runs an op.
 
 torch cannot be installed as a conda package offline, so the dependencies come from a local
-channel of metadata-only `python` and `pytorch` packages (conda-forge's names and build-string
+channel of metadata-only `python`, `pytorch` and `libtorch` packages (conda-forge's names and build-string
 conventions): the solve still has to honour the package's real requirements (python >=3.10,
 pytorch >=2.10 of the cpu kind), and the import then runs with this venv's Python and torch,
 which the stable ABI makes a valid stand-in for any torch >= 2.10.
@@ -49,6 +49,7 @@ def dependency_channel(tmp_path_factory) -> Path:
                        [f"python >={PY},<3.{sys.version_info.minor + 1}.0a0"])
     write_stub_package(channel, subdir, "pytorch", "2.13.0", f"cuda129_generic_py{PY.replace('.', '')}_h0_200", 200,
                        ["__cuda"])
+    write_stub_package(channel, subdir, "libtorch", "2.13.0", "cpu_generic_h0_0")
     index(channel)
     return channel
 
@@ -88,7 +89,7 @@ def test_install_into_a_prefix_and_import(local_channel, dependency_channel, tmp
     code, records = rattler_install([local_channel, dependency_channel], ["pointops"], prefix, LINUX_NO_GPU)
     assert code == 0, records
     builds = {r["name"]: r["build"] for r in records}
-    assert set(builds) == {"pointops", "python", "pytorch"}
+    assert set(builds) == {"pointops", "python", "pytorch", "libtorch"}
     assert builds["pytorch"].startswith("cpu_")
     site = prefix / "lib" / f"python{PY}" / "site-packages"
     assert (site / "pointops" / "_C.abi3.so").is_file()
@@ -114,6 +115,7 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
     subdir = current_platform()
     write_stub_package(channel, subdir, "python", f"{PY}.7", "h0_cpython")
     write_stub_package(channel, subdir, "pytorch", "2.13.0", "cuda129_generic_h0_200", 200)
+    write_stub_package(channel, subdir, "libtorch", "2.13.0", "cpu_generic_h0_0")
     index(channel)
     code, result = rattler_install([local_channel, channel], ["pointops"], tmp_path / "env",
                                    LINUX_NO_GPU + ["__cuda=12.9"])
@@ -122,13 +124,22 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
 
 @needs_local_build
 @pytest.mark.slow  # compiles ops-src unless tests/run.sh left its build directory behind
-def test_package_local_builds_a_wheel_from_source(tmp_path, capsys):
-    assert cli.main(["channel", "package-local", "--source", str(HERE.parents[1] / "ops-src"),
-                     "--output", str(tmp_path / "channel")]) == 0
+def test_package_local_builds_a_wheel_from_a_relative_source(tmp_path, capsys, monkeypatch):
+    """The README's `--source ops-src`: pip would read the bare relative name as a package to download."""
+    monkeypatch.chdir(HERE.parents[1])
+    assert cli.main(["channel", "package-local", "--source", "ops-src", "--output", str(tmp_path / "channel")]) == 0
     path = Path(capsys.readouterr().out.strip())
     assert path.is_file() and path.parent == tmp_path / "channel" / current_platform()
     with zipfile.ZipFile(path) as conda:
         assert any(n.startswith("pkg-pointops-0.1.0-cpu_") for n in conda.namelist())
+
+
+def test_a_relative_source_is_resolved_and_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["channel", "--recipe", str(HERE.parents[1] / "recipes" / "pointops"), "package-local",
+                     "--source", "no-such-dir", "--output", str(tmp_path / "channel")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'no-such-dir'} is not a directory" in err and "Traceback" not in err
 
 
 def fake_wheel(path: Path, files: dict[str, str]) -> Path:

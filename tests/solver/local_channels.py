@@ -1,27 +1,27 @@
 """Local conda channels shaped like conda-forge + our pointops channel, for solve tests.
 
-Packages are real (tiny) .tar.bz2 archives holding info/index.json and info/paths.json, indexed
-with py-rattler's index_fs, so records carry sha256/md5/size exactly as on a real channel. The
-metadata copies conda-forge's shapes: pytorch/libtorch cpu_/cuda1xx_ variants with build-number
-offsets (+200 CUDA, +100 mkl), `__cuda` and `cuda-version` run dependencies, `__glibc >=2.28` for
-CUDA 13 builds, python_abi, noarch cuda-version constraining `__cuda >=<major>`, and pointops
-builds per variant constraining `__cuda_arch`.
+The conda-forge packages (pytorch/libtorch cpu_/cuda1xx_ variants with their build-number
+offsets, `__cuda`, `cuda-version` and `__glibc` dependencies, python and python_abi, noarch
+cuda-version constraining `__cuda >=<major>`, the MSVC runtime, and their closure) come from
+tests/data/conda_forge_metadata.yaml through tests/conda_forge_standins.py; this module adds the
+pointops builds per variant constraining `__cuda_arch`. Packages are real (tiny) .tar.bz2 archives
+indexed with py-rattler's index_fs, so records carry sha256/md5/size exactly as on a real channel.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import io
 import json
 import random
-import tarfile
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import conda_forge_standins as standins  # noqa: E402
 
 PYTHONS = {"3.12": "3.12.11", "3.13": "3.13.5", "3.14": "3.14.0"}
 TORCH_VERSIONS = ("2.12.1", "2.13.0")
 CUDA_VARIANTS = {"linux-64": ("cuda129", "cuda130"), "win-64": ("cuda128", "cuda130")}
-BLAS = {"linux-64": ("generic", "mkl"), "win-64": ("mkl",)}
 POINTOPS_MIN_ARCH = {"cuda128": "5.0", "cuda129": "5.0", "cuda130": "7.5"}
 
 
@@ -35,60 +35,13 @@ def _cuda(variant: str) -> tuple[int, int]:
 
 
 def _record(name, version, build, build_number, subdir, depends=(), constrains=(), noarch=None) -> dict:
-    record = {"name": name, "version": version, "build": build, "build_number": build_number,
-              "subdir": subdir, "depends": list(depends), "constrains": list(constrains),
-              "license": "BSD-3-Clause", "timestamp": 1767225600000}
-    if noarch:
-        record["noarch"] = noarch
-    return record
+    return standins.record(name, version, build, subdir, build_number, depends, constrains, noarch=noarch)
 
 
 def conda_forge_records(platforms=("linux-64", "win-64")) -> list[dict]:
     records = []
-    for major, minor in ((12, 8), (12, 9), (13, 0)):
-        records.append(_record("cuda-version", f"{major}.{minor}", "h4f385c5_3", 3, "noarch",
-                               constrains=[f"__cuda >={major}", f"cudatoolkit {major}.{minor}|{major}.{minor}.*"],
-                               noarch="generic"))
     for subdir in platforms:
-        linux = subdir.startswith("linux")
-        for py, full in PYTHONS.items():
-            tag = "cp" + py.replace(".", "")
-            records.append(_record("python_abi", py, f"8_{tag}", 8, subdir, constrains=[f"python {py}.* *_{tag}"]))
-            records.append(_record("python", full, f"h9e4cc4f_100_{tag}", 100, subdir,
-                                   depends=["__glibc >=2.17,<3.0.a0"] if linux
-                                   else ["ucrt >=10.0.20348.0", "vc14_runtime >=14.44.35208"]))
-        if not linux:
-            records.append(_record("ucrt", "10.0.26100.0", "h57928b3_0", 0, subdir))
-            records.append(_record("vc14_runtime", "14.44.35208", "h818238b_31", 31, subdir,
-                                   depends=["ucrt >=10.0.20348.0"]))
-        for torch in TORCH_VERSIONS:
-            for variant in ("cpu",) + CUDA_VARIANTS[subdir]:
-                for blas in BLAS[subdir]:
-                    number = 2 + (200 if variant != "cpu" else 0) + (100 if blas == "mkl" else 0)
-                    extra = []
-                    if variant != "cpu":
-                        major, cminor = _cuda(variant)
-                        extra = [f"cuda-version >={major}.{cminor},<{major + 1}"]
-                        if linux and major >= 13:
-                            extra.append("__glibc >=2.28,<3.0.a0")
-                    lib_build = f"{variant}_{blas}_{_hash('libtorch', torch, variant, blas, subdir)}_{number}"
-                    records.append(_record("libtorch", torch, lib_build, number, subdir, depends=extra,
-                                           constrains=[f"pytorch {torch} {variant}_{blas}_*_{number}"]))
-                    for py in PYTHONS:
-                        tag = "py" + py.replace(".", "")
-                        next_minor = f"3.{int(py.split('.')[1]) + 1}"
-                        depends = [f"libtorch {torch} {lib_build}", f"python >={py},<{next_minor}.0a0",
-                                   f"python_abi {py}.* *_cp{py.replace('.', '')}", "filelock", "sympy >=1.13.3"]
-                        if variant != "cpu":
-                            depends.append("__cuda")
-                        depends += extra
-                        build = f"{variant}_{blas}_{tag}_{_hash('pytorch', torch, variant, blas, py, subdir)}_{number}"
-                        records.append(_record("pytorch", torch, build, number, subdir, depends=depends,
-                                               constrains=["pytorch-gpu <0.0a0" if variant == "cpu"
-                                                           else "pytorch-cpu <0.0a0"]))
-        for name, version in (("filelock", "3.18.0"), ("sympy", "1.14.0")):
-            records.append(_record(name, version, "pyhd8ed1ab_0", 0, "noarch", depends=["python >=3.9"],
-                                   noarch="python"))
+        records += standins.conda_forge_records(subdir, PYTHONS, TORCH_VERSIONS, toolchain=False)
     unique = {(r["subdir"], r["name"], r["version"], r["build"]): r for r in records}
     return list(unique.values())
 
@@ -175,30 +128,9 @@ def pointops_aarch64_records() -> list[dict]:
     return records
 
 
-def _archive(record: dict) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:bz2") as tar:
-        for member, payload in (("info/index.json", record), ("info/paths.json", {"paths": [], "paths_version": 1})):
-            data = json.dumps(payload).encode()
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            info.mtime = 1767225600
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 def write_channel(root: Path, records: list[dict]) -> Path:
     """Write the records as packages under root/<subdir>/ and index them with py-rattler."""
-    from rattler.index import index_fs
-
-    (root / "noarch").mkdir(parents=True, exist_ok=True)
-    for record in records:
-        subdir = root / record["subdir"]
-        subdir.mkdir(parents=True, exist_ok=True)
-        path = subdir / f"{record['name']}-{record['version']}-{record['build']}.tar.bz2"
-        path.write_bytes(_archive(record))
-    asyncio.run(index_fs(root, write_zst=False, write_shards=False))
-    return root
+    return standins.write_channel(root, records)
 
 
 def write_large_repodata(root: Path, count: int, seed: int = 7) -> Path:
@@ -217,7 +149,7 @@ def write_large_repodata(root: Path, count: int, seed: int = 7) -> Path:
     by_subdir: dict[str, dict] = {}
     for record in records:
         subdir = record["subdir"]
-        entry = dict(record)
+        entry = {k: v for k, v in record.items() if k != "run_exports"}
         digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
         entry.update(sha256=digest, md5=digest[:32], size=1000)
         file_name = f"{record['name']}-{record['version']}-{record['build']}.tar.bz2"

@@ -1,0 +1,158 @@
+"""`solver channel`: the pointops conda packages, from recipe to channel.
+
+    solver channel render [--platform P]... [--json]    the variant matrix (same as --render-only)
+    solver channel render --solve --channel URL ...     ... with run_exports resolved against URL
+    solver channel build [--target-platform P] [--variant V]... [--channel URL]... [--output DIR]
+                                                        rattler-build the variants of one platform
+    solver channel package-local [--wheel W | --source DIR | --from-installed] [--variant cpu]
+                                                        offline: a local pointops build -> .conda
+    solver channel index DIR                            write repodata for a channel directory
+    solver channel upload DIR [--owner pointops]        upload its packages to anaconda.org
+    solver channel feedstock --url U --homepage H --maintainer M... [--sdist S] --output DIR
+                                                        the conda-forge recipe of a release
+
+Every action reads recipes/pointops/recipe.yaml and its variant files (--recipe, else found from
+the current directory). The library is solver.channel; this module only parses and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from solver.channel.build import build_channel, check_reachable
+from solver.channel.errors import ChannelError
+from solver.channel.feedstock import write_feedstock_recipe
+from solver.channel.index import index_channel
+from solver.channel.local import package_local
+from solver.channel.recipe import RECIPE_ENV, find_recipe
+from solver.channel.render import PLATFORMS, RenderedBuild, render_platform, render_with_solve
+from solver.channel.upload import upload_channel
+
+DEFAULT_CHANNELS = ("https://conda.anaconda.org/conda-forge",)
+DEFAULT_OUTPUT = Path("out") / "channel"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--render-only", action="store_true", help="print the variant matrix and exit (= `render`)")
+    parser.add_argument("--recipe", type=Path,
+                        help=f"recipes/pointops (or its recipe.yaml) of a pointops source tree "
+                             f"(default: ${RECIPE_ENV}, else found from the current directory)")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+
+    render = sub.add_parser("render", help="print the variant matrix the recipe renders")
+    render.add_argument("--platform", action="append", choices=PLATFORMS, help="only these platforms (repeatable)")
+    render.add_argument("--json", action="store_true", help="machine-readable output")
+    render.add_argument("--solve", action="store_true", help="resolve build/host envs to show the final run requirements")
+    render.add_argument("--channel", action="append", help="channel for --solve (default: conda-forge)")
+
+    build = sub.add_parser("build", help="rattler-build the variants of one platform and index the result")
+    build.add_argument("--channel", action="append", help="dependency channel (default: conda-forge)")
+    build.add_argument("--target-platform", choices=PLATFORMS,
+                       help="platform to build for (default: this machine's; osx-64 cross-compiles on osx-arm64)")
+    build.add_argument("--variant", action="append", help="only these variants, e.g. cpu or cuda129 (repeatable)")
+    build.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)")
+    build.add_argument("--no-test", action="store_true", help="skip the recipe's tests")
+
+    local = sub.add_parser("package-local", help="offline: package a pointops built here into a .conda and index it")
+    source = local.add_mutually_exclusive_group()
+    source.add_argument("--wheel", type=Path, help="a pointops wheel built here (abi3)")
+    source.add_argument("--source", type=Path, help="build a wheel from this ops-src directory (default)")
+    source.add_argument("--from-installed", action="store_true", help="use the pointops installed in this Python")
+    local.add_argument("--variant", default="cpu", help="recipe variant whose metadata to use (default: %(default)s)")
+    local.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)")
+
+    index = sub.add_parser("index", help="write repodata for a channel directory")
+    index.add_argument("directory", type=Path)
+
+    upload = sub.add_parser("upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)")
+    upload.add_argument("directory", type=Path)
+    upload.add_argument("--owner", default="pointops", help="anaconda.org channel (default: %(default)s)")
+
+    feedstock = sub.add_parser("feedstock", help="write the conda-forge recipe folder of a release")
+    feedstock.add_argument("--url", required=True, help="https address of the release sdist")
+    feedstock.add_argument("--homepage", required=True, help="the project's home (its repository)")
+    feedstock.add_argument("--maintainer", action="append", required=True, help="GitHub handle (repeatable)")
+    feedstock.add_argument("--sdist", type=Path, help="the release sdist (default: build one from ops-src)")
+    feedstock.add_argument("--output", type=Path, required=True, help="folder for recipe/ (and the sdist)")
+
+
+def _print_matrix(builds: list[RenderedBuild]) -> None:
+    print(f"{'platform':14s} {'variant':8s} {'build string':24s} {'cuda':5s} {'__cuda_arch':12s} archs")
+    for b in builds:
+        archs = ";".join(b.sass_archs) + (f"+PTX({b.ptx_arch})" if b.ptx_arch else "") if b.cuda_version else "-"
+        arch_min = f">={b.cuda_arch_min}" if b.cuda_arch_min else "-"
+        print(f"{b.platform:14s} {b.variant:8s} {b.build_string:24s} {b.cuda_version or '-':5s} {arch_min:12s} {archs}")
+        line = f"{'':14s} run: {', '.join(b.run)}"
+        if b.run_constraints:
+            line += f"; constrains: {', '.join(b.run_constraints)}"
+        print(line)
+
+
+def _render(args: argparse.Namespace, files) -> int:
+    platforms = getattr(args, "platform", None) or list(PLATFORMS)
+    if getattr(args, "solve", False):
+        channels = args.channel or list(DEFAULT_CHANNELS)
+        check_reachable(channels)
+        print(json.dumps({p: render_with_solve(p, channels, files) for p in platforms}, indent=2))
+        return 0
+    builds = []
+    for n, platform in enumerate(platforms, 1):
+        print(f"rendering {platform} ({n}/{len(platforms)}) ...", file=sys.stderr, flush=True)
+        builds += render_platform(platform, files)
+    if getattr(args, "json", False):
+        print(json.dumps([b.as_dict() for b in builds], indent=2))
+    else:
+        _print_matrix(builds)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    action = "render" if args.render_only and args.action in (None, "render") else args.action
+    try:
+        if action is None:
+            print("solver channel: choose an action: render, build, package-local, index, upload or feedstock "
+                  "(see --help)", file=sys.stderr)
+            return 2
+        if action == "index":
+            index_channel(args.directory)
+            print(f"indexed {args.directory}", file=sys.stderr)
+            return 0
+        if action == "upload":
+            packages = upload_channel(args.directory, args.owner, os.environ.get("ANACONDA_API_KEY"))
+            print(f"uploaded {len(packages)} packages to anaconda.org/{args.owner}", file=sys.stderr)
+            return 0
+        files = find_recipe(args.recipe)
+        if action == "render":
+            return _render(args, files)
+        if action == "build":
+            packages = build_channel(args.output, args.channel or list(DEFAULT_CHANNELS), args.variant,
+                                     not args.no_test, args.target_platform, files)
+            print("\n".join(str(p) for p in packages))
+            print(f"indexed {args.output}", file=sys.stderr)
+            return 0
+        if action == "package-local":
+            path = package_local(args.output, args.variant, wheel=args.wheel, source=args.source,
+                                 from_installed=args.from_installed, files=files)
+            print(path)
+            print(f"indexed {args.output}; install with: conda install -c {Path(args.output).resolve().as_uri()} "
+                  "-c conda-forge pointops", file=sys.stderr)
+            return 0
+        if action == "feedstock":
+            recipe = write_feedstock_recipe(args.output, args.url, args.homepage, args.maintainer, args.sdist, files)
+            print(recipe)
+            return 0
+        raise AssertionError(action)  # argparse only lets the actions above through
+    except ChannelError as exc:
+        print(f"solver channel: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an output path that is a file, a full disk, no permission, ...
+        print(f"solver channel: error: {exc.strerror or exc}: {exc.filename or ''}; "
+              "check the --output / directory argument", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()

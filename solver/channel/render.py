@@ -1,0 +1,253 @@
+"""The variant matrix, as py-rattler-build renders recipes/pointops (offline, or with a solve)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from solver.channel.errors import ChannelError
+from solver.channel.recipe import RecipeFiles, find_recipe
+
+PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
+# Where each platform's packages are built: osx-64 is cross-compiled on an osx-arm64 machine, as
+# conda-forge does (hosted Intel macOS runners are retired); the others build natively.
+BUILD_PLATFORMS = {"osx-64": "osx-arm64"}
+# Targets whose tests run on their build platform under emulation (Rosetta 2 on Apple silicon).
+EMULATED = {("osx-64", "osx-arm64")}
+
+
+def build_platform_for(platform: str) -> str:
+    return BUILD_PLATFORMS.get(platform, platform)
+
+
+@dataclass(frozen=True)
+class RenderedBuild:
+    """One package of the matrix, as the recipe renders it (before any dependency solve)."""
+
+    platform: str
+    variant: str  # "cpu", "cuda129", ...
+    cuda_version: str | None
+    build_string: str
+    build_number: int
+    sass_archs: tuple[str, ...]  # from the arch table, as the build script derives them
+    ptx_arch: str | None
+    cuda_arch_min: str | None
+    build: tuple[str, ...]
+    host: tuple[str, ...]
+    run: tuple[str, ...]
+    run_constraints: tuple[str, ...]
+    script_env: dict[str, str] = field(default_factory=dict)
+    variant_values: dict[str, object] = field(default_factory=dict)
+    sources: tuple[dict, ...] = ()
+    license: str = ""
+    license_files: tuple[str, ...] = ()
+
+    @property
+    def arch_list(self) -> str | None:
+        """TORCH_CUDA_ARCH_LIST spelling, e.g. "7.5;8.0;12.0+PTX"."""
+        if not self.sass_archs:
+            return None
+        return ";".join(f"{a}+PTX" if a == self.ptx_arch else a for a in self.sass_archs)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "platform": self.platform,
+            "variant": self.variant,
+            "cuda_version": self.cuda_version,
+            "build_string": self.build_string,
+            "build_number": self.build_number,
+            "sass_archs": list(self.sass_archs),
+            "ptx_arch": self.ptx_arch,
+            "cuda_arch_min": self.cuda_arch_min,
+            "requirements": {
+                "build": list(self.build),
+                "host": list(self.host),
+                "run": list(self.run),
+                "run_constraints": list(self.run_constraints),
+            },
+        }
+
+
+def none_if_unset(value: object) -> str | None:
+    return None if value in (None, "None", "") else str(value)
+
+
+def _load_arch_list_helper(files: RecipeFiles):
+    """recipes/pointops/cuda_arch_list.py, the derivation the build script runs."""
+    path = files.recipe_dir / "cuda_arch_list.py"
+    spec = importlib.util.spec_from_file_location("_pointops_recipe_cuda_arch_list", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def variant_config(platform: str, files: RecipeFiles, overrides: dict[str, list] | None = None):
+    """The recipe's variant files for `platform`, then `overrides` (key -> values) on top."""
+    from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
+
+    platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform_for(platform))
+    config = VariantConfig.from_files_with_context([str(p) for p in files.variant_configs],
+                                                   JinjaConfig(platform=platform_config))
+    return config.merge(VariantConfig(overrides)) if overrides else config
+
+
+def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | None = None,
+                      overrides: dict[str, list] | None = None):
+    """py-rattler-build's rendered variants that are built (the recipe skips every Python but
+    python_min; py-rattler-build returns skipped variants too, so its abi3_build context decides)."""
+    from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
+
+    if platform not in PLATFORMS:
+        raise ChannelError(f"unknown platform {platform!r}; choose one of: {', '.join(PLATFORMS)}")
+    build_platform = build_platform or build_platform_for(platform)
+    platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform, host_platform=platform)
+    try:
+        variants = variant_config(platform, files, overrides)
+        rendered = Stage0Recipe.from_file(str(files.recipe)).render(variants, RenderConfig(platform=platform_config))
+    except Exception as exc:  # rattler-build raises its own error types; all mean "fix the recipe"
+        raise ChannelError(f"rendering {files.recipe} for {platform} failed: {exc}") from exc
+    return [item for item in rendered if item.recipe.context.get("abi3_build", True) is not False]
+
+
+def render_platform(platform: str, files: RecipeFiles | None = None) -> list[RenderedBuild]:
+    """Render every built variant of the recipe for one target platform, offline."""
+    files = files or find_recipe()
+    arch_helper = _load_arch_list_helper(files)
+    builds = []
+    for item in rendered_variants(platform, files):
+        recipe_dict = item.recipe.to_dict()
+        build = recipe_dict.get("build", {})
+        reqs = recipe_dict.get("requirements", {})
+        values = dict(item.variant)
+        cuda = none_if_unset(values.get("cuda_compiler_version"))
+        sass, ptx = (arch_helper.archs_for(files.source_dir / "pointops", cuda, platform) if cuda else ([], None))
+        constraints = tuple(str(s) for s in reqs.get("run_constraints", []))
+        arch_min = next((c.split(">=", 1)[1] for c in constraints if c.startswith("__cuda_arch >=")), None)
+        script = build.get("script") or {}
+        env = script.get("env", {}) if isinstance(script, dict) else {}
+        about = recipe_dict.get("about", {})
+        builds.append(
+            RenderedBuild(
+                platform=platform,
+                variant=str(build["string"]).split("_h")[0],
+                cuda_version=cuda,
+                build_string=str(build["string"]),
+                build_number=int(build.get("number", 0)),
+                sass_archs=tuple(sass),
+                ptx_arch=ptx,
+                cuda_arch_min=arch_min,
+                build=tuple(str(s) for s in reqs.get("build", [])),
+                host=tuple(str(s) for s in reqs.get("host", [])),
+                run=tuple(str(s) for s in reqs.get("run", [])),
+                run_constraints=constraints,
+                script_env={str(k): str(v) for k, v in env.items()},
+                variant_values=values,
+                sources=tuple(recipe_dict.get("source", [])),
+                license=str(about.get("license", "")),
+                license_files=tuple(str(f) for f in about.get("license_file", [])),
+            )
+        )
+    # cpu first, then CUDA versions in ascending order
+    return sorted(builds, key=lambda b: (b.cuda_version is not None, [int(x) for x in (b.cuda_version or "0").split(".")]))
+
+
+def render_matrix(platforms: tuple[str, ...] | list[str] = PLATFORMS, files: RecipeFiles | None = None) -> list[RenderedBuild]:
+    files = files or find_recipe()
+    return [b for p in platforms for b in render_platform(p, files)]
+
+
+def recipe_stage0(files: RecipeFiles | None = None) -> dict:
+    from rattler_build import Stage0Recipe
+
+    return Stage0Recipe.from_file(str((files or find_recipe()).recipe)).to_dict()
+
+
+def recipe_version(files: RecipeFiles | None = None) -> str:
+    return str(recipe_stage0(files)["context"]["version"])
+
+
+# Runs in a child process: rattler-build prints the solved render as JSON on its stdout.
+# It leaves through os._exit: the rattler runtime can crash while the interpreter shuts down
+# after a solve, which would turn a good run into a failed one.
+_SOLVE_RENDER_SCRIPT = """
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+from rattler_build import build_recipes
+args = json.loads(sys.argv[1])
+build_recipes([args["recipe"]], target_platform=args["platform"], build_platform=args["build_platform"],
+              channel=args["channels"], variant_config=args["variant_configs"],
+              render_only=True, with_solve=True)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
+"""
+
+
+def render_with_solve(
+    platform: str,
+    channels: list[str],
+    files: RecipeFiles | None = None,
+    timeout_s: float = 300,
+    env: dict[str, str] | None = None,
+) -> list[dict[str, object]]:
+    """Render and resolve build/host environments against `channels`, so that run_exports
+    (vc14_runtime/ucrt from vs2022, cuda-version from nvcc, ...) land in the run requirements.
+    `env` is the child's environment (e.g. with CONDA_OVERRIDE_CUDA); default: this process's.
+
+    Returns one dict per built variant: build_string, depends (finalized run requirements) and
+    constrains.
+    """
+    files = files or find_recipe()
+    args = {
+        "recipe": str(files.recipe),
+        "platform": platform,
+        "build_platform": build_platform_for(platform),
+        "channels": list(channels),
+        "variant_configs": [str(p) for p in files.variant_configs],
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SOLVE_RENDER_SCRIPT, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ChannelError(f"resolving the {platform} build environments took over {timeout_s:.0f} s; "
+                           "check that the channels are reachable") from exc
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise ChannelError(
+            f"resolving the {platform} build environments against {', '.join(channels)} failed: {last}\n"
+            "The channels must carry the compilers, python, pytorch and CUDA packages the recipe names "
+            "(conda-forge does); a CUDA variant on a machine without a GPU needs CONDA_OVERRIDE_CUDA "
+            "set to its CUDA version."
+        )
+    results = []
+    for output in json.loads(proc.stdout):
+        if not output["recipe"]["context"].get("abi3_build", True):
+            continue
+        finalized = output.get("finalized_dependencies") or {}
+        run = finalized.get("run") or {}
+        results.append(
+            {
+                "build_string": output["recipe"]["build"]["string"],
+                "depends": _unique(_spec_text(d) for d in run.get("depends", [])),
+                "constrains": _unique(_spec_text(d) for d in run.get("constraints", [])),
+            }
+        )
+    return results
+
+
+def _spec_text(entry: object) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("spec") or entry.get("source"))
+    return str(entry)
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
