@@ -26,8 +26,8 @@ HERE = Path(__file__).resolve().parent
 
 MINGW_CXX = "x86_64-w64-mingw32-g++"
 MINGW_PREFIX = "x86_64-w64-mingw32-"
-INSTALL_HINT = ("Debian: apt-get install --no-install-recommends g++-mingw-w64-x86-64 wine64 "
-                "(tests/run.sh does this when run as root)")
+INSTALL_HINT = ("on Debian: apt-get install --no-install-recommends g++-mingw-w64-x86-64 wine64, which "
+                "tests/run.sh runs when run as root")
 
 # setup.py's code generation for gcc (-ffp-contract=off keeps the float results bitwise
 # comparable), plus the warnings that matter on Windows: -Wconversion reports an int64_t stored
