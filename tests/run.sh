@@ -4,6 +4,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# tests/windows cross-compiles ops-src with mingw-w64 and runs the result under wine. CI (a clean
+# Debian, as root) installs both here; elsewhere, without them, those tests skip and say why.
+have_windows_tools() {
+  command -v x86_64-w64-mingw32-g++ >/dev/null &&
+    { command -v wine64 >/dev/null || command -v wine >/dev/null || [ -x /usr/lib/wine/wine64 ]; }
+}
+if ! have_windows_tools; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== apt-get install g++-mingw-w64-x86-64 wine64 (for tests/windows)"
+    start=$SECONDS
+    if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends g++-mingw-w64-x86-64 wine64 >/dev/null; then
+      echo "   installed in $((SECONDS - start)) s"
+    else
+      echo "   apt-get failed: tests/windows will skip"
+    fi
+  else
+    echo "== mingw-w64 or wine64 missing (install needs root and apt-get): tests/windows will skip"
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "${PYTHON:-python3}" -m venv .venv
 fi

@@ -25,7 +25,9 @@ GetStreamFn resolve() {
 #ifdef _WIN32
   HMODULE lib = GetModuleHandleA("torch_cuda.dll");
   if (lib == nullptr) return nullptr;
-  return reinterpret_cast<GetStreamFn>(GetProcAddress(lib, kSymbol));
+  // GetProcAddress returns a generic FARPROC; casting through void (*)() says the change of
+  // function type is intended (gcc and clang warn on a direct cast: -Wcast-function-type).
+  return reinterpret_cast<GetStreamFn>(reinterpret_cast<void (*)()>(GetProcAddress(lib, kSymbol)));
 #else
   // RTLD_NOLOAD: only find the library torch already loaded, never load a second copy.
   const char* names[] = {"libtorch_cuda.so", "libtorch_cuda.dylib"};

@@ -35,6 +35,7 @@ NeighbourInputs prepare_neighbours(Tensor xyz, Tensor query, int64_t k, const st
   return in;
 }
 
+#ifdef POINTOPS_WITH_CUDA
 void queue_neighbour_checks(AsyncValueChecks& checks, const NeighbourInputs& in) {
   checks.coordinates(in.xyz, CheckedArg::Xyz);
   checks.coordinates(in.query, CheckedArg::Query);
@@ -42,6 +43,7 @@ void queue_neighbour_checks(AsyncValueChecks& checks, const NeighbourInputs& in)
   checks.range(in.query_lengths, CheckedArg::QueryLengths, 0, in.query.size(1));
   checks.run();
 }
+#endif
 
 }  // namespace
 

@@ -23,6 +23,7 @@ double coordinate_limit(Dtype dt) {
   return std::ldexp(1.0, dt == Dtype::Float64 ? 510 : 62);
 }
 
+#ifdef POINTOPS_WITH_CUDA
 namespace {
 
 std::string describe(int32_t code, const char* calling_op) {
@@ -54,6 +55,7 @@ std::string describe(int32_t code, const char* calling_op) {
 }
 
 }  // namespace
+#endif
 
 bool value_checks_enabled() { return enabled.load(std::memory_order_relaxed); }
 
