@@ -56,6 +56,16 @@ Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_
                       const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
                       void* dist2);
+// Packed layout: every cloud's points are rows of one xyz [P,3], cloud b being rows
+// ptr[b]..ptr[b+1]-1 (int64 row pointer ptr [B+1]); queries likewise, query [Q,3] with qptr
+// [B+1]. Outputs follow the query rows: idx [Q,K], count [Q], optional dist2 [Q,K]; indices are
+// global rows of xyz. Same hits, order, padding and counts as above. ptr and qptr are clamped to
+// 0..P and 0..Q and made non-decreasing, so a bad row pointer never reads out of bounds; query
+// rows outside every cloud give idx -1, count 0, dist2 +inf.
+Status ball_query_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                             const void* query, const int64_t* qptr, int64_t Q, int64_t B,
+                             double radius, bool inclusive, int64_t K, int64_t* idx,
+                             int64_t* count, void* dist2);
 size_t ball_query_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, double radius,
                                        int64_t K);
 Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
@@ -71,6 +81,13 @@ Status ball_query_cuda(Dtype dt, const void* xyz, const void* query, const int64
 Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
                void* dist2, int64_t* idx);
+// Packed layout (see ball_query_packed_cpu): xyz [P,3] with ptr [B+1], query [Q,3] with qptr
+// [B+1] -> dist2 [Q,K], idx [Q,K] holding global rows of xyz. Same neighbours and order as
+// above; ptr/qptr clamped and made non-decreasing; query rows outside every cloud get idx -1,
+// dist2 +inf.
+Status knn_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P, const void* query,
+                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2,
+                      int64_t* idx);
 size_t knn_cuda_workspace_bytes(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
 Status knn_cuda(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
                 const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,

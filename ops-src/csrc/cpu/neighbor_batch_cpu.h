@@ -1,0 +1,151 @@
+// The batch driver shared by kNN and ball query on CPU: both layouts (padded [B,N,3] with
+// lengths, packed [P,3] with row pointers) become a list of per-cloud views, and one driver
+// builds the kd-trees the cost model asks for and runs every query row on the thread pool.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common.h"
+#include "parallel.h"
+#include "spatial_index_cpu.h"
+
+namespace pointops {
+namespace cpu {
+
+// One cloud of a batch: its points are rows [point_begin, point_begin + points) of xyz, its
+// queries rows [query_begin, query_begin + queries) of query, and query row r's results go to
+// output row r. Written indices are index_offset + the point's index in the cloud.
+struct CloudSpan {
+  int64_t point_begin;
+  int64_t points;
+  int64_t query_begin;
+  int64_t queries;
+  int64_t index_offset;
+};
+
+// Padded layout: cloud b is rows b*N.. of xyz with lengths[b] valid points and rows b*M.. of
+// query with query_lengths[b] valid queries; indices are local to the cloud.
+inline std::vector<CloudSpan> padded_clouds(const int64_t* lengths, const int64_t* query_lengths,
+                                            int64_t B, int64_t N, int64_t M) {
+  std::vector<CloudSpan> clouds(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    clouds[b] = CloudSpan{b * N, valid_count(lengths, b, N), b * M,
+                          valid_count(query_lengths, b, M), 0};
+  }
+  return clouds;
+}
+
+// Row pointer ptr [B+1] made safe to follow: clamped to 0..rows and non-decreasing (a null
+// pointer reads as all zeros: every cloud empty).
+inline std::vector<int64_t> safe_row_pointer(const int64_t* ptr, int64_t B, int64_t rows) {
+  std::vector<int64_t> out(static_cast<size_t>(B + 1));
+  int64_t previous = 0;
+  for (int64_t b = 0; b <= B; ++b) {
+    const int64_t v = ptr == nullptr ? 0 : std::min(std::max(ptr[b], int64_t{0}), rows);
+    previous = std::max(previous, v);
+    out[b] = previous;
+  }
+  return out;
+}
+
+// Packed layout: cloud b is rows ptr[b]..ptr[b+1]-1 of xyz and qptr[b]..qptr[b+1]-1 of query;
+// indices are global rows of xyz.
+inline std::vector<CloudSpan> packed_clouds(const std::vector<int64_t>& ptr,
+                                            const std::vector<int64_t>& qptr, int64_t B) {
+  std::vector<CloudSpan> clouds(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    clouds[b] = CloudSpan{ptr[b], ptr[b + 1] - ptr[b], qptr[b], qptr[b + 1] - qptr[b], ptr[b]};
+  }
+  return clouds;
+}
+
+// Calls fill(r0, r1) on every range of output rows in [0, rows) that no cloud's queries cover
+// (padded: queries past a cloud's query length; packed: rows outside every cloud). The clouds
+// must be in ascending, non-overlapping query order, as both layouts give.
+template <class F>
+void for_each_uncovered_row(const std::vector<CloudSpan>& clouds, int64_t rows, const F& fill) {
+  int64_t next = 0;
+  for (const CloudSpan& c : clouds) {
+    if (c.query_begin > next) fill(next, std::min(c.query_begin, rows));
+    next = std::max(next, c.query_begin + std::max<int64_t>(c.queries, 0));
+  }
+  if (next < rows) fill(next, rows);
+}
+
+// Which search to use. POINTOPS_CPU_NEIGHBORS_PATH=brute|kdtree forces one (tests compare the
+// two); unset or "auto" lets the cost model choose per cloud.
+enum class SearchPath { Auto, Brute, KdTree, Invalid };
+
+inline SearchPath requested_search_path() {
+  const char* value = std::getenv("POINTOPS_CPU_NEIGHBORS_PATH");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return SearchPath::Auto;
+  if (std::strcmp(value, "brute") == 0) return SearchPath::Brute;
+  if (std::strcmp(value, "kdtree") == 0) return SearchPath::KdTree;
+  return SearchPath::Invalid;
+}
+
+constexpr const char* kInvalidSearchPath =
+    "POINTOPS_CPU_NEIGHBORS_PATH must be brute, kdtree or auto (or unset)";
+
+template <typename T>
+inline bool finite_point(const T* p) {
+  return std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]);
+}
+
+// Runs every query row of every cloud. wants_tree(cloud) is the cost model's choice; the
+// trees it asks for are built first (clouds in parallel, or a lone large cloud's build spread
+// over the pool), then search_rows(cloud, tree, row_begin, row_end) runs on blocks of query
+// rows, tree null meaning brute force (chosen, or the cloud has non-finite coordinates).
+template <typename T, class WantsTree, class SearchRows>
+void search_clouds(const T* xyz, const std::vector<CloudSpan>& clouds, const WantsTree& wants_tree,
+                   const SearchRows& search_rows) {
+  const int64_t B = static_cast<int64_t>(clouds.size());
+  std::vector<KdTree<T>> trees(static_cast<size_t>(B));
+  std::vector<char> has_tree(static_cast<size_t>(B), 0);
+  std::vector<int64_t> to_build;
+  for (int64_t b = 0; b < B; ++b) {
+    if (clouds[b].points > 0 && clouds[b].queries > 0 && wants_tree(clouds[b])) to_build.push_back(b);
+  }
+  auto build = [&](int64_t b, bool parallel) {
+    has_tree[b] = trees[b].build(xyz + 3 * clouds[b].point_begin, clouds[b].points, parallel);
+  };
+  // Fewer trees than threads: the large ones are built one after another, each on the whole
+  // pool; the rest (or all, when there are enough to go round) one per thread, largest first
+  // so that a big cloud does not start last and leave the other threads idle.
+  std::vector<int64_t> shared;
+  const bool few = static_cast<int64_t>(to_build.size()) < thread_count();
+  for (int64_t b : to_build) {
+    if (few && clouds[b].points >= KdTree<T>::kParallelBuildMinPoints) {
+      build(b, true);
+    } else {
+      shared.push_back(b);
+    }
+  }
+  std::stable_sort(shared.begin(), shared.end(),
+                   [&](int64_t a, int64_t b) { return clouds[a].points > clouds[b].points; });
+  parallel_for_each_dynamic(static_cast<int64_t>(shared.size()),
+                            [&](int64_t i) { build(shared[i], false); });
+
+  // Blocks of query rows that never straddle two clouds, handed out dynamically.
+  constexpr int64_t kBlockRows = 64;
+  std::vector<int64_t> first_block(static_cast<size_t>(B + 1), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    first_block[b + 1] = first_block[b] + (std::max<int64_t>(clouds[b].queries, 0) + kBlockRows - 1) / kBlockRows;
+  }
+  parallel_for_each_dynamic(first_block[B], [&](int64_t block) {
+    const int64_t b =
+        std::upper_bound(first_block.begin(), first_block.end(), block) - first_block.begin() - 1;
+    const CloudSpan& c = clouds[b];
+    const int64_t r0 = c.query_begin + (block - first_block[b]) * kBlockRows;
+    const int64_t r1 = std::min(r0 + kBlockRows, c.query_begin + c.queries);
+    search_rows(c, has_tree[b] ? &trees[b] : nullptr, r0, r1);
+  });
+}
+
+}  // namespace cpu
+}  // namespace pointops

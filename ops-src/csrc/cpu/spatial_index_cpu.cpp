@@ -1,0 +1,420 @@
+// kd-tree for exact kNN and ball query on one cloud.
+//
+// Layout: a complete binary tree in heap order (children of node i are 2i+1 and 2i+2), split by
+// count (the left child gets the lower half), so every leaf is at depth depth_ and holds at most
+// kLeafSize points, whatever the coordinates: duplicates, lines, planes and far outliers give the
+// same shape. A node splits at the median of the widest axis of its cell (the parent's cell cut
+// at the split value); the boxes kept for the search are the tight boxes of the points.
+// Points are stored in tree order as one array per axis; a leaf's points in ascending index
+// order, so a ball query can stop a leaf early and ties come out lowest index first.
+//
+// Exactness: for a point p in a box and a query q, |p_a - q_a| >= the box gap on axis a (the
+// gap is lo - q or q - hi, rounded the same way as p - q), and squaring and adding round
+// monotonically, so the bound computed from the gaps with the brute force's operations is <=
+// the brute force's d2 for every point of the box. A subtree is skipped only when that bound
+// proves it: for kNN bound > worst kept d2 (or equal, with every index in the subtree above the
+// worst kept index); for ball query bound > r2 (bound >= r2 when exclusive), or all its indices
+// above the K-th lowest hit already found.
+#include "spatial_index_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+#include "parallel.h"
+
+namespace pointops {
+namespace cpu {
+
+namespace {
+
+constexpr int64_t kLeafSize = 16;
+// Results kept sorted by insertion up to this K; a binary max-heap beyond.
+constexpr int64_t kSortedInsertMaxK = 32;
+
+template <typename T>
+inline T axis_gap(T q, T lo, T hi) {
+  if (q < lo) return lo - q;
+  if (q > hi) return q - hi;
+  return T(0);
+}
+
+// The K best candidates seen so far under `Less` (a strict order), kept either sorted
+// ascending (small K) or as a max-heap; worst() is the one a better candidate replaces.
+template <typename T, class Less>
+class BestK {
+ public:
+  BestK(Neighbour<T>* slots, int64_t K) : s_(slots), K_(K), sorted_(K <= kSortedInsertMaxK) {}
+
+  bool full() const { return size_ == K_; }
+  int64_t size() const { return size_; }
+  const Neighbour<T>& worst() const { return sorted_ ? s_[size_ - 1] : s_[0]; }
+
+  void offer(const Neighbour<T>& c) {
+    if (size_ < K_) {
+      if (sorted_) {
+        insert_sorted(c, size_++);
+      } else {
+        s_[size_++] = c;
+        sift_up(size_ - 1);
+      }
+    } else if (less_(c, worst())) {
+      if (sorted_) {
+        insert_sorted(c, size_ - 1);
+      } else {
+        s_[0] = c;
+        sift_down(0);
+      }
+    }
+  }
+
+  // Leaves the kept candidates in ascending order.
+  void finish() {
+    if (!sorted_) {
+      for (int64_t end = size_; end > 1; --end) {
+        std::swap(s_[0], s_[end - 1]);
+        sift_down_within(0, end - 1);
+      }
+    }
+  }
+
+ private:
+  // Puts c into the sorted prefix, dropping what sits at position `hole` (the worst or an
+  // unused slot).
+  void insert_sorted(const Neighbour<T>& c, int64_t hole) {
+    while (hole > 0 && less_(c, s_[hole - 1])) {
+      s_[hole] = s_[hole - 1];
+      --hole;
+    }
+    s_[hole] = c;
+  }
+  void sift_up(int64_t i) {
+    while (i > 0) {
+      const int64_t parent = (i - 1) / 2;
+      if (!less_(s_[parent], s_[i])) break;
+      std::swap(s_[parent], s_[i]);
+      i = parent;
+    }
+  }
+  void sift_down(int64_t i) { sift_down_within(i, size_); }
+  void sift_down_within(int64_t i, int64_t end) {
+    for (;;) {
+      const int64_t l = 2 * i + 1, r = l + 1;
+      int64_t largest = i;
+      if (l < end && less_(s_[largest], s_[l])) largest = l;
+      if (r < end && less_(s_[largest], s_[r])) largest = r;
+      if (largest == i) return;
+      std::swap(s_[i], s_[largest]);
+      i = largest;
+    }
+  }
+
+  Neighbour<T>* s_;
+  int64_t K_;
+  int64_t size_ = 0;
+  bool sorted_;
+  Less less_;
+};
+
+// kNN order: by squared distance, equal distances by index.
+struct ByDistance {
+  template <typename T>
+  bool operator()(const Neighbour<T>& a, const Neighbour<T>& b) const {
+    return a.d2 < b.d2 || (a.d2 == b.d2 && a.index < b.index);
+  }
+};
+
+// Ball query order: by index.
+struct ByIndex {
+  template <typename T>
+  bool operator()(const Neighbour<T>& a, const Neighbour<T>& b) const {
+    return a.index < b.index;
+  }
+};
+
+int64_t ceil_log2(int64_t v) {
+  int64_t d = 0;
+  while ((int64_t{1} << d) < v) ++d;
+  return d;
+}
+
+}  // namespace
+
+template <typename T>
+bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
+  n_ = 0;
+  nodes_.clear();
+  T lo[3], hi[3];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = infinity<T>();
+    hi[a] = -infinity<T>();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int a = 0; a < 3; ++a) {
+      const T v = points[3 * i + a];
+      if (!std::isfinite(v)) return false;
+      lo[a] = std::min(lo[a], v);
+      hi[a] = std::max(hi[a], v);
+    }
+  }
+  n_ = n;
+  depth_ = ceil_log2((n + kLeafSize - 1) / kLeafSize);
+  nodes_.assign(static_cast<size_t>((int64_t{2} << depth_) - 1), Node{});
+  std::vector<Record> records(static_cast<size_t>(n));
+  auto fill_records = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      records[i] = Record{{points[3 * i], points[3 * i + 1], points[3 * i + 2]}, i};
+    }
+  };
+
+  const bool split_top = parallel && n >= kParallelBuildMinPoints && thread_count() > 1;
+  if (!split_top) {
+    fill_records(0, n);
+    build_subtree(0, 0, 0, n, lo, hi, records);
+  } else {
+    parallel_for(0, n, 65536, fill_records);
+    // The top levels one level at a time, each level's splits on the pool, down to enough
+    // subtrees to keep every thread busy; then the subtrees, one task each.
+    const int64_t top = std::min(depth_, ceil_log2(4 * thread_count()));
+    std::vector<T> cells(static_cast<size_t>(6) << (top + 1));  // lo[3], hi[3] per node
+    std::copy(lo, lo + 3, cells.begin());
+    std::copy(hi, hi + 3, cells.begin() + 3);
+    nodes_[0].begin = 0;
+    nodes_[0].end = n;
+    for (int64_t level = 0; level < top; ++level) {
+      const int64_t first = (int64_t{1} << level) - 1;
+      parallel_for(first, 2 * first + 1, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const T* cell = cells.data() + 6 * i;
+          int64_t mid;
+          T* left = cells.data() + 6 * (2 * i + 1);
+          T* right = cells.data() + 6 * (2 * i + 2);
+          std::copy(cell, cell + 6, left);
+          std::copy(cell, cell + 6, right);
+          split(nodes_[i].begin, nodes_[i].end, cell, cell + 3, records, &mid, left + 3, right);
+          nodes_[2 * i + 1].begin = nodes_[i].begin;
+          nodes_[2 * i + 1].end = mid;
+          nodes_[2 * i + 2].begin = mid;
+          nodes_[2 * i + 2].end = nodes_[i].end;
+        }
+      });
+    }
+    const int64_t first = (int64_t{1} << top) - 1;
+    parallel_for(first, 2 * first + 1, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* cell = cells.data() + 6 * i;
+        build_subtree(i, top, nodes_[i].begin, nodes_[i].end, cell, cell + 3, records);
+      }
+    });
+    for (int64_t i = first - 1; i >= 0; --i) finish_internal(i);
+  }
+
+  x_.resize(static_cast<size_t>(n));
+  y_.resize(static_cast<size_t>(n));
+  z_.resize(static_cast<size_t>(n));
+  index_.resize(static_cast<size_t>(n));
+  auto unpack = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      x_[i] = records[i].p[0];
+      y_[i] = records[i].p[1];
+      z_[i] = records[i].p[2];
+      index_[i] = records[i].index;
+    }
+  };
+  if (split_top) {
+    parallel_for(0, n, 65536, unpack);
+  } else {
+    unpack(0, n);
+  }
+  return true;
+}
+
+// Splits node's records [begin, end) at the median of the cell's widest axis: *mid is the
+// first record of the right half, and the split value becomes the left cell's hi and the right
+// cell's lo on that axis.
+template <typename T>
+void KdTree<T>::split(int64_t begin, int64_t end, const T* lo, const T* hi,
+                      std::vector<Record>& records, int64_t* mid, T* left_hi, T* right_lo) const {
+  int axis = 0;
+  for (int a = 1; a < 3; ++a) {
+    if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
+  }
+  *mid = begin + (end - begin) / 2;
+  auto first = records.begin() + begin, nth = records.begin() + *mid, last = records.begin() + end;
+  switch (axis) {
+    case 0:
+      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[0] < b.p[0]; });
+      break;
+    case 1:
+      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[1] < b.p[1]; });
+      break;
+    default:
+      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[2] < b.p[2]; });
+      break;
+  }
+  const T value = records[*mid].p[axis];
+  left_hi[axis] = value;
+  right_lo[axis] = value;
+}
+
+template <typename T>
+void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end,
+                              const T* lo, const T* hi, std::vector<Record>& records) {
+  nodes_[node].begin = begin;
+  nodes_[node].end = end;
+  if (depth == depth_) {
+    finish_leaf(node, records);
+    return;
+  }
+  T left_lo[3], left_hi[3], right_lo[3], right_hi[3];
+  for (int a = 0; a < 3; ++a) {
+    left_lo[a] = right_lo[a] = lo[a];
+    left_hi[a] = right_hi[a] = hi[a];
+  }
+  int64_t mid;
+  split(begin, end, lo, hi, records, &mid, left_hi, right_lo);
+  build_subtree(2 * node + 1, depth + 1, begin, mid, left_lo, left_hi, records);
+  build_subtree(2 * node + 2, depth + 1, mid, end, right_lo, right_hi, records);
+  finish_internal(node);
+}
+
+template <typename T>
+void KdTree<T>::finish_leaf(int64_t node, std::vector<Record>& records) {
+  Node& leaf = nodes_[node];
+  std::sort(records.begin() + leaf.begin, records.begin() + leaf.end,
+            [](const Record& a, const Record& b) { return a.index < b.index; });
+  for (int a = 0; a < 3; ++a) {
+    leaf.lo[a] = infinity<T>();
+    leaf.hi[a] = -infinity<T>();
+  }
+  for (int64_t i = leaf.begin; i < leaf.end; ++i) {
+    for (int a = 0; a < 3; ++a) {
+      leaf.lo[a] = std::min(leaf.lo[a], records[i].p[a]);
+      leaf.hi[a] = std::max(leaf.hi[a], records[i].p[a]);
+    }
+  }
+  // An empty leaf (n not a multiple of the leaf count) keeps an inverted box: its bound is
+  // never used because its min_index is above every real index.
+  leaf.min_index = leaf.begin < leaf.end ? records[leaf.begin].index
+                                         : std::numeric_limits<int64_t>::max();
+}
+
+template <typename T>
+void KdTree<T>::finish_internal(int64_t node) {
+  Node& parent = nodes_[node];
+  const Node& l = nodes_[2 * node + 1];
+  const Node& r = nodes_[2 * node + 2];
+  for (int a = 0; a < 3; ++a) {
+    parent.lo[a] = std::min(l.lo[a], r.lo[a]);
+    parent.hi[a] = std::max(l.hi[a], r.hi[a]);
+  }
+  parent.min_index = std::min(l.min_index, r.min_index);
+}
+
+template <typename T>
+int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
+  if (n_ == 0) return 0;
+  BestK<T, ByDistance> best(out, std::min(K, n_));
+  const T qx = q[0], qy = q[1], qz = q[2];
+  auto bound = [&](const Node& node) {
+    const T gx = axis_gap(qx, node.lo[0], node.hi[0]);
+    const T gy = axis_gap(qy, node.lo[1], node.hi[1]);
+    const T gz = axis_gap(qz, node.lo[2], node.hi[2]);
+    return gx * gx + gy * gy + gz * gz;
+  };
+  // No point of a subtree with this bound and lowest index can beat the worst kept one.
+  auto hopeless = [&](T b, int64_t min_index) {
+    if (!best.full()) return false;
+    const Neighbour<T>& w = best.worst();
+    return b > w.d2 || (b == w.d2 && min_index > w.index);
+  };
+  struct Pending {
+    int64_t node;
+    T bound;
+  };
+  Pending stack[2 * 64];
+  int top = 0;
+  int64_t node = 0;
+  T node_bound = bound(nodes_[0]);
+  const int64_t first_leaf = (int64_t{1} << depth_) - 1;
+  for (;;) {
+    if (!hopeless(node_bound, nodes_[node].min_index)) {
+      if (node >= first_leaf) {
+        const Node& leaf = nodes_[node];
+        for (int64_t j = leaf.begin; j < leaf.end; ++j) {
+          const T dx = x_[j] - qx;
+          const T dy = y_[j] - qy;
+          const T dz = z_[j] - qz;
+          const Neighbour<T> c{dx * dx + dy * dy + dz * dz, index_[j]};
+          if (!best.full() || ByDistance()(c, best.worst())) best.offer(c);
+        }
+      } else {
+        const int64_t l = 2 * node + 1, r = l + 1;
+        const T bl = bound(nodes_[l]), br = bound(nodes_[r]);
+        const bool left_first =
+            bl < br || (bl == br && nodes_[l].min_index < nodes_[r].min_index);
+        stack[top++] = left_first ? Pending{r, br} : Pending{l, bl};
+        node = left_first ? l : r;
+        node_bound = left_first ? bl : br;
+        continue;
+      }
+    }
+    if (top == 0) break;
+    --top;
+    node = stack[top].node;
+    node_bound = stack[top].bound;
+  }
+  best.finish();
+  return best.size();
+}
+
+template <typename T>
+int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out) const {
+  if (n_ == 0) return 0;
+  BestK<T, ByIndex> best(out, K);
+  const T qx = q[0], qy = q[1], qz = q[2];
+  // The subtree may hold a hit not yet beaten by the K lowest hits found.
+  auto worth_visiting = [&](const Node& node) {
+    if (best.full() && node.min_index > best.worst().index) return false;
+    const T gx = axis_gap(qx, node.lo[0], node.hi[0]);
+    const T gy = axis_gap(qy, node.lo[1], node.hi[1]);
+    const T gz = axis_gap(qz, node.lo[2], node.hi[2]);
+    const T b = gx * gx + gy * gy + gz * gz;
+    return inclusive ? b <= r2 : b < r2;
+  };
+  int64_t stack[64];
+  int top = 0;
+  const int64_t first_leaf = (int64_t{1} << depth_) - 1;
+  if (worth_visiting(nodes_[0])) stack[top++] = 0;
+  while (top > 0) {
+    const int64_t node = stack[--top];
+    if (best.full() && nodes_[node].min_index > best.worst().index) continue;
+    if (node >= first_leaf) {
+      const Node& leaf = nodes_[node];
+      for (int64_t j = leaf.begin; j < leaf.end; ++j) {
+        if (best.full() && index_[j] > best.worst().index) break;  // leaf in index order
+        const T dx = x_[j] - qx;
+        const T dy = y_[j] - qy;
+        const T dz = z_[j] - qz;
+        const T d2 = dx * dx + dy * dy + dz * dz;
+        if (inclusive ? d2 <= r2 : d2 < r2) best.offer(Neighbour<T>{d2, index_[j]});
+      }
+      continue;
+    }
+    // Lower indices first: the K lowest hits are found sooner and prune the rest.
+    const int64_t l = 2 * node + 1, r = l + 1;
+    const bool left_first = nodes_[l].min_index < nodes_[r].min_index;
+    const int64_t first = left_first ? l : r, second = left_first ? r : l;
+    if (worth_visiting(nodes_[second])) stack[top++] = second;
+    if (worth_visiting(nodes_[first])) stack[top++] = first;
+  }
+  best.finish();
+  return best.size();
+}
+
+template class KdTree<float>;
+template class KdTree<double>;
+
+}  // namespace cpu
+}  // namespace pointops
