@@ -26,10 +26,11 @@ def threads(request):
     torch.set_num_threads(previous)
 
 
-def _with_path(monkeypatch, path, fn):
+def _with_path(monkeypatch, path, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with the search forced to `path`."""
     monkeypatch.setenv("POINTOPS_CPU_NEIGHBORS_PATH", path)
     try:
-        return fn()
+        return fn(*args, **kwargs)
     finally:
         monkeypatch.delenv("POINTOPS_CPU_NEIGHBORS_PATH")
 
@@ -77,7 +78,7 @@ def test_kdtree_knn_matches_reference(monkeypatch, kind, dtype):
     xyz, q = _cloud(kind, 2, 300, 20, dtype, seed=1)
     lengths, query_lengths = torch.tensor([300, 137]), torch.tensor([13, 20])
     for k in (1, 3, 16, 301):
-        got = _with_path(monkeypatch, "kdtree", lambda: pointops.knn(xyz, q, k, lengths, query_lengths))
+        got = _with_path(monkeypatch, "kdtree", pointops.knn, xyz, q, k, lengths, query_lengths)
         want = ref.knn(xyz, q, k, lengths, query_lengths)
         assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0]), (kind, k)
 
@@ -88,22 +89,22 @@ def test_kdtree_ball_query_matches_reference(monkeypatch, kind, dtype):
     xyz, q = _cloud(kind, 2, 300, 20, dtype, seed=2)
     lengths, query_lengths = torch.tensor([300, 137]), torch.tensor([20, 7])
     for radius, k in ((0.0, 3), (0.1, 16), (1.0, 1), (math.sqrt(2.0), 400), (2.0, 16), (1e7, 5)):
-        got = _with_path(monkeypatch, "kdtree", lambda: pointops.ball_query(
-            xyz, q, radius, k, lengths, query_lengths, return_dist2=True))
+        got = _with_path(monkeypatch, "kdtree", pointops.ball_query, xyz, q, radius, k, lengths,
+                         query_lengths, return_dist2=True)
         want = ref.ball_query(xyz, q, radius, k, lengths, query_lengths)
-        assert all(torch.equal(a, b) for a, b in zip(got, want)), (kind, radius, k)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), (kind, radius, k)
 
 
 def _knn_both(monkeypatch, xyz, q, k, lengths=None, query_lengths=None):
     args = (xyz, q, k, lengths, query_lengths)
-    return (_with_path(monkeypatch, "kdtree", lambda: pointops.knn(*args)),
-            _with_path(monkeypatch, "brute", lambda: pointops.knn(*args)))
+    return (_with_path(monkeypatch, "kdtree", pointops.knn, *args),
+            _with_path(monkeypatch, "brute", pointops.knn, *args))
 
 
 def _ball_both(monkeypatch, xyz, q, radius, k, lengths=None, query_lengths=None):
     args = (xyz, q, radius, k, lengths, query_lengths)
-    return (_with_path(monkeypatch, "kdtree", lambda: pointops.ball_query(*args, return_dist2=True)),
-            _with_path(monkeypatch, "brute", lambda: pointops.ball_query(*args, return_dist2=True)))
+    return (_with_path(monkeypatch, "kdtree", pointops.ball_query, *args, return_dist2=True),
+            _with_path(monkeypatch, "brute", pointops.ball_query, *args, return_dist2=True))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -117,7 +118,7 @@ def test_kdtree_equals_brute_force_on_large_clouds(monkeypatch, threads, kind, d
         assert torch.equal(tree[1], brute[1]) and torch.equal(tree[0], brute[0]), (kind, k)
     for radius in (0.02, 1.0):
         tree, brute = _ball_both(monkeypatch, xyz, q, radius, 32, lengths)
-        assert all(torch.equal(a, b) for a, b in zip(tree, brute)), (kind, radius)
+        assert all(torch.equal(a, b) for a, b in zip(tree, brute, strict=True)), (kind, radius)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -129,7 +130,7 @@ def test_points_exactly_on_the_radius(monkeypatch, threads, dtype):
         radius = math.sqrt(float(d2[j]))
         r2 = torch.tensor(radius * radius, dtype=torch.float64).to(dtype)
         tree, brute = _ball_both(monkeypatch, xyz, q, radius, 3000)
-        assert all(torch.equal(a, b) for a, b in zip(tree, brute))
+        assert all(torch.equal(a, b) for a, b in zip(tree, brute, strict=True))
         hits = tree[0][0, 0, : int(tree[1][0, 0])]
         assert bool((d2[hits] <= r2).all()) and int(tree[1][0, 0]) == int((d2 <= r2).sum())
 
@@ -149,13 +150,12 @@ def test_overflowing_distances_tie_by_index(monkeypatch, threads, dtype):
 def test_empty_inputs(monkeypatch, threads):
     xyz, q = _cloud("random", 2, 64, 8, torch.float32, seed=6)
     for path in ("kdtree", "auto"):
-        d, i = _with_path(monkeypatch, path, lambda: pointops.knn(xyz, q, 4, torch.tensor([0, 64]),
-                                                                  torch.tensor([8, 0])))
+        d, i = _with_path(monkeypatch, path, pointops.knn, xyz, q, 4, torch.tensor([0, 64]), torch.tensor([8, 0]))
         assert bool((i[0] == -1).all()) and bool(torch.isinf(d[0]).all())
         assert bool((i[1] == -1).all())
-        idx, count = _with_path(monkeypatch, path, lambda: pointops.ball_query(xyz[:, :0], q, 1.0, 3))
+        idx, count = _with_path(monkeypatch, path, pointops.ball_query, xyz[:, :0], q, 1.0, 3)
         assert bool((idx == -1).all()) and bool((count == 0).all())
-        d, i = _with_path(monkeypatch, path, lambda: pointops.knn(xyz, q[:, :0], 4))
+        d, i = _with_path(monkeypatch, path, pointops.knn, xyz, q[:, :0], 4)
         assert d.shape == (2, 0, 4)
 
 
@@ -194,10 +194,10 @@ _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Heal
 @given(_clouds(), st.integers(1, 20), st.sampled_from([0.0, 1e-30, 0.5, 1.0, 2.0, 3.0, 1e4, 1e30]))
 def test_kdtree_property(monkeypatch, data, k, radius):
     xyz, q, lengths, query_lengths = data
-    got = _with_path(monkeypatch, "kdtree", lambda: pointops.knn(xyz, q, k, lengths, query_lengths))
+    got = _with_path(monkeypatch, "kdtree", pointops.knn, xyz, q, k, lengths, query_lengths)
     want = ref.knn(xyz, q, k, lengths, query_lengths)
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
-    got = _with_path(monkeypatch, "kdtree", lambda: pointops.ball_query(
-        xyz, q, radius, k, lengths, query_lengths, return_dist2=True))
+    got = _with_path(monkeypatch, "kdtree", pointops.ball_query, xyz, q, radius, k, lengths, query_lengths,
+                     return_dist2=True)
     want = ref.ball_query(xyz, q, radius, k, lengths, query_lengths)
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
