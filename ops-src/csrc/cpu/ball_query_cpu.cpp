@@ -87,12 +87,13 @@ void ball_query_clouds(const T* points, const T* queries, const std::vector<cpu:
     cloud_extent(points + 3 * c.point_begin, c.points, extent);
     return ball_wants_tree(c.points, c.queries, K, radius, extent);
   };
-  cpu::search_clouds(points, clouds, wants_tree, [&](const cpu::CloudSpan& c,
-                                                     const cpu::KdTree<T>* tree, int64_t r0,
-                                                     int64_t r1) {
+  cpu::search_clouds(points, queries, clouds, wants_tree, [&](const cpu::CloudSpan& c,
+                                                              const cpu::KdTree<T>* tree,
+                                                              const int64_t* rows, int64_t row_count) {
     std::vector<cpu::Neighbour<T>> found(tree != nullptr ? static_cast<size_t>(K) : 0);
     const T* cloud = points + 3 * c.point_begin;
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t i = 0; i < row_count; ++i) {
+      const int64_t r = rows[i];
       const T* q = queries + 3 * r;
       int64_t* id = idx + K * r;
       T* d2 = dist2 == nullptr ? nullptr : dist2 + K * r;

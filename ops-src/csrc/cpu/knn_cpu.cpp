@@ -70,13 +70,14 @@ void knn_clouds(const T* points, const T* queries, const std::vector<cpu::CloudS
     if (path != cpu::SearchPath::Auto) return path == cpu::SearchPath::KdTree;
     return knn_wants_tree(c.points, c.queries, K);
   };
-  cpu::search_clouds(points, clouds, wants_tree, [&](const cpu::CloudSpan& c,
-                                                     const cpu::KdTree<T>* tree, int64_t r0,
-                                                     int64_t r1) {
+  cpu::search_clouds(points, queries, clouds, wants_tree, [&](const cpu::CloudSpan& c,
+                                                              const cpu::KdTree<T>* tree,
+                                                              const int64_t* rows, int64_t row_count) {
     std::vector<std::pair<T, int64_t>> heap;
     std::vector<cpu::Neighbour<T>> found(tree != nullptr ? static_cast<size_t>(K) : 0);
     const T* cloud = points + 3 * c.point_begin;
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t i = 0; i < row_count; ++i) {
+      const int64_t r = rows[i];
       const T* q = queries + 3 * r;
       T* d2 = dist2 + K * r;
       int64_t* id = idx + K * r;
@@ -84,12 +85,12 @@ void knn_clouds(const T* points, const T* queries, const std::vector<cpu::CloudS
         knn_brute_force(cloud, c.points, q, K, c.index_offset, d2, id, heap);
         continue;
       }
-      const int64_t count = tree->knn(q, K, found.data());
-      for (int64_t s = 0; s < count; ++s) {
+      const int64_t kept = tree->knn(q, K, found.data());
+      for (int64_t s = 0; s < kept; ++s) {
         d2[s] = found[s].d2;
         id[s] = found[s].index + c.index_offset;
       }
-      for (int64_t s = count; s < K; ++s) {
+      for (int64_t s = kept; s < K; ++s) {
         d2[s] = cpu::infinity<T>();
         id[s] = -1;
       }

@@ -77,6 +77,9 @@ void for_each_uncovered_row(const std::vector<CloudSpan>& clouds, int64_t rows, 
   if (next < rows) fill(next, rows);
 }
 
+// Below this many queries a cloud's queries are searched in their given order.
+constexpr int64_t kSpatialOrderMinQueries = 256;
+
 // Which search to use. POINTOPS_CPU_NEIGHBORS_PATH=brute|kdtree forces one (tests compare the
 // two); unset or "auto" lets the cost model choose per cloud.
 enum class SearchPath { Auto, Brute, KdTree, Invalid };
@@ -97,13 +100,52 @@ inline bool finite_point(const T* p) {
   return std::isfinite(p[0]) && std::isfinite(p[1]) && std::isfinite(p[2]);
 }
 
+// Queries of one cloud in an order that keeps consecutive searches in the same part of the
+// tree (cache reuse): by cell of a coarse grid over the cloud's box, cells in Morton order,
+// by counting sort. About m/2 cells, at most 128 per axis. Local query positions.
+template <typename T>
+std::vector<int64_t> spatial_query_order(const T* queries, int64_t m, const KdTree<T>& tree) {
+  int bits = 1;
+  while (bits < 7 && (int64_t{1} << (3 * (bits + 1))) <= m / 2) ++bits;
+  const int64_t side = int64_t{1} << bits;
+  double lo[3], scale[3];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = tree.box_lo()[a];
+    const double extent = static_cast<double>(tree.box_hi()[a]) - lo[a];
+    scale[a] = extent > 0 ? static_cast<double>(side) / extent : 0.0;
+  }
+  auto spread = [](uint32_t v) {  // bit i of v -> bit 3i
+    uint32_t r = 0;
+    for (int i = 0; i < 7; ++i) r |= ((v >> i) & 1u) << (3 * i);
+    return r;
+  };
+  std::vector<uint32_t> cell(static_cast<size_t>(m));
+  std::vector<int64_t> start(static_cast<size_t>(side * side * side + 1), 0);
+  for (int64_t i = 0; i < m; ++i) {
+    uint32_t code = 0;
+    for (int a = 0; a < 3; ++a) {
+      const double u = (static_cast<double>(queries[3 * i + a]) - lo[a]) * scale[a];
+      // outside the box (or not finite): the nearest border cell
+      const uint32_t c = u >= 1.0 ? static_cast<uint32_t>(std::min<double>(u, side - 1)) : 0u;
+      code |= spread(c) << a;
+    }
+    cell[i] = code;
+    ++start[code + 1];
+  }
+  for (int64_t c = 0; c < side * side * side; ++c) start[c + 1] += start[c];
+  std::vector<int64_t> order(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) order[start[cell[i]]++] = i;
+  return order;
+}
+
 // Runs every query row of every cloud. wants_tree(cloud) is the cost model's choice; the
 // trees it asks for are built first (clouds in parallel, or a lone large cloud's build spread
-// over the pool), then search_rows(cloud, tree, row_begin, row_end) runs on blocks of query
-// rows, tree null meaning brute force (chosen, or the cloud has non-finite coordinates).
+// over the pool), then search_rows(cloud, tree, rows, count) runs on blocks of query rows
+// (global row numbers), tree null meaning brute force (chosen, or the cloud has non-finite
+// coordinates). Tree searches visit a cloud's queries in spatial order.
 template <typename T, class WantsTree, class SearchRows>
-void search_clouds(const T* xyz, const std::vector<CloudSpan>& clouds, const WantsTree& wants_tree,
-                   const SearchRows& search_rows) {
+void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& clouds,
+                   const WantsTree& wants_tree, const SearchRows& search_rows) {
   const int64_t B = static_cast<int64_t>(clouds.size());
   std::vector<KdTree<T>> trees(static_cast<size_t>(B));
   std::vector<char> has_tree(static_cast<size_t>(B), 0);
@@ -111,8 +153,13 @@ void search_clouds(const T* xyz, const std::vector<CloudSpan>& clouds, const Wan
   for (int64_t b = 0; b < B; ++b) {
     if (clouds[b].points > 0 && clouds[b].queries > 0 && wants_tree(clouds[b])) to_build.push_back(b);
   }
+  std::vector<std::vector<int64_t>> order(static_cast<size_t>(B));
   auto build = [&](int64_t b, bool parallel) {
-    has_tree[b] = trees[b].build(xyz + 3 * clouds[b].point_begin, clouds[b].points, parallel);
+    const CloudSpan& c = clouds[b];
+    has_tree[b] = trees[b].build(xyz + 3 * c.point_begin, c.points, parallel);
+    if (has_tree[b] && c.queries >= kSpatialOrderMinQueries) {
+      order[b] = spatial_query_order(query + 3 * c.query_begin, c.queries, trees[b]);
+    }
   };
   // Fewer trees than threads: the large ones are built one after another, each on the whole
   // pool; the rest (or all, when there are enough to go round) one per thread, largest first
@@ -135,15 +182,19 @@ void search_clouds(const T* xyz, const std::vector<CloudSpan>& clouds, const Wan
   constexpr int64_t kBlockRows = 64;
   std::vector<int64_t> first_block(static_cast<size_t>(B + 1), 0);
   for (int64_t b = 0; b < B; ++b) {
-    first_block[b + 1] = first_block[b] + (std::max<int64_t>(clouds[b].queries, 0) + kBlockRows - 1) / kBlockRows;
+    const int64_t m = std::max<int64_t>(clouds[b].queries, 0);
+    first_block[b + 1] = first_block[b] + (m + kBlockRows - 1) / kBlockRows;
   }
   parallel_for_each_dynamic(first_block[B], [&](int64_t block) {
     const int64_t b =
         std::upper_bound(first_block.begin(), first_block.end(), block) - first_block.begin() - 1;
     const CloudSpan& c = clouds[b];
-    const int64_t r0 = c.query_begin + (block - first_block[b]) * kBlockRows;
-    const int64_t r1 = std::min(r0 + kBlockRows, c.query_begin + c.queries);
-    search_rows(c, has_tree[b] ? &trees[b] : nullptr, r0, r1);
+    const int64_t p0 = (block - first_block[b]) * kBlockRows;
+    const int64_t count = std::min(kBlockRows, c.queries - p0);
+    const int64_t* ordered = order[b].empty() ? nullptr : order[b].data() + p0;
+    int64_t rows[kBlockRows];
+    for (int64_t i = 0; i < count; ++i) rows[i] = c.query_begin + (ordered ? ordered[i] : p0 + i);
+    search_rows(c, has_tree[b] ? &trees[b] : nullptr, rows, count);
   });
 }
 

@@ -29,7 +29,7 @@ namespace cpu {
 
 namespace {
 
-constexpr int64_t kLeafSize = 16;
+constexpr int64_t kLeafSize = 32;
 // Results kept sorted by insertion up to this K; a binary max-heap beyond.
 constexpr int64_t kSortedInsertMaxK = 32;
 
@@ -42,25 +42,25 @@ inline T axis_gap(T q, T lo, T hi) {
 
 // The K best candidates seen so far under `Less` (a strict order), kept either sorted
 // ascending (small K) or as a max-heap; worst() is the one a better candidate replaces.
-template <typename T, class Less>
+template <typename T, class Less, bool kSorted>
 class BestK {
  public:
-  BestK(Neighbour<T>* slots, int64_t K) : s_(slots), K_(K), sorted_(K <= kSortedInsertMaxK) {}
+  BestK(Neighbour<T>* slots, int64_t K) : s_(slots), K_(K) {}
 
   bool full() const { return size_ == K_; }
   int64_t size() const { return size_; }
-  const Neighbour<T>& worst() const { return sorted_ ? s_[size_ - 1] : s_[0]; }
+  const Neighbour<T>& worst() const { return kSorted ? s_[size_ - 1] : s_[0]; }
 
   void offer(const Neighbour<T>& c) {
     if (size_ < K_) {
-      if (sorted_) {
+      if (kSorted) {
         insert_sorted(c, size_++);
       } else {
         s_[size_++] = c;
         sift_up(size_ - 1);
       }
     } else if (less_(c, worst())) {
-      if (sorted_) {
+      if (kSorted) {
         insert_sorted(c, size_ - 1);
       } else {
         s_[0] = c;
@@ -71,7 +71,7 @@ class BestK {
 
   // Leaves the kept candidates in ascending order.
   void finish() {
-    if (!sorted_) {
+    if (!kSorted) {
       for (int64_t end = size_; end > 1; --end) {
         std::swap(s_[0], s_[end - 1]);
         sift_down_within(0, end - 1);
@@ -113,7 +113,6 @@ class BestK {
   Neighbour<T>* s_;
   int64_t K_;
   int64_t size_ = 0;
-  bool sorted_;
   Less less_;
 };
 
@@ -315,7 +314,18 @@ void KdTree<T>::finish_internal(int64_t node) {
 template <typename T>
 int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
   if (n_ == 0) return 0;
-  BestK<T, ByDistance> best(out, std::min(K, n_));
+  K = std::min(K, n_);
+  if (K <= kSortedInsertMaxK) {
+    BestK<T, ByDistance, true> best(out, K);
+    return knn_search(q, best);
+  }
+  BestK<T, ByDistance, false> best(out, K);
+  return knn_search(q, best);
+}
+
+template <typename T>
+template <class Best>
+int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
   const T qx = q[0], qy = q[1], qz = q[2];
   auto bound = [&](const Node& node) {
     const T gx = axis_gap(qx, node.lo[0], node.hi[0]);
@@ -323,31 +333,43 @@ int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
     const T gz = axis_gap(qz, node.lo[2], node.hi[2]);
     return gx * gx + gy * gy + gz * gz;
   };
-  // No point of a subtree with this bound and lowest index can beat the worst kept one.
-  auto hopeless = [&](T b, int64_t min_index) {
-    if (!best.full()) return false;
-    const Neighbour<T>& w = best.worst();
-    return b > w.d2 || (b == w.d2 && min_index > w.index);
-  };
+  // The worst kept neighbour; (+inf, max) until K are kept, so that nothing is pruned before.
+  Neighbour<T> worst{infinity<T>(), std::numeric_limits<int64_t>::max()};
   struct Pending {
     int64_t node;
     T bound;
   };
-  Pending stack[2 * 64];
+  Pending stack[64];
   int top = 0;
   int64_t node = 0;
   T node_bound = bound(nodes_[0]);
   const int64_t first_leaf = (int64_t{1} << depth_) - 1;
   for (;;) {
-    if (!hopeless(node_bound, nodes_[node].min_index)) {
+    // No point of the subtree can beat the worst kept one: all are farther, or as far with a
+    // higher index.
+    const bool hopeless = node_bound > worst.d2 ||
+                          (node_bound == worst.d2 && nodes_[node].min_index > worst.index);
+    if (!hopeless) {
       if (node >= first_leaf) {
         const Node& leaf = nodes_[node];
-        for (int64_t j = leaf.begin; j < leaf.end; ++j) {
-          const T dx = x_[j] - qx;
-          const T dy = y_[j] - qy;
-          const T dz = z_[j] - qz;
-          const Neighbour<T> c{dx * dx + dy * dy + dz * dz, index_[j]};
-          if (!best.full() || ByDistance()(c, best.worst())) best.offer(c);
+        const int64_t count = leaf.end - leaf.begin;
+        const T* xs = x_.data() + leaf.begin;
+        const T* ys = y_.data() + leaf.begin;
+        const T* zs = z_.data() + leaf.begin;
+        T d2[kLeafSize];
+        for (int64_t i = 0; i < count; ++i) {  // branch-free: vectorises
+          const T dx = xs[i] - qx;
+          const T dy = ys[i] - qy;
+          const T dz = zs[i] - qz;
+          d2[i] = dx * dx + dy * dy + dz * dz;
+        }
+        const int64_t* ids = index_.data() + leaf.begin;
+        for (int64_t i = 0; i < count; ++i) {
+          if (d2[i] > worst.d2) continue;
+          const Neighbour<T> c{d2[i], ids[i]};
+          if (!ByDistance()(c, worst)) continue;
+          best.offer(c);
+          if (best.full()) worst = best.worst();
         }
       } else {
         const int64_t l = 2 * node + 1, r = l + 1;
@@ -372,11 +394,22 @@ int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
 template <typename T>
 int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out) const {
   if (n_ == 0) return 0;
-  BestK<T, ByIndex> best(out, K);
+  if (K <= kSortedInsertMaxK) {
+    BestK<T, ByIndex, true> best(out, K);
+    return ball_search(q, r2, inclusive, best);
+  }
+  BestK<T, ByIndex, false> best(out, K);
+  return ball_search(q, r2, inclusive, best);
+}
+
+template <typename T>
+template <class Best>
+int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) const {
   const T qx = q[0], qy = q[1], qz = q[2];
-  // The subtree may hold a hit not yet beaten by the K lowest hits found.
+  // Indices above this cannot enter any more (the K-th lowest hit so far, once there are K).
+  int64_t index_limit = std::numeric_limits<int64_t>::max();
   auto worth_visiting = [&](const Node& node) {
-    if (best.full() && node.min_index > best.worst().index) return false;
+    if (node.min_index > index_limit) return false;
     const T gx = axis_gap(qx, node.lo[0], node.hi[0]);
     const T gy = axis_gap(qy, node.lo[1], node.hi[1]);
     const T gz = axis_gap(qz, node.lo[2], node.hi[2]);
@@ -389,16 +422,27 @@ int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T
   if (worth_visiting(nodes_[0])) stack[top++] = 0;
   while (top > 0) {
     const int64_t node = stack[--top];
-    if (best.full() && nodes_[node].min_index > best.worst().index) continue;
+    if (nodes_[node].min_index > index_limit) continue;
     if (node >= first_leaf) {
       const Node& leaf = nodes_[node];
-      for (int64_t j = leaf.begin; j < leaf.end; ++j) {
-        if (best.full() && index_[j] > best.worst().index) break;  // leaf in index order
-        const T dx = x_[j] - qx;
-        const T dy = y_[j] - qy;
-        const T dz = z_[j] - qz;
-        const T d2 = dx * dx + dy * dy + dz * dz;
-        if (inclusive ? d2 <= r2 : d2 < r2) best.offer(Neighbour<T>{d2, index_[j]});
+      const int64_t count = leaf.end - leaf.begin;
+      const T* xs = x_.data() + leaf.begin;
+      const T* ys = y_.data() + leaf.begin;
+      const T* zs = z_.data() + leaf.begin;
+      T d2[kLeafSize];
+      for (int64_t i = 0; i < count; ++i) {  // branch-free: vectorises
+        const T dx = xs[i] - qx;
+        const T dy = ys[i] - qy;
+        const T dz = zs[i] - qz;
+        d2[i] = dx * dx + dy * dy + dz * dz;
+      }
+      const int64_t* ids = index_.data() + leaf.begin;
+      for (int64_t i = 0; i < count; ++i) {
+        if (ids[i] > index_limit) break;  // the leaf is in index order
+        if (inclusive ? d2[i] <= r2 : d2[i] < r2) {
+          best.offer(Neighbour<T>{d2[i], ids[i]});
+          if (best.full()) index_limit = best.worst().index;
+        }
       }
       continue;
     }

@@ -32,6 +32,9 @@ class KdTree {
   bool build(const T* points, int64_t n, bool parallel);
 
   int64_t size() const { return n_; }
+  // Bounding box of the cloud (valid when size() > 0).
+  const T* box_lo() const { return nodes_[0].lo; }
+  const T* box_hi() const { return nodes_[0].hi; }
 
   // The min(K, n) nearest points of q, by ascending (d2, index), written to out[0..]; returns
   // how many were written. q must be finite.
@@ -61,6 +64,10 @@ class KdTree {
              int64_t* mid, T* left_hi, T* right_lo) const;
   void finish_leaf(int64_t node, std::vector<Record>& records);
   void finish_internal(int64_t node);
+  template <class Best>
+  int64_t knn_search(const T* q, Best& best) const;
+  template <class Best>
+  int64_t ball_search(const T* q, T r2, bool inclusive, Best& best) const;
 
   int64_t n_ = 0;
   int64_t depth_ = 0;  // leaves are the nodes of this depth (a complete tree, heap order)
