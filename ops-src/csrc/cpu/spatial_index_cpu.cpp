@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "common.h"
 #include "parallel.h"
@@ -132,6 +133,102 @@ struct ByIndex {
   }
 };
 
+// std::nth_element's contract by quickselect with a branch-free Lomuto partition (each element
+// is moved unconditionally; only a cursor advance depends on the comparison).
+template <class R>
+void quickselect(R* data, int64_t n, int64_t k, int axis) {
+  int64_t lo = 0, hi = n;  // k is in [lo, hi)
+  while (hi - lo > 16) {
+    const int64_t m = lo + (hi - lo) / 2;
+    // median of three as the pivot, moved to the end
+    auto key = [&](int64_t i) { return data[i].p[axis]; };
+    int64_t a = lo, b = m, c = hi - 1;
+    if (key(b) < key(a)) std::swap(a, b);
+    if (key(c) < key(b)) std::swap(b, c);
+    if (key(b) < key(a)) std::swap(a, b);
+    std::swap(data[b], data[hi - 1]);
+    const auto pivot = data[hi - 1].p[axis];
+    int64_t first = lo;
+    for (int64_t i = lo; i < hi - 1; ++i) {
+      const R x = data[i];
+      const bool smaller = x.p[axis] < pivot;
+      data[i] = data[first];
+      data[first] = x;
+      first += smaller;
+    }
+    std::swap(data[first], data[hi - 1]);  // the pivot at its final place
+    if (first == k) return;
+    if (k < first) {
+      hi = first;
+      continue;
+    }
+    const bool little_progress = first - lo < (hi - lo) / 8;
+    lo = first + 1;
+    if (little_progress) {
+      // Little progress: maybe many keys equal the pivot (duplicates, lattices), which would
+      // otherwise be peeled off one pass at a time. Gather them right after the pivot.
+      int64_t equal_end = lo;
+      for (int64_t i = lo; i < hi; ++i) {
+        const R x = data[i];
+        const bool equal = !(pivot < x.p[axis]);  // x >= pivot here
+        data[i] = data[equal_end];
+        data[equal_end] = x;
+        equal_end += equal;
+      }
+      if (k < equal_end) return;  // k holds a key equal to the pivot
+      lo = equal_end;
+    }
+  }
+  std::sort(data + lo, data + hi, [axis](const R& x, const R& y) { return x.p[axis] < y.p[axis]; });
+}
+
+// Reorders data[0, n) so that data[k] is the element a sort by p[axis] would put there, with
+// nothing greater before it and nothing smaller after it (std::nth_element's contract).
+// std::nth_element mispredicts a branch on about every other element; this does one
+// branch-free pass instead: two pivots from a sorted sample bracket rank k, every element goes
+// below, between or above them (out of place, through `out` and `between`, each of n
+// elements), and only the small middle band is left to std::nth_element.
+template <class R>
+void select_nth(R* data, R* out, R* between, int64_t n, int64_t k, int axis) {
+  auto by_axis = [axis](const R& a, const R& b) { return a.p[axis] < b.p[axis]; };
+  if (n < 1024) {
+    quickselect(data, n, k, axis);
+    return;
+  }
+  using T = decltype(data[0].p[0]);
+  using Key = typename std::remove_cv<typename std::remove_reference<T>::type>::type;
+  const int64_t samples = std::min<int64_t>(1024, n / 8);
+  Key sample[1024];
+  for (int64_t i = 0; i < samples; ++i) sample[i] = data[(2 * i + 1) * n / (2 * samples)].p[axis];
+  std::sort(sample, sample + samples);
+  // About three standard deviations of the sample rank of element k on either side.
+  const int64_t centre = k * samples / n;
+  const int64_t half_width = 2 + static_cast<int64_t>(1.5 * std::sqrt(static_cast<double>(samples)));
+  const Key lo = sample[std::max<int64_t>(0, centre - half_width)];
+  const Key hi = sample[std::min<int64_t>(samples - 1, centre + half_width)];
+  int64_t below = 0, above = n, middle = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const R r = data[i];
+    const Key key = r.p[axis];
+    out[below] = r;  // written to all three places, kept where its cursor advances
+    out[above - 1] = r;
+    between[middle] = r;
+    const bool is_below = key < lo, is_above = key > hi;
+    below += is_below;
+    above -= is_above;
+    middle += !(is_below | is_above);
+  }
+  std::copy(between, between + middle, out + below);
+  std::copy(out, out + n, data);
+  if (k < below) {
+    std::nth_element(data, data + k, data + below, by_axis);  // the sample missed: rare
+  } else if (k >= above) {
+    std::nth_element(data + above, data + k, data + n, by_axis);
+  } else if (lo < hi) {
+    std::nth_element(data + below, data + k, data + above, by_axis);
+  }  // lo == hi: the middle band is all one value, already in place
+}
+
 int64_t ceil_log2(int64_t v) {
   int64_t d = 0;
   while ((int64_t{1} << d) < v) ++d;
@@ -160,7 +257,11 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
   n_ = n;
   depth_ = ceil_log2((n + kLeafSize - 1) / kLeafSize);
   nodes_.assign(static_cast<size_t>((int64_t{2} << depth_) - 1), Node{});
-  std::vector<Record> records(static_cast<size_t>(n));
+  BuildBuffers buffers;
+  std::vector<Record>& records = buffers.records;
+  records.resize(static_cast<size_t>(n));
+  buffers.out.resize(static_cast<size_t>(n));
+  buffers.between.resize(static_cast<size_t>(n));
   auto fill_records = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       records[i] = Record{{points[3 * i], points[3 * i + 1], points[3 * i + 2]}, i};
@@ -170,7 +271,7 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
   const bool split_top = parallel && n >= kParallelBuildMinPoints && thread_count() > 1;
   if (!split_top) {
     fill_records(0, n);
-    build_subtree(0, 0, 0, n, lo, hi, records);
+    build_subtree(0, 0, 0, n, lo, hi, buffers);
   } else {
     parallel_for(0, n, 65536, fill_records);
     // The top levels one level at a time, each level's splits on the pool, down to enough
@@ -191,7 +292,7 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
           T* right = cells.data() + 6 * (2 * i + 2);
           std::copy(cell, cell + 6, left);
           std::copy(cell, cell + 6, right);
-          split(nodes_[i].begin, nodes_[i].end, cell, cell + 3, records, &mid, left + 3, right);
+          split(nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers, &mid, left + 3, right);
           nodes_[2 * i + 1].begin = nodes_[i].begin;
           nodes_[2 * i + 1].end = mid;
           nodes_[2 * i + 2].begin = mid;
@@ -203,7 +304,7 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
     parallel_for(first, 2 * first + 1, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const T* cell = cells.data() + 6 * i;
-        build_subtree(i, top, nodes_[i].begin, nodes_[i].end, cell, cell + 3, records);
+        build_subtree(i, top, nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers);
       }
     });
     for (int64_t i = first - 1; i >= 0; --i) finish_internal(i);
@@ -229,41 +330,31 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
   return true;
 }
 
-// Splits node's records [begin, end) at the median of the cell's widest axis: *mid is the
-// first record of the right half, and the split value becomes the left cell's hi and the right
+// Splits the records [begin, end) at the median of the cell's widest axis: *mid is the first
+// record of the right half, and the split value becomes the left cell's hi and the right
 // cell's lo on that axis.
 template <typename T>
-void KdTree<T>::split(int64_t begin, int64_t end, const T* lo, const T* hi,
-                      std::vector<Record>& records, int64_t* mid, T* left_hi, T* right_lo) const {
+void KdTree<T>::split(int64_t begin, int64_t end, const T* lo, const T* hi, BuildBuffers& buffers,
+                      int64_t* mid, T* left_hi, T* right_lo) const {
   int axis = 0;
   for (int a = 1; a < 3; ++a) {
     if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
   }
   *mid = begin + (end - begin) / 2;
-  auto first = records.begin() + begin, nth = records.begin() + *mid, last = records.begin() + end;
-  switch (axis) {
-    case 0:
-      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[0] < b.p[0]; });
-      break;
-    case 1:
-      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[1] < b.p[1]; });
-      break;
-    default:
-      std::nth_element(first, nth, last, [](const Record& a, const Record& b) { return a.p[2] < b.p[2]; });
-      break;
-  }
-  const T value = records[*mid].p[axis];
+  select_nth(buffers.records.data() + begin, buffers.out.data() + begin,
+             buffers.between.data() + begin, end - begin, *mid - begin, axis);
+  const T value = buffers.records[*mid].p[axis];
   left_hi[axis] = value;
   right_lo[axis] = value;
 }
 
 template <typename T>
 void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end,
-                              const T* lo, const T* hi, std::vector<Record>& records) {
+                              const T* lo, const T* hi, BuildBuffers& buffers) {
   nodes_[node].begin = begin;
   nodes_[node].end = end;
   if (depth == depth_) {
-    finish_leaf(node, records);
+    finish_leaf(node, buffers.records);
     return;
   }
   T left_lo[3], left_hi[3], right_lo[3], right_hi[3];
@@ -272,9 +363,9 @@ void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_
     left_hi[a] = right_hi[a] = hi[a];
   }
   int64_t mid;
-  split(begin, end, lo, hi, records, &mid, left_hi, right_lo);
-  build_subtree(2 * node + 1, depth + 1, begin, mid, left_lo, left_hi, records);
-  build_subtree(2 * node + 2, depth + 1, mid, end, right_lo, right_hi, records);
+  split(begin, end, lo, hi, buffers, &mid, left_hi, right_lo);
+  build_subtree(2 * node + 1, depth + 1, begin, mid, left_lo, left_hi, buffers);
+  build_subtree(2 * node + 2, depth + 1, mid, end, right_lo, right_hi, buffers);
   finish_internal(node);
 }
 

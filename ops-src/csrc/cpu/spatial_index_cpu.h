@@ -58,9 +58,16 @@ class KdTree {
     int64_t index;
   };
 
+  // The points during the build, and scratch space for splitting them (each n records).
+  struct BuildBuffers {
+    std::vector<Record> records;
+    std::vector<Record> out;
+    std::vector<Record> between;
+  };
+
   void build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end, const T* lo,
-                     const T* hi, std::vector<Record>& records);
-  void split(int64_t begin, int64_t end, const T* lo, const T* hi, std::vector<Record>& records,
+                     const T* hi, BuildBuffers& buffers);
+  void split(int64_t begin, int64_t end, const T* lo, const T* hi, BuildBuffers& buffers,
              int64_t* mid, T* left_hi, T* right_lo) const;
   void finish_leaf(int64_t node, std::vector<Record>& records);
   void finish_internal(int64_t node);
