@@ -1,5 +1,5 @@
-// Ball query on CPU, padded and packed layouts. Each cloud is searched by brute force (a scan in
-// index order that stops at the K-th hit) or through a kd-tree (spatial_index_cpu.cpp), whichever
+// Ball query on CPU, padded and packed layouts. Each cloud is searched by a brute-force scan (in
+// index order, stopping at the K-th hit) or through a kd-tree (spatial_index_cpu.cpp), whichever
 // the cost model expects to be faster; both give identical results.
 #include <algorithm>
 #include <cmath>
@@ -7,40 +7,23 @@
 
 #include "common.h"
 #include "neighbor_batch_cpu.h"
-#include "parallel.h"
 #include "spatial_index_cpu.h"
 
 namespace pointops {
 
 namespace {
 
-// Writes one query's row: `found` hits (ascending index, local indices plus `offset` already
-// in idx), padded with the first hit, or -1/+inf when there is none.
+// Writes one query's row from its hits (ascending index): the first `hits` slots, then the
+// first hit repeated, or -1/+inf when there is none.
 template <typename T>
-void pad_row(int64_t found, int64_t K, int64_t* idx, int64_t* count, T* dist2) {
-  *count = found;
-  const int64_t pad_index = found > 0 ? idx[0] : -1;
-  const T pad_dist = found > 0 && dist2 != nullptr ? dist2[0] : cpu::infinity<T>();
-  for (int64_t s = found; s < K; ++s) {
-    idx[s] = pad_index;
-    if (dist2 != nullptr) dist2[s] = pad_dist;
+void write_row(const cpu::Neighbour<T>* found, int64_t hits, int64_t K, int64_t offset,
+               int64_t* idx, int64_t* count, T* dist2) {
+  *count = hits;
+  for (int64_t s = 0; s < K; ++s) {
+    const bool real = s < hits;
+    idx[s] = real ? found[s].index + offset : (hits > 0 ? found[0].index + offset : -1);
+    if (dist2 != nullptr) dist2[s] = real ? found[s].d2 : (hits > 0 ? found[0].d2 : cpu::infinity<T>());
   }
-}
-
-template <typename T>
-void ball_brute_force(const T* cloud, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
-                      int64_t offset, int64_t* idx, int64_t* count, T* dist2) {
-  int64_t hits = 0;
-  for (int64_t j = 0; j < n && hits < K; ++j) {
-    T d = cpu::squared_distance(cloud + 3 * j, q);
-    bool hit = inclusive ? (d <= r2) : (d < r2);
-    if (hit) {
-      idx[hits] = j + offset;
-      if (dist2 != nullptr) dist2[hits] = d;
-      ++hits;
-    }
-  }
-  pad_row(hits, K, idx, count, dist2);
 }
 
 // Expected cost, in nanoseconds on one core, of m queries on one cloud by brute force and
@@ -90,23 +73,16 @@ void ball_query_clouds(const T* points, const T* queries, const std::vector<cpu:
   cpu::search_clouds(points, queries, clouds, wants_tree, [&](const cpu::CloudSpan& c,
                                                               const cpu::KdTree<T>* tree,
                                                               const int64_t* rows, int64_t row_count) {
-    std::vector<cpu::Neighbour<T>> found(tree != nullptr ? static_cast<size_t>(K) : 0);
+    std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(K));
     const T* cloud = points + 3 * c.point_begin;
     for (int64_t i = 0; i < row_count; ++i) {
       const int64_t r = rows[i];
       const T* q = queries + 3 * r;
-      int64_t* id = idx + K * r;
-      T* d2 = dist2 == nullptr ? nullptr : dist2 + K * r;
-      if (tree == nullptr || !cpu::finite_point(q)) {
-        ball_brute_force(cloud, c.points, q, r2, inclusive, K, c.index_offset, id, count + r, d2);
-        continue;
-      }
-      const int64_t hits = tree->ball(q, r2, inclusive, K, found.data());
-      for (int64_t s = 0; s < hits; ++s) {
-        id[s] = found[s].index + c.index_offset;
-        if (d2 != nullptr) d2[s] = found[s].d2;
-      }
-      pad_row(hits, K, id, count + r, d2);
+      const int64_t hits = tree != nullptr && cpu::finite_point(q)
+                               ? tree->ball(q, r2, inclusive, K, found.data())
+                               : cpu::ball_scan(cloud, c.points, q, r2, inclusive, K, found.data());
+      write_row(found.data(), hits, K, c.index_offset, idx + K * r, count + r,
+                dist2 == nullptr ? nullptr : dist2 + K * r);
     }
   });
 }
@@ -148,10 +124,7 @@ Status ball_query_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int6
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     T* d2 = static_cast<T*>(dist2);
-    const int64_t clouds_count = std::max<int64_t>(B, 0);
-    const std::vector<cpu::CloudSpan> clouds =
-        cpu::packed_clouds(cpu::safe_row_pointer(ptr, clouds_count, std::max<int64_t>(P, 0)),
-                           cpu::safe_row_pointer(qptr, clouds_count, Q), clouds_count);
+    const std::vector<cpu::CloudSpan> clouds = cpu::packed_clouds(ptr, P, qptr, Q, B);
     cpu::for_each_uncovered_row(
         clouds, Q, [&](int64_t r0, int64_t r1) { fill_empty(r0, r1, K, idx, count, d2); });
     ball_query_clouds(static_cast<const T*>(xyz), static_cast<const T*>(query), clouds, radius,

@@ -53,13 +53,16 @@ inline std::vector<int64_t> safe_row_pointer(const int64_t* ptr, int64_t B, int6
   return out;
 }
 
-// Packed layout: cloud b is rows ptr[b]..ptr[b+1]-1 of xyz and qptr[b]..qptr[b+1]-1 of query;
-// indices are global rows of xyz.
-inline std::vector<CloudSpan> packed_clouds(const std::vector<int64_t>& ptr,
-                                            const std::vector<int64_t>& qptr, int64_t B) {
+// Packed layout: cloud b is rows ptr[b]..ptr[b+1]-1 of xyz [P,3] and qptr[b]..qptr[b+1]-1 of
+// query [Q,3]; indices are global rows of xyz. Row pointers are read through safe_row_pointer.
+inline std::vector<CloudSpan> packed_clouds(const int64_t* ptr, int64_t P, const int64_t* qptr,
+                                            int64_t Q, int64_t B) {
+  B = std::max<int64_t>(B, 0);
+  const std::vector<int64_t> p = safe_row_pointer(ptr, B, std::max<int64_t>(P, 0));
+  const std::vector<int64_t> q = safe_row_pointer(qptr, B, std::max<int64_t>(Q, 0));
   std::vector<CloudSpan> clouds(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    clouds[b] = CloudSpan{ptr[b], ptr[b + 1] - ptr[b], qptr[b], qptr[b + 1] - qptr[b], ptr[b]};
+    clouds[b] = CloudSpan{p[b], p[b + 1] - p[b], q[b], q[b + 1] - q[b], p[b]};
   }
   return clouds;
 }

@@ -548,6 +548,64 @@ int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) con
   return best.size();
 }
 
+namespace {
+
+template <typename T, class Best>
+int64_t knn_scan_into(const T* points, int64_t n, const T* q, Best& best) {
+  Neighbour<T> worst{infinity<T>(), std::numeric_limits<int64_t>::max()};
+  for (int64_t j0 = 0; j0 < n; j0 += kLeafSize) {
+    const int64_t count = std::min(kLeafSize, n - j0);
+    T d2[kLeafSize];
+    for (int64_t i = 0; i < count; ++i) d2[i] = squared_distance(points + 3 * (j0 + i), q);
+    for (int64_t i = 0; i < count; ++i) {
+      if (d2[i] > worst.d2) continue;
+      const Neighbour<T> c{d2[i], j0 + i};
+      if (!ByDistance()(c, worst)) continue;  // also drops NaN distances
+      best.offer(c);
+      if (best.full()) worst = best.worst();
+    }
+  }
+  best.finish();
+  return best.size();
+}
+
+}  // namespace
+
+template <typename T>
+int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out) {
+  K = std::min(K, n);
+  if (K <= 0) return 0;
+  if (K <= kSortedInsertMaxK) {
+    BestK<T, ByDistance, true> best(out, K);
+    return knn_scan_into(points, n, q, best);
+  }
+  BestK<T, ByDistance, false> best(out, K);
+  return knn_scan_into(points, n, q, best);
+}
+
+template <typename T>
+int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
+                  Neighbour<T>* out) {
+  int64_t hits = 0;
+  for (int64_t j0 = 0; j0 < n && hits < K; j0 += kLeafSize) {
+    const int64_t count = std::min(kLeafSize, n - j0);
+    T d2[kLeafSize];
+    for (int64_t i = 0; i < count; ++i) d2[i] = squared_distance(points + 3 * (j0 + i), q);
+    for (int64_t i = 0; i < count && hits < K; ++i) {
+      if (inclusive ? d2[i] <= r2 : d2[i] < r2) out[hits++] = Neighbour<T>{d2[i], j0 + i};
+    }
+  }
+  return hits;
+}
+
+template int64_t knn_scan<float>(const float*, int64_t, const float*, int64_t, Neighbour<float>*);
+template int64_t knn_scan<double>(const double*, int64_t, const double*, int64_t,
+                                  Neighbour<double>*);
+template int64_t ball_scan<float>(const float*, int64_t, const float*, float, bool, int64_t,
+                                  Neighbour<float>*);
+template int64_t ball_scan<double>(const double*, int64_t, const double*, double, bool, int64_t,
+                                   Neighbour<double>*);
+
 template class KdTree<float>;
 template class KdTree<double>;
 

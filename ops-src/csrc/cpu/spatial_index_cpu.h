@@ -1,4 +1,5 @@
-// A kd-tree over one point cloud for exact neighbour search (csrc/cpu/spatial_index_cpu.cpp).
+// Exact neighbour search in one point cloud: a kd-tree, and the brute-force scans it must match
+// (csrc/cpu/spatial_index_cpu.cpp).
 //
 // Searches return exactly what the brute-force scans in knn_cpu.cpp and ball_query_cpu.cpp
 // return: distances are computed with the same formula in the same type (cpu::squared_distance:
@@ -82,6 +83,15 @@ class KdTree {
   std::vector<T> x_, y_, z_;      // coordinates in tree order (a leaf: ascending index)
   std::vector<int64_t> index_;    // tree position -> original index
 };
+
+// The same searches by brute force over points [n,3] (every point, in index order): what the
+// tree must reproduce, and the faster choice for few queries or tiny clouds. Non-finite
+// coordinates are allowed: a NaN distance never qualifies.
+template <typename T>
+int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out);
+template <typename T>
+int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
+                  Neighbour<T>* out);
 
 }  // namespace cpu
 }  // namespace pointops
