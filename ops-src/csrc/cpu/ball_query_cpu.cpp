@@ -26,25 +26,27 @@ void write_row(const cpu::Neighbour<T>* found, int64_t hits, int64_t K, int64_t 
   }
 }
 
-// Expected cost, in nanoseconds on one core, of m queries on one cloud by brute force and
-// through a kd-tree. The hits per ball are estimated from the cloud's bounding box as if the
-// points were uniform in it (a flat axis does not thin them out). The scan in index order stops
-// after about K*n/hits points; the tree visits the leaves the ball overlaps, and once it has K
-// hits only subtrees with lower indices.
+// Expected single-thread cost (ns) of m queries on one cloud, as for kNN (knn_cpu.cpp). The
+// hits per ball are estimated from the cloud's bounding box as if the points were uniform in
+// it (an axis thinner than the ball does not thin them out). The scan in index order stops
+// after about K*n/hits points; the tree descends to the leaves the ball overlaps and, once it
+// has K hits, skips subtrees of higher indices.
 bool ball_wants_tree(int64_t n, int64_t m, int64_t K, double radius, const double* extent) {
   double fraction = 1.0;
   for (int a = 0; a < 3; ++a) {
     if (extent[a] > 2.0 * radius) fraction *= 2.0 * radius / extent[a];
   }
-  const double nd = static_cast<double>(n), md = static_cast<double>(m);
-  const double hits = nd * fraction * (fraction < 1.0 ? 0.6 : 1.0);
-  const double scanned = hits > static_cast<double>(K) ? std::min(nd, K * nd / hits) : nd;
-  const double brute = md * (scanned + 20.0);
-  const double levels = std::log2(nd / 16.0 + 1.0);
-  const double visited = std::pow(std::cbrt(std::min(hits, 8.0 * K)) + 5.0, 3.0);
-  const double tree = 12.0 * nd * (levels + 1.0) + md * (40.0 * levels + 2.0 * visited + 200.0);
-  return tree < brute;
+  const double nd = static_cast<double>(n), md = static_cast<double>(m), kd = static_cast<double>(K);
+  const double hits = nd * fraction * (fraction < 1.0 ? 0.52 : 1.0);  // ball / cube in 3-D
+  const double scanned = hits > kd ? std::min(nd, kd * nd / hits) : nd;
+  const double scan = md * (1.1 * scanned + 30.0);
+  const double levels = std::log2(nd / 32.0 + 1.0);
+  const double tree = 130.0 * nd + md * (60.0 * levels + 3.0 * std::min(hits, 8.0 * kd) + 150.0);
+  return tree < scan;
 }
+
+constexpr int64_t kProbes = 16;
+constexpr int64_t kProbeMinQueries = 256;
 
 template <typename T>
 void cloud_extent(const T* points, int64_t n, double* extent) {
@@ -70,9 +72,33 @@ void ball_query_clouds(const T* points, const T* queries, const std::vector<cpu:
     cloud_extent(points + 3 * c.point_begin, c.points, extent);
     return ball_wants_tree(c.points, c.queries, K, radius, extent);
   };
-  cpu::search_clouds(points, queries, clouds, wants_tree, [&](const cpu::CloudSpan& c,
-                                                              const cpu::KdTree<T>* tree,
-                                                              const int64_t* rows, int64_t row_count) {
+  // The estimate above assumes uniform density; clustered clouds and surfaces can hold far
+  // more hits per ball, where the scan stops early and the tree is slow. Once the tree exists,
+  // a few of the cloud's queries are run both ways (the scan on a budget of twice the tree's
+  // work) and the cloud keeps the tree only if it did less work.
+  auto keep_tree = [&](const cpu::CloudSpan& c, const cpu::KdTree<T>& tree) {
+    if (path != cpu::SearchPath::Auto || c.queries < kProbeMinQueries) return true;
+    std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(K));
+    const T* cloud = points + 3 * c.point_begin;
+    int64_t tree_work = 0, scan_work = 0;
+    for (int64_t p = 0; p < kProbes; ++p) {
+      const T* q = queries + 3 * (c.query_begin + p * c.queries / kProbes);
+      if (!cpu::finite_point(q)) continue;
+      int64_t work = 0;
+      tree.ball(q, r2, inclusive, K, found.data(), &work);
+      tree_work += work;
+      const int64_t budget = std::min(c.points, 2 * work + 1);
+      if (cpu::ball_scan(cloud, budget, q, r2, inclusive, K, found.data(), &scan_work) < K &&
+          budget < c.points) {
+        scan_work += c.points;  // not done within the budget: the scan loses this query
+      }
+    }
+    return tree_work <= scan_work;
+  };
+  cpu::search_clouds(points, queries, clouds, wants_tree, keep_tree, [&](const cpu::CloudSpan& c,
+                                                                         const cpu::KdTree<T>* tree,
+                                                                         const int64_t* rows,
+                                                                         int64_t row_count) {
     std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(K));
     const T* cloud = points + 3 * c.point_begin;
     for (int64_t i = 0; i < row_count; ++i) {

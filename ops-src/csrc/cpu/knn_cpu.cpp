@@ -39,9 +39,11 @@ void knn_clouds(const T* points, const T* queries, const std::vector<cpu::CloudS
     if (path != cpu::SearchPath::Auto) return path == cpu::SearchPath::KdTree;
     return knn_wants_tree(c.points, c.queries, K);
   };
-  cpu::search_clouds(points, queries, clouds, wants_tree, [&](const cpu::CloudSpan& c,
-                                                              const cpu::KdTree<T>* tree,
-                                                              const int64_t* rows, int64_t row_count) {
+  auto keep_tree = [](const cpu::CloudSpan&, const cpu::KdTree<T>&) { return true; };
+  cpu::search_clouds(points, queries, clouds, wants_tree, keep_tree, [&](const cpu::CloudSpan& c,
+                                                                         const cpu::KdTree<T>* tree,
+                                                                         const int64_t* rows,
+                                                                         int64_t row_count) {
     std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(std::min(K, c.points)));
     const T* cloud = points + 3 * c.point_begin;
     for (int64_t i = 0; i < row_count; ++i) {

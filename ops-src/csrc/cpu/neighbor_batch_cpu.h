@@ -143,12 +143,14 @@ std::vector<int64_t> spatial_query_order(const T* queries, int64_t m, const KdTr
 
 // Runs every query row of every cloud. wants_tree(cloud) is the cost model's choice; the
 // trees it asks for are built first (clouds in parallel, or a lone large cloud's build spread
-// over the pool), then search_rows(cloud, tree, rows, count) runs on blocks of query rows
-// (global row numbers), tree null meaning brute force (chosen, or the cloud has non-finite
-// coordinates). Tree searches visit a cloud's queries in spatial order.
-template <typename T, class WantsTree, class SearchRows>
+// over the pool), and kept if keep_tree(cloud, tree) confirms them; then search_rows(cloud,
+// tree, rows, count) runs on blocks of query rows (global row numbers), tree null meaning
+// brute force (chosen, or the cloud has non-finite coordinates). Tree searches visit a
+// cloud's queries in spatial order.
+template <typename T, class WantsTree, class KeepTree, class SearchRows>
 void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& clouds,
-                   const WantsTree& wants_tree, const SearchRows& search_rows) {
+                   const WantsTree& wants_tree, const KeepTree& keep_tree,
+                   const SearchRows& search_rows) {
   const int64_t B = static_cast<int64_t>(clouds.size());
   std::vector<KdTree<T>> trees(static_cast<size_t>(B));
   std::vector<char> has_tree(static_cast<size_t>(B), 0);
@@ -159,7 +161,7 @@ void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& c
   std::vector<std::vector<int64_t>> order(static_cast<size_t>(B));
   auto build = [&](int64_t b, bool parallel) {
     const CloudSpan& c = clouds[b];
-    has_tree[b] = trees[b].build(xyz + 3 * c.point_begin, c.points, parallel);
+    has_tree[b] = trees[b].build(xyz + 3 * c.point_begin, c.points, parallel) && keep_tree(c, trees[b]);
     if (has_tree[b] && c.queries >= kSpatialOrderMinQueries) {
       order[b] = spatial_query_order(query + 3 * c.query_begin, c.queries, trees[b]);
     }

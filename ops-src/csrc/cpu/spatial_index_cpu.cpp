@@ -31,8 +31,10 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kLeafSize = 32;
+// A search's work, counted in point distances: visiting a node costs about this many.
+constexpr int64_t kWorkPerNode = 8;
 // Results kept sorted by insertion up to this K; a binary max-heap beyond.
-constexpr int64_t kSortedInsertMaxK = 32;
+constexpr int64_t kSortedInsertMaxK = 128;
 
 template <typename T>
 inline T axis_gap(T q, T lo, T hi) {
@@ -483,19 +485,22 @@ int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
 }
 
 template <typename T>
-int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out) const {
+int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
+                        int64_t* work) const {
   if (n_ == 0) return 0;
   if (K <= kSortedInsertMaxK) {
     BestK<T, ByIndex, true> best(out, K);
-    return ball_search(q, r2, inclusive, best);
+    return ball_search(q, r2, inclusive, best, work);
   }
   BestK<T, ByIndex, false> best(out, K);
-  return ball_search(q, r2, inclusive, best);
+  return ball_search(q, r2, inclusive, best, work);
 }
 
 template <typename T>
 template <class Best>
-int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) const {
+int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best,
+                               int64_t* work) const {
+  int64_t visited_nodes = 0, computed = 0;
   const T qx = q[0], qy = q[1], qz = q[2];
   // Indices above this cannot enter any more (the K-th lowest hit so far, once there are K).
   int64_t index_limit = std::numeric_limits<int64_t>::max();
@@ -514,9 +519,13 @@ int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) con
   while (top > 0) {
     const int64_t node = stack[--top];
     if (nodes_[node].min_index > index_limit) continue;
+    ++visited_nodes;
     if (node >= first_leaf) {
       const Node& leaf = nodes_[node];
-      const int64_t count = leaf.end - leaf.begin;
+      const int64_t* ids = index_.data() + leaf.begin;
+      int64_t count = leaf.end - leaf.begin;
+      while (count > 0 && ids[count - 1] > index_limit) --count;  // the leaf is in index order
+      computed += count;
       const T* xs = x_.data() + leaf.begin;
       const T* ys = y_.data() + leaf.begin;
       const T* zs = z_.data() + leaf.begin;
@@ -527,9 +536,8 @@ int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) con
         const T dz = zs[i] - qz;
         d2[i] = dx * dx + dy * dy + dz * dz;
       }
-      const int64_t* ids = index_.data() + leaf.begin;
       for (int64_t i = 0; i < count; ++i) {
-        if (ids[i] > index_limit) break;  // the leaf is in index order
+        if (ids[i] > index_limit) break;  // lowered by this leaf's own hits
         if (inclusive ? d2[i] <= r2 : d2[i] < r2) {
           best.offer(Neighbour<T>{d2[i], ids[i]});
           if (best.full()) index_limit = best.worst().index;
@@ -544,6 +552,7 @@ int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best) con
     if (worth_visiting(nodes_[second])) stack[top++] = second;
     if (worth_visiting(nodes_[first])) stack[top++] = first;
   }
+  if (work != nullptr) *work += kWorkPerNode * visited_nodes + computed;
   best.finish();
   return best.size();
 }
@@ -585,10 +594,11 @@ int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>
 
 template <typename T>
 int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
-                  Neighbour<T>* out) {
+                  Neighbour<T>* out, int64_t* work) {
   int64_t hits = 0;
   for (int64_t j0 = 0; j0 < n && hits < K; j0 += kLeafSize) {
     const int64_t count = std::min(kLeafSize, n - j0);
+    if (work != nullptr) *work += count;
     T d2[kLeafSize];
     for (int64_t i = 0; i < count; ++i) d2[i] = squared_distance(points + 3 * (j0 + i), q);
     for (int64_t i = 0; i < count && hits < K; ++i) {
@@ -602,9 +612,9 @@ template int64_t knn_scan<float>(const float*, int64_t, const float*, int64_t, N
 template int64_t knn_scan<double>(const double*, int64_t, const double*, int64_t,
                                   Neighbour<double>*);
 template int64_t ball_scan<float>(const float*, int64_t, const float*, float, bool, int64_t,
-                                  Neighbour<float>*);
+                                  Neighbour<float>*, int64_t*);
 template int64_t ball_scan<double>(const double*, int64_t, const double*, double, bool, int64_t,
-                                   Neighbour<double>*);
+                                   Neighbour<double>*, int64_t*);
 
 template class KdTree<float>;
 template class KdTree<double>;

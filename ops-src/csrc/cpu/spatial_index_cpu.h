@@ -42,8 +42,11 @@ class KdTree {
   int64_t knn(const T* q, int64_t K, Neighbour<T>* out) const;
 
   // The first K points (ascending index) with d2 <= r2 (inclusive) or d2 < r2, by ascending
-  // index, written to out[0..]; returns how many (at most K). q must be finite.
-  int64_t ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out) const;
+  // index, written to out[0..]; returns how many (at most K). q must be finite. When `work` is
+  // given, the search's cost is added to it (in point distances, nodes weighted), to compare
+  // with ball_scan's.
+  int64_t ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
+               int64_t* work = nullptr) const;
 
  private:
   struct Node {
@@ -75,7 +78,7 @@ class KdTree {
   template <class Best>
   int64_t knn_search(const T* q, Best& best) const;
   template <class Best>
-  int64_t ball_search(const T* q, T r2, bool inclusive, Best& best) const;
+  int64_t ball_search(const T* q, T r2, bool inclusive, Best& best, int64_t* work) const;
 
   int64_t n_ = 0;
   int64_t depth_ = 0;  // leaves are the nodes of this depth (a complete tree, heap order)
@@ -91,7 +94,7 @@ template <typename T>
 int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out);
 template <typename T>
 int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
-                  Neighbour<T>* out);
+                  Neighbour<T>* out, int64_t* work = nullptr);
 
 }  // namespace cpu
 }  // namespace pointops
