@@ -264,58 +264,14 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
   records.resize(static_cast<size_t>(n));
   buffers.out.resize(static_cast<size_t>(n));
   buffers.between.resize(static_cast<size_t>(n));
-  auto fill_records = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      records[i] = Record{{points[3 * i], points[3 * i + 1], points[3 * i + 2]}, i};
-    }
-  };
-
-  const bool split_top = parallel && n >= kParallelBuildMinPoints && thread_count() > 1;
-  if (!split_top) {
-    fill_records(0, n);
-    build_subtree(0, 0, 0, n, lo, hi, buffers);
-  } else {
-    parallel_for(0, n, 65536, fill_records);
-    // The top levels one level at a time, each level's splits on the pool, down to enough
-    // subtrees to keep every thread busy; then the subtrees, one task each.
-    const int64_t top = std::min(depth_, ceil_log2(4 * thread_count()));
-    std::vector<T> cells(static_cast<size_t>(6) << (top + 1));  // lo[3], hi[3] per node
-    std::copy(lo, lo + 3, cells.begin());
-    std::copy(hi, hi + 3, cells.begin() + 3);
-    nodes_[0].begin = 0;
-    nodes_[0].end = n;
-    for (int64_t level = 0; level < top; ++level) {
-      const int64_t first = (int64_t{1} << level) - 1;
-      parallel_for(first, 2 * first + 1, 1, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const T* cell = cells.data() + 6 * i;
-          int64_t mid;
-          T* left = cells.data() + 6 * (2 * i + 1);
-          T* right = cells.data() + 6 * (2 * i + 2);
-          std::copy(cell, cell + 6, left);
-          std::copy(cell, cell + 6, right);
-          split(nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers, &mid, left + 3, right);
-          nodes_[2 * i + 1].begin = nodes_[i].begin;
-          nodes_[2 * i + 1].end = mid;
-          nodes_[2 * i + 2].begin = mid;
-          nodes_[2 * i + 2].end = nodes_[i].end;
-        }
-      });
-    }
-    const int64_t first = (int64_t{1} << top) - 1;
-    parallel_for(first, 2 * first + 1, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const T* cell = cells.data() + 6 * i;
-        build_subtree(i, top, nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers);
-      }
-    });
-    for (int64_t i = first - 1; i >= 0; --i) finish_internal(i);
+  for (int64_t i = 0; i < n; ++i) {
+    records[i] = Record{{points[3 * i], points[3 * i + 1], points[3 * i + 2]}, i};
   }
-
   x_.resize(static_cast<size_t>(n));
   y_.resize(static_cast<size_t>(n));
   z_.resize(static_cast<size_t>(n));
   index_.resize(static_cast<size_t>(n));
+  // Copies a finished subtree's points out of the records, in tree order.
   auto unpack = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       x_[i] = records[i].p[0];
@@ -324,11 +280,52 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
       index_[i] = records[i].index;
     }
   };
-  if (split_top) {
-    parallel_for(0, n, 65536, unpack);
-  } else {
+
+  const bool split_top = parallel && n >= kParallelBuildMinPoints && thread_count() > 1;
+  if (!split_top) {
+    build_subtree(0, 0, 0, n, lo, hi, buffers);
     unpack(0, n);
+    return true;
   }
+  // One subtree per thread, each built (and unpacked) as one task. The splits above them run
+  // level by level, a level's splits in parallel. Every parallel region costs a round trip
+  // through the pool (a scheduler time slice when the machine is oversubscribed), so there
+  // are no more of them than that: with 2 threads, one.
+  const int64_t top = std::min(depth_, ceil_log2(thread_count()));
+  std::vector<T> cells(static_cast<size_t>(6) << (top + 1));  // lo[3], hi[3] per node
+  std::copy(lo, lo + 3, cells.begin());
+  std::copy(hi, hi + 3, cells.begin() + 3);
+  nodes_[0].begin = 0;
+  nodes_[0].end = n;
+  auto split_node = [&](int64_t i) {
+    const T* cell = cells.data() + 6 * i;
+    int64_t mid;
+    T* left = cells.data() + 6 * (2 * i + 1);
+    T* right = cells.data() + 6 * (2 * i + 2);
+    std::copy(cell, cell + 6, left);
+    std::copy(cell, cell + 6, right);
+    split(nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers, &mid, left + 3, right);
+    nodes_[2 * i + 1].begin = nodes_[i].begin;
+    nodes_[2 * i + 1].end = mid;
+    nodes_[2 * i + 2].begin = mid;
+    nodes_[2 * i + 2].end = nodes_[i].end;
+  };
+  for (int64_t level = 0; level < top; ++level) {
+    const int64_t first = (int64_t{1} << level) - 1;
+    if (level == 0) {
+      split_node(0);
+      continue;
+    }
+    parallel_for_each_dynamic(first + 1, [&](int64_t i) { split_node(first + i); });
+  }
+  const int64_t first = (int64_t{1} << top) - 1;
+  parallel_for_each_dynamic(first + 1, [&](int64_t t) {
+    const int64_t i = first + t;
+    const T* cell = cells.data() + 6 * i;
+    build_subtree(i, top, nodes_[i].begin, nodes_[i].end, cell, cell + 3, buffers);
+    unpack(nodes_[i].begin, nodes_[i].end);
+  });
+  for (int64_t i = first - 1; i >= 0; --i) finish_internal(i);
   return true;
 }
 
