@@ -1,7 +1,7 @@
 """CPU neighbour search and FPS: pointops against the kd-trees a CPU user would pick instead.
 
     pip install pykdtree scipy fpsample   # not test dependencies: only this benchmark uses them
-    python3 benchmarks/bench_cpu_neighbors.py [--reps 5] [--json out.json] [--only knn,ball]
+    python3 benchmarks/bench_cpu_neighbors.py [--reps 5] [--json out.json] [--only knn,ball] [--degenerate]
 
 Each row of issue 21 is timed in this one process, median of --reps runs after a warm-up:
 pointops' CPU kernels on all of torch's threads and on one thread (thread scaling), against
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -39,6 +40,17 @@ CASES = [
 ]
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def _median_ms(fn, reps: int) -> float:
     fn()  # warm-up: thread pools, page faults, caches
     times = []
@@ -47,6 +59,57 @@ def _median_ms(fn, reps: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return round(statistics.median(times) * 1e3, 2)
+
+
+# Degenerate clouds (--degenerate): N=1e5 points, M=1e4 queries uniform in the unit cube.
+DEGENERATE = ["all points equal", "points on a line", "points on a plane", "one far outlier",
+              "4 tight clusters"]
+
+
+def _degenerate_cloud(kind, np, rng, n):
+    if kind == "all points equal":
+        return np.full((n, 3), 0.5, dtype=np.float32)
+    if kind == "points on a line":
+        t = rng.random((n, 1), dtype=np.float32)
+        return np.concatenate([t, 1 - t, 0.5 * t], axis=1)
+    if kind == "points on a plane":
+        return np.concatenate([rng.random((n, 2), dtype=np.float32), np.full((n, 1), 0.5, np.float32)], axis=1)
+    if kind == "one far outlier":
+        pts = rng.random((n, 3), dtype=np.float32)
+        pts[n // 2] = 1e6
+        return pts
+    centres = rng.random((4, 3), dtype=np.float32)
+    return centres[rng.integers(0, 4, n)] + 1e-3 * rng.random((n, 3), dtype=np.float32)
+
+
+def _degenerate_row(kind, op, pts, qs, args, torch, peers):
+    k, radius = 16, 0.02
+    xyz, query = torch.from_numpy(pts).unsqueeze(0), torch.from_numpy(qs).unsqueeze(0)
+    if op == "knn":
+        def ours():
+            return torch.ops.pointops.knn(xyz, query, k, None, None)
+    else:
+        def ours():
+            return torch.ops.pointops.ball_query(xyz, query, radius, k, None, None, True, False)
+    row = {"case": f"{'kNN k=16' if op == 'knn' else 'ball r=0.02 k=16'}, {kind}", "B": 1, "N": len(pts),
+           "M": len(qs), "k": k, "radius": radius if op == "ball" else None,
+           "pointops_ms": _median_ms(ours, args.reps),
+           "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
+           "threads": torch.get_num_threads(), "peers_ms": {}}
+    KDTree = peers.get("pykdtree")
+    if op == "knn" and KDTree is not None:
+        row["peers_ms"]["pykdtree"] = _median_ms(lambda: KDTree(pts).query(qs, k=k), args.reps)
+    return row
+
+
+def _degenerate_rows(args, torch, np, peers):
+    rows = []
+    for kind in DEGENERATE:
+        rng = np.random.default_rng(1)
+        pts = _degenerate_cloud(kind, np, rng, 100_000)
+        qs = rng.random((10_000, 3), dtype=np.float32)
+        rows += [_degenerate_row(kind, op, pts, qs, args, torch, peers) for op in ("knn", "ball")]
+    return rows
 
 
 def _import_peers():
@@ -146,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--only", default="knn,ball,three_nn,fps",
                         help="comma-separated subset of: knn, ball, three_nn, fps")
+    parser.add_argument("--degenerate", action="store_true",
+                        help="also time degenerate clouds (equal points, line, plane, outlier, clusters)")
     args = parser.parse_args(argv)
     if args.reps <= 0:
         parser.error("--reps must be positive")
@@ -168,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         fps_row = _fps_case(args, torch, np, peers)
         if fps_row is not None:
             rows.append(fps_row)
+    if args.degenerate:
+        rows += _degenerate_rows(args, torch, np, peers)
 
-    print(f"{'case':40s} {'pointops':>10s} {'1 thread':>10s} {'scaling':>8s}   peers (ms)   pointops/best")
+    print(f"{'case':44s} {'pointops':>10s} {'1 thread':>10s} {'scaling':>8s}   peers (ms)   pointops/best")
     for r in rows:
         best = min(r["peers_ms"].items(), key=lambda kv: kv[1]) if r["peers_ms"] else None
         r["best_peer"] = best[0] if best else None
@@ -177,21 +244,21 @@ def main(argv: list[str] | None = None) -> int:
         r["thread_scaling"] = round(r["pointops_1thread_ms"] / r["pointops_ms"], 2)
         peers_text = ", ".join(f"{name} {ms:.1f}" for name, ms in r["peers_ms"].items()) or "-"
         ratio = f"{r['ratio_to_best_peer']:.2f}x ({'PASS' if r['ratio_to_best_peer'] <= 1 else 'MISS'})" if best else "-"
-        print(f"{r['case']:40s} {r['pointops_ms']:10.1f} {r['pointops_1thread_ms']:10.1f} "
+        print(f"{r['case']:44s} {r['pointops_ms']:10.1f} {r['pointops_1thread_ms']:10.1f} "
               f"{r['thread_scaling']:7.2f}x   {peers_text}   {ratio}")
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores, load average "
           f"{'n/a' if load is None else f'{load[0]:.1f}'}; times include the peers' tree builds")
     if args.json:
         versions = {}
-        for module in ("pykdtree", "scipy", "fpsample"):
+        for package in ("pykdtree", "scipy", "fpsample"):
             try:
-                versions[module] = __import__(module).__version__
-            except (ImportError, AttributeError):
-                versions[module] = None
+                versions[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                versions[package] = None
         write_json(args.json, {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.platform(), "processor": platform.processor(), "cpu_count": os.cpu_count(),
+            "machine": platform.platform(), "processor": _cpu_model(), "cpu_count": os.cpu_count(),
             "load_average_1min": None if load is None else round(load[0], 2),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "peer_versions": versions,
             "reps": args.reps, "rows": rows})

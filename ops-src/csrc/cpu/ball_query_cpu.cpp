@@ -26,39 +26,35 @@ void write_row(const cpu::Neighbour<T>* found, int64_t hits, int64_t K, int64_t 
   }
 }
 
-// Expected single-thread cost (ns) of m queries on one cloud, as for kNN (knn_cpu.cpp). The
-// hits per ball are estimated from the cloud's bounding box as if the points were uniform in
-// it (an axis thinner than the ball does not thin them out). The scan in index order stops
-// after about K*n/hits points; the tree descends to the leaves the ball overlaps and, once it
-// has K hits, skips subtrees of higher indices.
-bool ball_wants_tree(int64_t n, int64_t m, int64_t K, double radius, const double* extent) {
-  double fraction = 1.0;
-  for (int a = 0; a < 3; ++a) {
-    if (extent[a] > 2.0 * radius) fraction *= 2.0 * radius / extent[a];
-  }
-  const double nd = static_cast<double>(n), md = static_cast<double>(m), kd = static_cast<double>(K);
-  const double hits = nd * fraction * (fraction < 1.0 ? 0.52 : 1.0);  // ball / cube in 3-D
-  const double scanned = hits > kd ? std::min(nd, kd * nd / hits) : nd;
-  const double scan = md * (1.1 * scanned + 30.0);
-  const double levels = std::log2(nd / 32.0 + 1.0);
-  const double tree = 130.0 * nd + md * (60.0 * levels + 3.0 * std::min(hits, 8.0 * kd) + 150.0);
-  return tree < scan;
+// Expected single-thread cost (ns), as for kNN (knn_cpu.cpp), of m ball queries through a
+// kd-tree: the build, then per query a descent to the leaves the ball overlaps (the K lowest
+// hits, once found, prune the rest). The scan's cost depends on where the hits are (it stops
+// at the K-th hit in index order), which the cloud's shape does not tell: it is measured on a
+// sample of the queries instead (scan_probe).
+double ball_tree_cost(int64_t n, int64_t m, int64_t K) {
+  const double levels = std::log2(static_cast<double>(n) / 32.0 + 1.0);
+  return 130.0 * static_cast<double>(n) +
+         static_cast<double>(m) * (60.0 * levels + 10.0 * static_cast<double>(K) + 150.0);
 }
 
 constexpr int64_t kProbes = 16;
-constexpr int64_t kProbeMinQueries = 256;
+constexpr double kScanNsPerPoint = 1.1;
 
+// Runs the scan for kProbes queries spread over the cloud's, each until its K-th hit or until
+// it has looked at `budget` points (then counted as a scan of the whole cloud); returns the
+// estimated cost (ns) of scanning for all m queries.
 template <typename T>
-void cloud_extent(const T* points, int64_t n, double* extent) {
-  T lo[3] = {cpu::infinity<T>(), cpu::infinity<T>(), cpu::infinity<T>()};
-  T hi[3] = {-cpu::infinity<T>(), -cpu::infinity<T>(), -cpu::infinity<T>()};
-  for (int64_t i = 0; i < n; ++i) {
-    for (int a = 0; a < 3; ++a) {
-      lo[a] = std::min(lo[a], points[3 * i + a]);
-      hi[a] = std::max(hi[a], points[3 * i + a]);
-    }
+double scan_probe(const T* cloud, int64_t n, const T* queries, int64_t m, T r2, bool inclusive,
+                  int64_t K, int64_t budget, cpu::Neighbour<T>* found) {
+  double points = 0;
+  for (int64_t p = 0; p < kProbes; ++p) {
+    const T* q = queries + 3 * (p * m / kProbes);
+    int64_t work = 0;
+    const int64_t limit = std::min(n, budget);
+    const bool done = cpu::ball_scan(cloud, limit, q, r2, inclusive, K, found, &work) == K;
+    points += done || limit == n ? static_cast<double>(work) : static_cast<double>(n);
   }
-  for (int a = 0; a < 3; ++a) extent[a] = n > 0 ? static_cast<double>(hi[a]) - lo[a] : 0.0;
+  return static_cast<double>(m) * (kScanNsPerPoint * points / kProbes + 30.0);
 }
 
 template <typename T>
@@ -68,16 +64,21 @@ void ball_query_clouds(const T* points, const T* queries, const std::vector<cpu:
   const T r2 = static_cast<T>(radius * radius);
   auto wants_tree = [&](const cpu::CloudSpan& c) {
     if (path != cpu::SearchPath::Auto) return path == cpu::SearchPath::KdTree;
-    double extent[3];
-    cloud_extent(points + 3 * c.point_begin, c.points, extent);
-    return ball_wants_tree(c.points, c.queries, K, radius, extent);
+    const double tree = ball_tree_cost(c.points, c.queries, K);
+    const double n = static_cast<double>(c.points), m = static_cast<double>(c.queries);
+    if (kScanNsPerPoint * n * m <= tree) return false;  // even scanning everything is cheaper
+    // The scan is worth measuring up to a few times the tree's cost per query.
+    const int64_t budget = static_cast<int64_t>(4.0 * tree / (m * kScanNsPerPoint)) + 1;
+    std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(K));
+    return tree < scan_probe(points + 3 * c.point_begin, c.points, queries + 3 * c.query_begin,
+                             c.queries, r2, inclusive, K, budget, found.data());
   };
-  // The estimate above assumes uniform density; clustered clouds and surfaces can hold far
-  // more hits per ball, where the scan stops early and the tree is slow. Once the tree exists,
-  // a few of the cloud's queries are run both ways (the scan on a budget of twice the tree's
-  // work) and the cloud keeps the tree only if it did less work.
+  // The tree's cost above is an estimate for evenly spread points; in clustered clouds a ball
+  // can hold far more hits, where the tree is slow. Once the tree exists, a few of the cloud's
+  // queries are run both ways (the scan on a budget of twice the tree's work) and the cloud
+  // keeps the tree only if it did less work.
   auto keep_tree = [&](const cpu::CloudSpan& c, const cpu::KdTree<T>& tree) {
-    if (path != cpu::SearchPath::Auto || c.queries < kProbeMinQueries) return true;
+    if (path != cpu::SearchPath::Auto || c.queries < kProbes) return true;
     std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(K));
     const T* cloud = points + 3 * c.point_begin;
     int64_t tree_work = 0, scan_work = 0;
