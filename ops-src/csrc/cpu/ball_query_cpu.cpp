@@ -19,10 +19,11 @@ template <typename T>
 void write_row(const cpu::Neighbour<T>* found, int64_t hits, int64_t K, int64_t offset,
                int64_t* idx, int64_t* count, T* dist2) {
   *count = hits;
+  const int64_t pad_index = hits > 0 ? found[0].index + offset : -1;
+  const T pad_d2 = hits > 0 ? found[0].d2 : cpu::infinity<T>();
   for (int64_t s = 0; s < K; ++s) {
-    const bool real = s < hits;
-    idx[s] = real ? found[s].index + offset : (hits > 0 ? found[0].index + offset : -1);
-    if (dist2 != nullptr) dist2[s] = real ? found[s].d2 : (hits > 0 ? found[0].d2 : cpu::infinity<T>());
+    idx[s] = s < hits ? found[s].index + offset : pad_index;
+    if (dist2 != nullptr) dist2[s] = s < hits ? found[s].d2 : pad_d2;
   }
 }
 

@@ -25,7 +25,8 @@ void fill_empty(int64_t r0, int64_t r1, int64_t K, T* dist2, int64_t* idx) {
 // this project's CI machine (2-core AMD EPYC); only the crossover matters.
 bool knn_wants_tree(int64_t n, int64_t m, int64_t K) {
   if (2 * K > n) return false;  // most of the cloud is returned anyway: nothing to prune
-  const double nd = static_cast<double>(n), md = static_cast<double>(m), kd = static_cast<double>(K);
+  const double nd = static_cast<double>(n), md = static_cast<double>(m);
+  const double kd = static_cast<double>(K);
   const double levels = std::log2(nd / 32.0 + 1.0);
   const double scan = md * (1.5 * nd + 20.0 * kd * std::log2(nd / kd + 1.0));
   const double tree = 130.0 * nd + md * (60.0 * levels + 25.0 * kd + 150.0);

@@ -89,7 +89,9 @@ enum class SearchPath { Auto, Brute, KdTree, Invalid };
 
 inline SearchPath requested_search_path() {
   const char* value = std::getenv("POINTOPS_CPU_NEIGHBORS_PATH");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return SearchPath::Auto;
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) {
+    return SearchPath::Auto;
+  }
   if (std::strcmp(value, "brute") == 0) return SearchPath::Brute;
   if (std::strcmp(value, "kdtree") == 0) return SearchPath::KdTree;
   return SearchPath::Invalid;
@@ -129,7 +131,8 @@ std::vector<int64_t> spatial_query_order(const T* queries, int64_t m, const KdTr
     for (int a = 0; a < 3; ++a) {
       const double u = (static_cast<double>(queries[3 * i + a]) - lo[a]) * scale[a];
       // outside the box (or not finite): the nearest border cell
-      const uint32_t c = u >= 1.0 ? static_cast<uint32_t>(std::min<double>(u, side - 1)) : 0u;
+      const double top = static_cast<double>(side - 1);
+      const uint32_t c = u >= 1.0 ? static_cast<uint32_t>(std::min(u, top)) : 0u;
       code |= spread(c) << a;
     }
     cell[i] = code;
@@ -143,10 +146,10 @@ std::vector<int64_t> spatial_query_order(const T* queries, int64_t m, const KdTr
 
 // Runs every query row of every cloud. wants_tree(cloud) is the cost model's choice; the
 // trees it asks for are built first (clouds in parallel, or a lone large cloud's build spread
-// over the pool), and kept if keep_tree(cloud, tree) confirms them; then search_rows(cloud,
+// over the pool) and kept if keep_tree(cloud, tree) confirms them; then search_rows(cloud,
 // tree, rows, count) runs on blocks of query rows (global row numbers), tree null meaning
 // brute force (chosen, or the cloud has non-finite coordinates). Tree searches visit a
-// cloud's queries in spatial order.
+// cloud's queries in spatial order. wants_tree and keep_tree may run on any thread.
 template <typename T, class WantsTree, class KeepTree, class SearchRows>
 void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& clouds,
                    const WantsTree& wants_tree, const KeepTree& keep_tree,
@@ -154,26 +157,33 @@ void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& c
   const int64_t B = static_cast<int64_t>(clouds.size());
   std::vector<KdTree<T>> trees(static_cast<size_t>(B));
   std::vector<char> has_tree(static_cast<size_t>(B), 0);
-  std::vector<int64_t> to_build;
-  for (int64_t b = 0; b < B; ++b) {
-    if (clouds[b].points > 0 && clouds[b].queries > 0 && wants_tree(clouds[b])) to_build.push_back(b);
-  }
   std::vector<std::vector<int64_t>> order(static_cast<size_t>(B));
-  auto build = [&](int64_t b, bool parallel) {
+  // Asks the cost model (which may sample queries) and builds the tree it wants.
+  auto plan = [&](int64_t b, bool parallel) {
     const CloudSpan& c = clouds[b];
-    has_tree[b] = trees[b].build(xyz + 3 * c.point_begin, c.points, parallel) && keep_tree(c, trees[b]);
-    if (has_tree[b] && c.queries >= kSpatialOrderMinQueries) {
-      order[b] = spatial_query_order(query + 3 * c.query_begin, c.queries, trees[b]);
+    if (!wants_tree(c)) return;
+    KdTree<T>& tree = trees[b];
+    if (!tree.build(xyz + 3 * c.point_begin, c.points, parallel) || !keep_tree(c, tree)) {
+      tree = KdTree<T>();
+      return;
+    }
+    has_tree[b] = 1;
+    if (c.queries >= kSpatialOrderMinQueries) {
+      order[b] = spatial_query_order(query + 3 * c.query_begin, c.queries, tree);
     }
   };
-  // Fewer trees than threads: the large ones are built one after another, each on the whole
-  // pool; the rest (or all, when there are enough to go round) one per thread, largest first
-  // so that a big cloud does not start last and leave the other threads idle.
+  std::vector<int64_t> searched;
+  for (int64_t b = 0; b < B; ++b) {
+    if (clouds[b].points > 0 && clouds[b].queries > 0) searched.push_back(b);
+  }
+  // Fewer clouds than threads: the large ones are planned one after another, each build on
+  // the whole pool; the rest (or all, when there are enough to go round) one per thread,
+  // largest first so that a big cloud does not start last and leave the other threads idle.
   std::vector<int64_t> shared;
-  const bool few = static_cast<int64_t>(to_build.size()) < thread_count();
-  for (int64_t b : to_build) {
+  const bool few = static_cast<int64_t>(searched.size()) < thread_count();
+  for (int64_t b : searched) {
     if (few && clouds[b].points >= KdTree<T>::kParallelBuildMinPoints) {
-      build(b, true);
+      plan(b, true);
     } else {
       shared.push_back(b);
     }
@@ -181,7 +191,7 @@ void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& c
   std::stable_sort(shared.begin(), shared.end(),
                    [&](int64_t a, int64_t b) { return clouds[a].points > clouds[b].points; });
   parallel_for_each_dynamic(static_cast<int64_t>(shared.size()),
-                            [&](int64_t i) { build(shared[i], false); });
+                            [&](int64_t i) { plan(shared[i], false); });
 
   // Blocks of query rows that never straddle two clouds, handed out dynamically.
   constexpr int64_t kBlockRows = 64;

@@ -205,7 +205,8 @@ void select_nth(R* data, R* out, R* between, int64_t n, int64_t k, int axis) {
   std::sort(sample, sample + samples);
   // About three standard deviations of the sample rank of element k on either side.
   const int64_t centre = k * samples / n;
-  const int64_t half_width = 2 + static_cast<int64_t>(1.5 * std::sqrt(static_cast<double>(samples)));
+  const int64_t half_width =
+      2 + static_cast<int64_t>(1.5 * std::sqrt(static_cast<double>(samples)));
   const Key lo = sample[std::max<int64_t>(0, centre - half_width)];
   const Key hi = sample[std::min<int64_t>(samples - 1, centre + half_width)];
   int64_t below = 0, above = n, middle = 0;
