@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -48,6 +49,8 @@ inline T axis_gap(T q, T lo, T hi) {
 template <typename T, class Less, bool kSorted>
 class BestK {
  public:
+  using Order = Less;
+
   BestK(Neighbour<T>* slots, int64_t K) : s_(slots), K_(K) {}
 
   bool full() const { return size_ == K_; }
@@ -126,6 +129,53 @@ struct ByDistance {
     return a.d2 < b.d2 || (a.d2 == b.d2 && a.index < b.index);
   }
 };
+
+// The same order for float distances of points with indices below 2^32, as one integer
+// comparison: a non-negative float's bits order like its value (+inf included), so
+// (bits(d2) << 32 | index) orders by distance, then index. A NaN distance orders after
+// (+inf, any index), so it never beats a kept neighbour, as with ByDistance.
+struct ByPackedDistance {
+  static uint64_t key(const Neighbour<float>& a) {
+    uint32_t bits;
+    std::memcpy(&bits, &a.d2, sizeof bits);
+    return (uint64_t{bits} << 32) | static_cast<uint32_t>(a.index);
+  }
+  bool operator()(const Neighbour<float>& a, const Neighbour<float>& b) const {
+    return key(a) < key(b);
+  }
+};
+
+// The fastest exact kNN order for T: packed keys for float when indices fit 32 bits.
+template <typename T>
+struct FastDistanceOrder {
+  using type = ByDistance;
+};
+template <>
+struct FastDistanceOrder<float> {
+  using type = ByPackedDistance;
+};
+
+// Calls search(best) with a K-best list by distance for a cloud of n points: sorted insertion
+// for small K, a heap beyond; packed keys where they are exact.
+template <typename T, class Search>
+int64_t with_distance_order(int64_t n, int64_t K, Neighbour<T>* out, const Search& search) {
+  using Fast = typename FastDistanceOrder<T>::type;
+  const bool packed = n < (int64_t{1} << 32);
+  if (K <= kSortedInsertMaxK) {
+    if (packed) {
+      BestK<T, Fast, true> best(out, K);
+      return search(best);
+    }
+    BestK<T, ByDistance, true> best(out, K);
+    return search(best);
+  }
+  if (packed) {
+    BestK<T, Fast, false> best(out, K);
+    return search(best);
+  }
+  BestK<T, ByDistance, false> best(out, K);
+  return search(best);
+}
 
 // Ball query order: by index.
 struct ByIndex {
@@ -405,13 +455,8 @@ void KdTree<T>::finish_internal(int64_t node) {
 template <typename T>
 int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
   if (n_ == 0) return 0;
-  K = std::min(K, n_);
-  if (K <= kSortedInsertMaxK) {
-    BestK<T, ByDistance, true> best(out, K);
-    return knn_search(q, best);
-  }
-  BestK<T, ByDistance, false> best(out, K);
-  return knn_search(q, best);
+  return with_distance_order(n_, std::min(K, n_), out,
+                             [&](auto& best) { return knn_search(q, best); });
 }
 
 template <typename T>
@@ -458,7 +503,7 @@ int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
         for (int64_t i = 0; i < count; ++i) {
           if (d2[i] > worst.d2) continue;
           const Neighbour<T> c{d2[i], ids[i]};
-          if (!ByDistance()(c, worst)) continue;
+          if (!typename Best::Order()(c, worst)) continue;
           best.offer(c);
           if (best.full()) worst = best.worst();
         }
@@ -567,7 +612,7 @@ int64_t knn_scan_into(const T* points, int64_t n, const T* q, Best& best) {
     for (int64_t i = 0; i < count; ++i) {
       if (d2[i] > worst.d2) continue;
       const Neighbour<T> c{d2[i], j0 + i};
-      if (!ByDistance()(c, worst)) continue;  // also drops NaN distances
+      if (!typename Best::Order()(c, worst)) continue;  // also drops NaN distances
       best.offer(c);
       if (best.full()) worst = best.worst();
     }
@@ -582,12 +627,8 @@ template <typename T>
 int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out) {
   K = std::min(K, n);
   if (K <= 0) return 0;
-  if (K <= kSortedInsertMaxK) {
-    BestK<T, ByDistance, true> best(out, K);
-    return knn_scan_into(points, n, q, best);
-  }
-  BestK<T, ByDistance, false> best(out, K);
-  return knn_scan_into(points, n, q, best);
+  return with_distance_order(n, K, out,
+                             [&](auto& best) { return knn_scan_into(points, n, q, best); });
 }
 
 template <typename T>
