@@ -310,11 +310,8 @@ bool KdTree<T>::build(const T* points, int64_t n, bool parallel) {
   n_ = n;
   depth_ = ceil_log2((n + kLeafSize - 1) / kLeafSize);
   nodes_.assign(static_cast<size_t>((int64_t{2} << depth_) - 1), Node{});
-  BuildBuffers buffers;
-  std::vector<Record>& records = buffers.records;
-  records.resize(static_cast<size_t>(n));
-  buffers.out.resize(static_cast<size_t>(n));
-  buffers.between.resize(static_cast<size_t>(n));
+  BuildBuffers buffers(n);
+  Record* records = buffers.records.get();
   for (int64_t i = 0; i < n; ++i) {
     records[i] = Record{{points[3 * i], points[3 * i + 1], points[3 * i + 2]}, i};
   }
@@ -391,8 +388,8 @@ void KdTree<T>::split(int64_t begin, int64_t end, const T* lo, const T* hi, Buil
     if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
   }
   *mid = begin + (end - begin) / 2;
-  select_nth(buffers.records.data() + begin, buffers.out.data() + begin,
-             buffers.between.data() + begin, end - begin, *mid - begin, axis);
+  select_nth(buffers.records.get() + begin, buffers.out.get() + begin,
+             buffers.between.get() + begin, end - begin, *mid - begin, axis);
   const T value = buffers.records[*mid].p[axis];
   left_hi[axis] = value;
   right_lo[axis] = value;
@@ -404,7 +401,7 @@ void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_
   nodes_[node].begin = begin;
   nodes_[node].end = end;
   if (depth == depth_) {
-    finish_leaf(node, buffers.records);
+    finish_leaf(node, buffers.records.get());
     return;
   }
   T left_lo[3], left_hi[3], right_lo[3], right_hi[3];
@@ -420,9 +417,9 @@ void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_
 }
 
 template <typename T>
-void KdTree<T>::finish_leaf(int64_t node, std::vector<Record>& records) {
+void KdTree<T>::finish_leaf(int64_t node, Record* records) {
   Node& leaf = nodes_[node];
-  std::sort(records.begin() + leaf.begin, records.begin() + leaf.end,
+  std::sort(records + leaf.begin, records + leaf.end,
             [](const Record& a, const Record& b) { return a.index < b.index; });
   for (int a = 0; a < 3; ++a) {
     leaf.lo[a] = infinity<T>();

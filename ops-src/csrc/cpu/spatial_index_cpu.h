@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace pointops {
@@ -62,18 +63,23 @@ class KdTree {
     int64_t index;
   };
 
-  // The points during the build, and scratch space for splitting them (each n records).
+  // The points during the build, and scratch space for splitting them: n records each, left
+  // uninitialised (most of `between` is never touched).
   struct BuildBuffers {
-    std::vector<Record> records;
-    std::vector<Record> out;
-    std::vector<Record> between;
+    explicit BuildBuffers(int64_t n)
+        : records(new Record[static_cast<size_t>(n)]),
+          out(new Record[static_cast<size_t>(n)]),
+          between(new Record[static_cast<size_t>(n)]) {}
+    std::unique_ptr<Record[]> records;
+    std::unique_ptr<Record[]> out;
+    std::unique_ptr<Record[]> between;
   };
 
   void build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end, const T* lo,
                      const T* hi, BuildBuffers& buffers);
   void split(int64_t begin, int64_t end, const T* lo, const T* hi, BuildBuffers& buffers,
              int64_t* mid, T* left_hi, T* right_lo) const;
-  void finish_leaf(int64_t node, std::vector<Record>& records);
+  void finish_leaf(int64_t node, Record* records);
   void finish_internal(int64_t node);
   template <class Best>
   int64_t knn_search(const T* q, Best& best) const;
