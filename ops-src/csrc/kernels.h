@@ -84,6 +84,21 @@ Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const vo
                        const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
                        int64_t M, double radius, bool inclusive, int64_t K, int64_t* idx,
                        int64_t* count, void* dist2, void* workspace, void* stream);
+// Packed layout: every cloud's points are rows of one xyz [P,3], cloud b being rows
+// ptr[b]..ptr[b+1]-1 (int64 row pointer ptr [B+1]); queries likewise, query [Q,3] with qptr
+// [B+1]. Outputs follow the query rows: idx [Q,K], count [Q], optional dist2 [Q,K]; indices are
+// global rows of xyz. Same hits, order, padding and counts as above. ptr and qptr are clamped to
+// 0..P and 0..Q and made non-decreasing, so a bad row pointer never reads out of bounds; query
+// rows outside every cloud give idx -1, count 0, dist2 +inf.
+Status ball_query_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                             const void* query, const int64_t* qptr, int64_t Q, int64_t B,
+                             double radius, bool inclusive, int64_t K, int64_t* idx,
+                             int64_t* count, void* dist2);
+CudaPlan ball_query_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K);
+Status ball_query_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, double radius,
+                              bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2, void* workspace,
+                              void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // k nearest neighbours (three_nn is knn with K = 3, query = unknown, xyz = known).
@@ -97,6 +112,17 @@ CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
 Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
                 const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
                 int64_t M, int64_t K, void* dist2, int64_t* idx, void* workspace, void* stream);
+// Packed layout (see ball_query_packed_cpu): xyz [P,3] with ptr [B+1], query [Q,3] with qptr
+// [B+1] -> dist2 [Q,K], idx [Q,K] holding global rows of xyz. Same neighbours and order as
+// above; ptr/qptr clamped and made non-decreasing; query rows outside every cloud get idx -1,
+// dist2 +inf.
+Status knn_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P, const void* query,
+                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2,
+                      int64_t* idx);
+CudaPlan knn_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K);
+Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
+                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K, void* dist2,
+                       int64_t* idx, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Weighted gather: one kernel family serves gather_points (T = 1, no weight), group_points
@@ -132,6 +158,25 @@ Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* f
                                    const int64_t* idx, int64_t B, int64_t C, int64_t N,
                                    int64_t P, int64_t T, void* grad_weight, void* stream);
 
+// Rows of channels-last features (packed batches): feat [P,C], idx [Q,T] (global rows, -1 adds
+// nothing), weight [Q,T] or null -> out [Q,C], out[q,c] = sum_t w[q,t] * feat[idx[q,t],c] in
+// ascending t. The feature gradient grad_feat [P,C] sums each row's entries in ascending (q,t)
+// order (deterministic); the weight gradient grad_w [Q,T] sums over c in ascending order.
+Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
+                       int64_t Q, int64_t T, void* out);
+Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
+                        int64_t Q, int64_t T, void* out, void* stream);
+Status gather_rows_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
+                                     int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_feat);
+CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T);
+Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
+                                      const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
+                                      void* grad_feat, void* workspace, void* stream);
+Status gather_rows_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                       int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight);
+Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight, void* stream);
+
 // ---------------------------------------------------------------------------------------------
 // Asynchronous value checks (CUDA): the default CUDA path never waits for the device, so input
 // values are checked by a kernel queued before the op's own kernels, and what it finds is
@@ -142,7 +187,7 @@ Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* f
 enum class CheckKind : int32_t {
   Coordinates = 1,  // floats (dtype dt) finite with |x| <= limit
   Range = 2,        // int64 in [low, high]
-  RowPointer = 3,   // int64 [count]: first 0, nondecreasing, last == high
+  RowPointer = 3,   // int64 [count]: first 0, nondecreasing, last == high, steps <= low if low > 0
 };
 
 struct ValueCheck {

@@ -14,13 +14,13 @@ constexpr const char* kNames[kKnobs] = {
     "POINTOPS_FPS_GENERAL",        "POINTOPS_GRID_MIN_POINTS", "POINTOPS_GATHER_STAGED",
     "POINTOPS_GATHER_STAGE_KB",    "POINTOPS_GATHER_PAIRED",   "POINTOPS_GATHER_SPARSE",
     "POINTOPS_GATHER_SUM_STAGE_KB", "POINTOPS_GATHER_SUM_SPAN", "POINTOPS_GATHER_OVERLAP",
-    "POINTOPS_CPU_FPS_PATH",
+    "POINTOPS_CPU_FPS_PATH",       "POINTOPS_CPU_NEIGHBORS_PATH",
 };
 
 // Unparseable values count as unset; the CPU FPS path takes words.
 int64_t parse(int knob, const char* text) {
   if (text == nullptr || *text == '\0') return kUnset;
-  if (knob == static_cast<int>(Knob::CpuFpsPath)) {
+  if (knob == static_cast<int>(Knob::CpuFpsPath) || knob == static_cast<int>(Knob::CpuNeighborsPath)) {
     if (std::strcmp(text, "brute") == 0) return 0;
     if (std::strcmp(text, "kdtree") == 0) return 1;
     return kUnset;  // "auto" or anything else

@@ -32,6 +32,9 @@ enum class Knob : int32_t {
   GatherOverlap,
   // CPU FPS: 0 = brute force, 1 = kd-tree (POINTOPS_CPU_FPS_PATH=brute|kdtree|auto).
   CpuFpsPath,
+  // CPU kNN / ball query: 0 = brute force, 1 = kd-tree for every cloud
+  // (POINTOPS_CPU_NEIGHBORS_PATH=brute|kdtree|auto).
+  CpuNeighborsPath,
   Count,
 };
 

@@ -16,7 +16,7 @@ import contextlib
 import torch
 
 # Words some knobs take instead of numbers.
-_WORDS = {"CPU_FPS_PATH": {"brute": 0, "kdtree": 1, "auto": -1}}
+_WORDS = {name: {"brute": 0, "kdtree": 1, "auto": -1} for name in ("CPU_FPS_PATH", "CPU_NEIGHBORS_PATH")}
 
 
 def _value(name: str, value) -> int:

@@ -80,6 +80,14 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.def("gather(Tensor feat, Tensor idx, Tensor? weight) -> Tensor");
   m.def("gather_backward_feat(Tensor grad_out, Tensor idx, Tensor? weight, int n) -> Tensor");
   m.def("gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
+  m.def("knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, int k) -> (Tensor, Tensor)");
+  m.def("ball_query_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, float radius, int k, "
+        "bool inclusive, bool return_dist2) -> (Tensor, Tensor, Tensor)");
+  m.def("furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int samples, int max_points) "
+        "-> Tensor");
+  m.def("gather_rows(Tensor feat, Tensor idx, Tensor? weight) -> Tensor");
+  m.def("gather_rows_backward_feat(Tensor grad_out, Tensor idx, Tensor? weight, int rows) -> Tensor");
+  m.def("gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
   m.def("cuda_runtime_version() -> int");
   m.def("set_tuning(str name, int value) -> int");
   m.def("set_value_checks(bool enabled) -> bool");
@@ -92,7 +100,13 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.impl("knn", TORCH_BOX(&pointops::binding::knn));                                             \
   m.impl("gather", TORCH_BOX(&pointops::binding::gather));                                       \
   m.impl("gather_backward_feat", TORCH_BOX(&pointops::binding::gather_backward_feat));           \
-  m.impl("gather_backward_weight", TORCH_BOX(&pointops::binding::gather_backward_weight))
+  m.impl("gather_backward_weight", TORCH_BOX(&pointops::binding::gather_backward_weight));       \
+  m.impl("knn_packed", TORCH_BOX(&pointops::binding::knn_packed));                               \
+  m.impl("ball_query_packed", TORCH_BOX(&pointops::binding::ball_query_packed));                 \
+  m.impl("furthest_point_sample_packed", TORCH_BOX(&pointops::binding::furthest_point_sample_packed)); \
+  m.impl("gather_rows", TORCH_BOX(&pointops::binding::gather_rows));                             \
+  m.impl("gather_rows_backward_feat", TORCH_BOX(&pointops::binding::gather_rows_backward_feat)); \
+  m.impl("gather_rows_backward_weight", TORCH_BOX(&pointops::binding::gather_rows_backward_weight))
 
 STABLE_TORCH_LIBRARY_IMPL(pointops, CPU, m) { POINTOPS_REGISTER_KERNELS(m); }
 

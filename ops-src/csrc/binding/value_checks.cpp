@@ -43,7 +43,8 @@ std::string describe(int32_t code, const char* calling_op) {
       break;
     case Problem::BadRowPointer:
       what = std::string(arg_name(arg)) +
-             " was not a row pointer (it must start at 0, never decrease, and end at the number of rows)";
+             " was not a row pointer (it must start at 0, never decrease, and end at the number of rows; for "
+             "packed.furthest_point_sample no cloud may exceed max_points)";
       break;
     default:
       what = "an argument held invalid values";
@@ -86,10 +87,10 @@ void AsyncValueChecks::range(const std::optional<Tensor>& values, CheckedArg arg
                                values->numel(), Dtype::Float32, 0.0, low, high});
 }
 
-void AsyncValueChecks::row_pointer(const Tensor& ptr, CheckedArg arg, int64_t rows) {
+void AsyncValueChecks::row_pointer(const Tensor& ptr, CheckedArg arg, int64_t rows, int64_t max_count) {
   if (!enabled_) return;
   checks_.push_back(ValueCheck{CheckKind::RowPointer, check_code(op_, arg, Problem::BadRowPointer),
-                               ptr.const_data_ptr(), ptr.numel(), Dtype::Float32, 0.0, 0, rows});
+                               ptr.const_data_ptr(), ptr.numel(), Dtype::Float32, 0.0, max_count, rows});
 }
 
 void AsyncValueChecks::run() {
@@ -120,7 +121,7 @@ void raise_recorded_problem(int32_t, void*, const char*) {}
 AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor&, void* stream) : op_(op), stream_(stream), enabled_(false) {}
 void AsyncValueChecks::coordinates(const Tensor&, CheckedArg) {}
 void AsyncValueChecks::range(const std::optional<Tensor>&, CheckedArg, int64_t, int64_t) {}
-void AsyncValueChecks::row_pointer(const Tensor&, CheckedArg, int64_t) {}
+void AsyncValueChecks::row_pointer(const Tensor&, CheckedArg, int64_t, int64_t) {}
 void AsyncValueChecks::run() {}
 void AsyncValueChecks::poison(std::initializer_list<const Tensor*>) {}
 

@@ -28,7 +28,8 @@ class AsyncValueChecks {
 
   void coordinates(const Tensor& points, CheckedArg arg);
   void range(const std::optional<Tensor>& values, CheckedArg arg, int64_t low, int64_t high);
-  void row_pointer(const Tensor& ptr, CheckedArg arg, int64_t rows);
+  // 0, nondecreasing, ending at `rows`; with max_count > 0 no segment longer than that.
+  void row_pointer(const Tensor& ptr, CheckedArg arg, int64_t rows, int64_t max_count = 0);
   // Queues the checks added so far.
   void run();
   // Queues the poisoning of these outputs (after the op's kernels).

@@ -2,6 +2,7 @@
 // gradients). The feature gradient walks (p, t) in ascending order for each (b, c) row, which
 // makes it deterministic without atomics.
 #include <algorithm>
+#include <vector>
 
 #include "common.h"
 #include "parallel.h"
@@ -95,6 +96,91 @@ Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* fe
           }
           gw[T * r + t] = acc;
         }
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Channels-last rows (packed batches): feat [P, C], idx / weight [Q, T], out [Q, C].
+
+Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
+                       int64_t Q, int64_t T, void* out) {
+  if (Q <= 0 || C <= 0) return nullptr;
+  return cpu::dispatch_float(dt, [&](auto zero) {
+    using S = decltype(zero);
+    const S* f = static_cast<const S*>(feat);
+    const S* w = static_cast<const S*>(weight);
+    S* o = static_cast<S*>(out);
+    cpu::parallel_for(0, Q, row_grain(C * T), [&](int64_t q0, int64_t q1) {
+      for (int64_t q = q0; q < q1; ++q) {
+        S* row = o + C * q;
+        std::fill(row, row + C, S(0));
+        for (int64_t t = 0; t < T; ++t) {  // ascending t for every channel, as on CUDA
+          const int64_t j = idx[T * q + t];
+          if (!valid_index(j, P)) continue;
+          const S wt = w == nullptr ? S(1) : w[T * q + t];
+          const S* src = f + C * j;
+          for (int64_t c = 0; c < C; ++c) row[c] += wt * src[c];
+        }
+      }
+    });
+  });
+}
+
+Status gather_rows_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
+                                     int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_feat) {
+  if (P <= 0 || C <= 0) return nullptr;
+  return cpu::dispatch_float(dt, [&](auto zero) {
+    using S = decltype(zero);
+    const S* g = static_cast<const S*>(grad_out);
+    const S* w = static_cast<const S*>(weight);
+    S* out = static_cast<S*>(grad_feat);
+    // Entries grouped by target row in ascending entry order (counting sort), then each row summed.
+    std::vector<int64_t> start(static_cast<size_t>(P) + 1, 0);
+    const int64_t entries = Q * T;
+    for (int64_t e = 0; e < entries; ++e) {
+      if (valid_index(idx[e], P)) ++start[static_cast<size_t>(idx[e]) + 1];
+    }
+    for (int64_t r = 0; r < P; ++r) start[r + 1] += start[r];
+    std::vector<int64_t> list(static_cast<size_t>(start[P]));
+    std::vector<int64_t> cursor(start.begin(), start.end() - 1);
+    for (int64_t e = 0; e < entries; ++e) {
+      if (valid_index(idx[e], P)) list[static_cast<size_t>(cursor[idx[e]]++)] = e;
+    }
+    cpu::parallel_for(0, P, row_grain(C * 4), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        S* row = out + C * r;
+        std::fill(row, row + C, S(0));
+        for (int64_t k = start[r]; k < start[r + 1]; ++k) {
+          const int64_t e = list[k];
+          const S wt = w == nullptr ? S(1) : w[e];
+          const S* src = g + C * (e / T);
+          for (int64_t c = 0; c < C; ++c) row[c] += wt * src[c];
+        }
+      }
+    });
+  });
+}
+
+Status gather_rows_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                       int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight) {
+  if (Q <= 0 || T <= 0) return nullptr;
+  return cpu::dispatch_float(dt, [&](auto zero) {
+    using S = decltype(zero);
+    const S* g = static_cast<const S*>(grad_out);
+    const S* f = static_cast<const S*>(feat);
+    S* gw = static_cast<S*>(grad_weight);
+    cpu::parallel_for(0, Q * T, row_grain(C), [&](int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1; ++e) {
+        const int64_t j = idx[e];
+        S acc = S(0);
+        if (valid_index(j, P)) {
+          const S* grow = g + C * (e / T);
+          const S* frow = f + C * j;
+          for (int64_t c = 0; c < C; ++c) acc += grow[c] * frow[c];
+        }
+        gw[e] = acc;
       }
     });
   });

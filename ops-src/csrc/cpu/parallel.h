@@ -3,6 +3,7 @@
 // honoured and threads are shared with torch); without a backend the loop runs serially.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace pointops {
@@ -24,6 +25,22 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   if (end <= begin) return;
   RangeBody body = [](int64_t b, int64_t e, void* ctx) { (*static_cast<const F*>(ctx))(b, e); };
   parallel_for_raw(begin, end, grain, body, const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+// Calls f(i) for every i in [0, count), handing items out one at a time to the pool's threads
+// as they become free: for items of uneven cost (clouds of different sizes, query blocks of
+// different difficulty), where fixed chunks would leave threads idle. f must not throw.
+template <class F>
+void parallel_for_each_dynamic(int64_t count, const F& f) {
+  if (count <= 0) return;
+  std::atomic<int64_t> next{0};
+  const int64_t workers = count < thread_count() ? count : thread_count();
+  parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < count;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      f(i);
+    }
+  });
 }
 
 }  // namespace cpu

@@ -87,6 +87,7 @@ __device__ __forceinline__ bool passes(const ValueCheck& c, int64_t i) {
       const int64_t* p = static_cast<const int64_t*>(c.data);
       if (i == 0 && p[0] != 0) return false;
       if (i == c.count - 1 && p[i] != c.high) return false;
+      if (i > 0 && c.low > 0 && p[i] - p[i - 1] > c.low) return false;
       return i == 0 || p[i - 1] <= p[i];
     }
   }
