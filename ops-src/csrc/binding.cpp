@@ -82,13 +82,20 @@ void check_index(const Tensor& t, const char* name) {
                   " must be an int64 tensor (the Python API converts int32)");
 }
 
+// Coordinates must be finite and at most 2^62 (float) / 2^510 (double) in magnitude: a squared
+// distance is at most 12 X^2, and 12 * (2^62)^2 = 1.5 * 2^127 < FLT_MAX,
+// 12 * (2^510)^2 = 1.5 * 2^1023 < DBL_MAX (pointops.ops.coordinate_limit says the same).
 template <typename T>
-void check_finite_values(const Tensor& t, const char* name) {
+void check_finite_values(const Tensor& t, const char* name, int limit_log2) {
   const T* p = static_cast<const T*>(t.const_data_ptr());
   const int64_t n = t.numel();
+  const T limit = static_cast<T>(std::ldexp(1.0, limit_log2));
   for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(p[i]) <= limit) continue;  // false for nan as well
     STD_TORCH_CHECK(std::isfinite(p[i]), "pointops: ", name,
                     " contains a non-finite value (nan or inf); coordinates must be finite");
+    STD_TORCH_CHECK(false, "pointops: ", name, " holds a coordinate of magnitude ", std::fabs(p[i]),
+                    ", above 2^", limit_log2, ": squared distances would overflow; scale the points down");
   }
 }
 
@@ -96,8 +103,8 @@ void check_finite_values(const Tensor& t, const char* name) {
 // clamp lengths and skip out-of-range indices so bad values cannot read out of bounds).
 void check_finite_cpu(const Tensor& t, const char* name) {
   if (!t.is_cpu()) return;
-  if (t.scalar_type() == ScalarType::Float) check_finite_values<float>(t, name);
-  if (t.scalar_type() == ScalarType::Double) check_finite_values<double>(t, name);
+  if (t.scalar_type() == ScalarType::Float) check_finite_values<float>(t, name, 62);
+  if (t.scalar_type() == ScalarType::Double) check_finite_values<double>(t, name, 510);
 }
 
 void check_lengths_cpu(const Tensor& t, const char* name, int64_t limit) {

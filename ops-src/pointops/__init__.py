@@ -18,6 +18,7 @@ from . import _registrations  # noqa: E402,F401  (needs the ops loaded above)
 from ._build_info import build_info  # noqa: E402
 from .ops import (  # noqa: E402
     ball_query,
+    coordinate_limit,
     furthest_point_sample,
     gather_points,
     group_points,
@@ -35,6 +36,7 @@ __all__ = [
     "ExtensionLoadError",
     "ball_query",
     "build_info",
+    "coordinate_limit",
     "furthest_point_sample",
     "gather_points",
     "group_points",

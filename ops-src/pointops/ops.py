@@ -124,8 +124,11 @@ def _points(t, name: str) -> Tensor:
 
 
 def _check_finite(t: Tensor, name: str) -> None:
-    if t.numel() and _data_checks_enabled(t) and not bool(torch.isfinite(t).all()):
-        raise ValueError(_not_finite_message(name))
+    """Finite coordinates within coordinate_limit(t.dtype)."""
+    if t.numel() and _data_checks_enabled(t):
+        problem = _ValueChecks().finite(t, name).first_problem()
+        if problem is not None:
+            raise problem
 
 
 def _same_device(ref: Tensor, ref_name: str, t: Tensor, name: str) -> None:
@@ -190,6 +193,34 @@ def _not_finite_message(name: str) -> str:
     return f"pointops: {name} contains nan or inf; coordinates must be finite"
 
 
+def coordinate_limit(dtype: torch.dtype) -> float:
+    """The largest coordinate magnitude the distance ops accept for `dtype`.
+
+    A squared distance of points within [-X, X]^3 is at most 3 * (2X)^2 = 12 X^2, summed in the
+    accumulation type: float32 for float32, float16 and bfloat16, float64 for float64. The limit
+    is the power of two below the exact bound sqrt(max / 12), so rounding cannot push a sum over:
+    12 * (2^62)^2 = 1.5 * 2^127 < FLT_MAX and 12 * (2^510)^2 = 1.5 * 2^1023 < DBL_MAX.
+    """
+    return 2.0 ** 510 if dtype == torch.float64 else 2.0 ** 62
+
+
+def _too_large_message(name: str, t: Tensor) -> str:
+    limit = coordinate_limit(t.dtype)
+    magnitude = float(t.detach().abs().amax())
+    accumulation, power = ("float64", 510) if t.dtype == torch.float64 else ("float32", 62)
+    return (f"pointops: {name} holds a coordinate of magnitude {magnitude:.4g}, above {limit:.4g} "
+            f"(2^{power}), the largest for which squared distances stay finite in {accumulation} "
+            f"arithmetic ({t.dtype}); scale the points down")
+
+
+def _plain(t: Tensor) -> Tensor:
+    """The tensor holding t's values under torch.func transforms (all vmapped samples at once),
+    which can be read, unlike the transforms' wrapper tensors."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
 class _ValueChecks:
     """The value checks of one call, read with a single device-to-host copy (one CUDA sync per
     call instead of one per checked tensor and bound)."""
@@ -219,17 +250,25 @@ class _ValueChecks:
             return None
         stats = []
         for kind, t, *_ in live:
+            t = _plain(t)
+            smallest, largest = torch.aminmax(t)  # nan propagates
             if kind == "finite":
-                stats.append(torch.isfinite(t).all().reshape(1).long())
+                limit = coordinate_limit(t.dtype)
+                # 0: fine, 1: nan or inf, 2: finite beyond the limit
+                status = torch.where(torch.isfinite(smallest) & torch.isfinite(largest),
+                                     ((smallest < -limit) | (largest > limit)).long() * 2, 1)
+                stats.append(status.reshape(1))
             else:
-                stats.append(torch.stack(torch.aminmax(t)))
+                stats.append(torch.stack((smallest, largest)))
         values = torch.cat(stats).tolist()  # the one read of device data
         pos = 0
-        for kind, _, name, low, high, detail in live:
+        for kind, t, name, low, high, detail in live:
             if kind == "finite":
-                ok, pos = bool(values[pos]), pos + 1
-                if not ok:
+                status, pos = values[pos], pos + 1
+                if status == 1:
                     return ValueError(_not_finite_message(name))
+                if status == 2:
+                    return ValueError(_too_large_message(name, _plain(t)))
                 continue
             got_low, got_high = values[pos], values[pos + 1]
             pos += 2
