@@ -10,6 +10,7 @@ naming the argument.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import warnings
@@ -17,7 +18,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from ._registrations import BallQueryFunction, GatherFunction, KnnFunction
+from ._registrations import BallQueryFunction, GatherFunction, KnnFunction, route
 
 _ops = torch.ops.pointops
 
@@ -164,6 +165,19 @@ def _positive_int(k, name: str) -> int:
     return k
 
 
+def _radius(radius):
+    """A ball radius: a finite number >= 0. Under torch.compile(dynamic=True) a float attribute
+    is a symbolic float while tracing, which Python's math cannot test; the op's float argument
+    specializes the graph on its value (a new radius recompiles) and the binding checks it."""
+    if torch.compiler.is_compiling() and isinstance(radius, (float, torch.SymFloat)):
+        return radius
+    if isinstance(radius, bool) or not isinstance(radius, (int, float)):
+        raise TypeError(f"pointops: radius must be a number, got {type(radius).__name__}")
+    if not math.isfinite(radius) or radius < 0:
+        raise ValueError(f"pointops: radius must be finite and >= 0, got {radius}")
+    return float(radius)
+
+
 def _pair_structure(xyz, query, names=("xyz", "query")):
     """Checks the types, devices and shapes of a point set and its queries (not the values)."""
     xyz_name, query_name = names
@@ -287,9 +301,11 @@ def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (),
 
     On CUDA the checks run first (when switched on). On CPU the binding checks the same values
     itself, so they run only when the op raised, to replace the binding's message with the
-    clearer one. With no input requiring grad the op is called below the autograd layer, which
-    skips the Python autograd wrapper that torch.library.register_autograd installs; when one
-    does, `function` (the op's autograd.Function from _registrations) is applied directly.
+    clearer one. With no input requiring grad the op is called below the autograd layer. When
+    one does, `function` (the op's lean autograd.Function from _registrations) is applied
+    directly, skipping the dispatcher's round trip through the op's Python autograd kernel;
+    under torch.func transforms and torch.jit.trace the op goes through the dispatcher, whose
+    autograd kernel picks the transformable Function and which the tracer records.
     """
     ref = args[0]
     if torch.compiler.is_compiling():
@@ -300,8 +316,10 @@ def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (),
         if problem is not None:
             raise problem
     try:
+        if torch._C._are_functorch_transforms_active():
+            return route(op, *args)
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
-            return function.apply(*args) if function is not None else op(*args)
+            return function.apply(*args) if function is not None and not torch._C._is_tracing() else op(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
     except RuntimeError:
@@ -310,6 +328,23 @@ def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (),
             if problem is not None:
                 raise problem from None
         raise
+
+
+def _traceable(fn):
+    """Under torch.jit.trace tensor sizes are traced values, and every comparison in the argument
+    checks warns that the trace might not generalize. The checks only guard the Python call (the
+    traced graph holds the op, which checks its inputs again when it runs), so while tracing
+    those warnings are silenced."""
+
+    @functools.wraps(fn)
+    def api(*args, **kwargs):
+        if not torch.jit.is_tracing():  # (torch.compile knows this one is False)
+            return fn(*args, **kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"pointops\.")
+            return fn(*args, **kwargs)
+
+    return api
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,6 +356,7 @@ _knn_op = _ops.knn.default
 _gather_op = _ops.gather.default
 
 
+@_traceable
 def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, start: int = 0) -> Tensor:
     """Farthest point sampling: int64 indices [B, k] into xyz [B, N, 3].
 
@@ -344,6 +380,7 @@ def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")
             .lengths(query_lengths, "query_lengths", query, names[1]))
 
 
+@_traceable
 def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tensor | None = None,
                query_lengths: Tensor | None = None, return_dist2: bool = False):
     """Points of xyz within `radius` (inclusive: d^2 <= radius^2) of each query point.
@@ -354,22 +391,20 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     are differentiable w.r.t. xyz and query.
     """
     xyz, query = _pair_structure(xyz, query)
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)):
-        raise TypeError(f"pointops: radius must be a number, got {type(radius).__name__}")
-    if not math.isfinite(radius) or radius < 0:
-        raise ValueError(f"pointops: radius must be finite and >= 0, got {radius}")
+    radius = _radius(radius)
     k = _positive_int(k, "k")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
     query_lengths = _lengths(query_lengths, "query_lengths", query, "query")
     checks = _neighbour_checks(xyz, query, lengths, query_lengths)
     # only the distances carry a gradient: without return_dist2 nothing needs the autograd layer
     grad_inputs = (xyz, query) if return_dist2 else ()
-    idx, count, dist2 = _call(_ball_query_op, (xyz, query, float(radius), k, lengths, query_lengths,
+    idx, count, dist2 = _call(_ball_query_op, (xyz, query, radius, k, lengths, query_lengths,
                                                True, bool(return_dist2)), checks, grad_inputs,
                                   BallQueryFunction)
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
+@_traceable
 def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
         query_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """k nearest neighbours in xyz of each query point: (dist2 [B, M, k], idx [B, M, k] int64),
@@ -384,6 +419,7 @@ def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
     return _call(_knn_op, (xyz, query, k, lengths, query_lengths), checks, (xyz, query), KnnFunction)
 
 
+@_traceable
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     """The 3 nearest `known` points of each `unknown` point: (dist2 [B, n, 3], idx [B, n, 3])."""
     names = ("known", "unknown")
@@ -413,12 +449,14 @@ def _features_and_index(feat, idx, idx_layout: str):
     return feat, idx, _ValueChecks().indices(idx, "idx", feat.shape[2])
 
 
+@_traceable
 def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
     feat, idx, checks = _features_and_index(feat, idx, "[B, M]")
     return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,), GatherFunction)
 
 
+@_traceable
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m, j] = feat[b, c, idx[b, m, j]]: [B, C, M, K]; idx -1 gives 0."""
     feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
@@ -427,6 +465,7 @@ def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     return out.view(B, feat.shape[1], M, K)
 
 
+@_traceable
 def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """out[b, c, i] = sum_j weight[b, i, j] * feat[b, c, idx[b, i, j]]: [B, C, n].
     Differentiable w.r.t. feat and weight; idx -1 contributes 0."""
