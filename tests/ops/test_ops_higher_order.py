@@ -222,3 +222,17 @@ def test_vmap_over_a_middle_dimension(device):
     expected = pointops.knn(xyz.reshape(4, 12, 3), query.reshape(4, 3, 3), 2)
     for a, b in zip(got, expected, strict=True):
         assert torch.equal(a.reshape(b.shape), b)
+
+
+def test_value_checks_still_raise_under_transforms(device):
+    xyz = torch.stack([cloud("random", 1, 6, seed=s) for s in range(3)]).to(device)
+    xyz[2, 0, 4, 1] = float("nan")  # one sample of the vmapped batch is bad
+    query = cloud("random", 1, 2, seed=9).to(device)
+    with pytest.raises(ValueError, match="xyz contains nan or inf"):
+        vmap(lambda x: pointops.knn(x, query, 2))(xyz)
+    with pytest.raises(ValueError, match="xyz contains nan or inf"):
+        grad(lambda x: pointops.knn(x, query, 2)[0].sum())(xyz[2])
+    feat = _rand(3, 1, 2, 6, device=device)
+    bad_idx = torch.tensor([[0, 6]], device=device)
+    with pytest.raises(ValueError, match="idx values must lie in -1..5"):
+        vmap(lambda f: pointops.gather_points(f, bad_idx))(feat)
