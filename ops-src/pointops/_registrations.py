@@ -58,17 +58,17 @@ def _gather_backward_weight_fake(grad_out, feat, idx):
     return feat.new_empty((idx.shape[0], idx.shape[1], idx.shape[2]))
 
 
-# --- calls inside the formulas and vmap rules ----------------------------------------------------
+# --- calls inside the formulas ------------------------------------------------------------------
 
 _TRANSFORMABLE = {}  # op -> its autograd.Function for torch.func transforms (filled below)
 
 
 def route(op, *args):
-    """op(*args) from inside a backward formula, differentiable whatever the
-    context: under torch.func transforms through the op's transformable autograd.Function (the
-    op's dispatcher autograd kernel cannot serve a transform), in grad mode through the
-    dispatcher, so the call is recorded for a higher-order gradient (create_graph=True), and in
-    a plain backward (grad mode off) straight below the autograd layer."""
+    """op(*args) from a backward formula (or the API under torch.func), differentiable whatever
+    the context: under torch.func transforms through the op's transformable autograd.Function
+    (the op's autograd kernel in the dispatcher cannot serve a transform), in grad mode through
+    the dispatcher, so the call is recorded for a higher-order gradient (create_graph=True), and
+    in a plain backward (grad mode off) straight below the autograd layer."""
     if torch._C._are_functorch_transforms_active():
         transformable = _TRANSFORMABLE.get(op)
         return transformable.apply(*args) if transformable is not None else op(*args)
@@ -285,25 +285,22 @@ def _unfold(t: Tensor, batch_size: int, B: int) -> Tensor:
     return t.reshape(batch_size, B, *t.shape[1:])
 
 
-def _vmap_rule(op, out_dims):
+def _vmap_rule(op):
+    """A vmap rule for `op` (register_vmap: it gets the unwrapped tensors and their vmapped
+    dimensions): one call of op on the folded batch. Every output is batched, except
+    ball_query's distances without return_dist2 (an empty [0] tensor)."""
+
     def rule(info, in_dims, *args):
         args, B = _fold(info.batch_size, in_dims, args)
         out = op(*args)
         if isinstance(out, Tensor):
             return _unfold(out, info.batch_size, B), 0
-        return tuple(_unfold(t, info.batch_size, B) if d == 0 else t
-                     for t, d in zip(out, out_dims(args), strict=True)), out_dims(args)
+        dims = tuple(0 if t.dim() > 1 else None for t in out)  # every batched output is [B, ...]
+        return tuple(_unfold(t, info.batch_size, B) if d == 0 else t for t, d in zip(out, dims, strict=True)), dims
+
     return rule
 
 
-def _ball_query_out_dims(args):
-    return (0, 0, 0 if args[7] else None)  # without return_dist2 the distances are an empty [0]
-
-
-torch.library.register_vmap("pointops::furthest_point_sample", _vmap_rule(ops.furthest_point_sample.default, None))
-torch.library.register_vmap("pointops::ball_query", _vmap_rule(ops.ball_query.default, _ball_query_out_dims))
-torch.library.register_vmap("pointops::knn", _vmap_rule(ops.knn.default, lambda args: (0, 0)))
-torch.library.register_vmap("pointops::gather", _vmap_rule(ops.gather.default, None))
-torch.library.register_vmap("pointops::gather_backward_feat", _vmap_rule(ops.gather_backward_feat.default, None))
-torch.library.register_vmap("pointops::gather_backward_weight",
-                            _vmap_rule(ops.gather_backward_weight.default, None))
+for _name in ("furthest_point_sample", "ball_query", "knn", "gather", "gather_backward_feat",
+              "gather_backward_weight"):
+    torch.library.register_vmap(f"pointops::{_name}", _vmap_rule(getattr(ops, _name).default))

@@ -303,9 +303,10 @@ def _call(op, args: tuple, checks: _ValueChecks | None, grad_inputs: tuple = (),
     itself, so they run only when the op raised, to replace the binding's message with the
     clearer one. With no input requiring grad the op is called below the autograd layer. When
     one does, `function` (the op's lean autograd.Function from _registrations) is applied
-    directly, skipping the dispatcher's round trip through the op's Python autograd kernel;
-    under torch.func transforms and torch.jit.trace the op goes through the dispatcher, whose
-    autograd kernel picks the transformable Function and which the tracer records.
+    directly, skipping the dispatcher's round trip through the op's Python autograd kernel.
+    Under torch.func transforms the op's transformable autograd.Function is applied instead
+    (route); under torch.jit.trace the op goes through the dispatcher, where the tracer records
+    it as pointops::* (an applied Function would be an unsaveable Python node).
     """
     ref = args[0]
     if torch.compiler.is_compiling():
