@@ -29,6 +29,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import setuptools
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -39,6 +40,12 @@ TORCH_TARGET = (2, 10)
 TORCH_TARGET_MACRO = f"0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000"
 PY_LIMITED_API = "0x030A0000"  # Python 3.10
 IS_WINDOWS = sys.platform == "win32"
+# pyproject.toml admits setuptools >= 68, but `project.license` as an SPDX string (the current
+# form; the table form is deprecated) is valid only from setuptools 77. The license is dynamic
+# there and given here in the form this setuptools understands.
+LICENSE = "BSD-3-Clause"
+LICENSE_METADATA = ({"license_expression": LICENSE} if int(setuptools.__version__.split(".")[0]) >= 77
+                    else {"license": LICENSE})
 
 
 def _load_cuda_archs():
@@ -309,6 +316,7 @@ class BuildPointops(build_ext):
 
 
 setup(
+    **LICENSE_METADATA,
     packages=["pointops", "pointops.compat"],
     package_data={"pointops": ["cuda_arch_table.json", "_build_info.json"]},
     ext_modules=[

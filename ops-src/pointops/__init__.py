@@ -23,6 +23,7 @@ from ._build_info import build_info  # noqa: E402
 from .ops import (  # noqa: E402
     ball_query,
     check_errors,
+    coordinate_limit,
     furthest_point_sample,
     gather_points,
     group_points,
@@ -41,6 +42,7 @@ __all__ = [
     "ball_query",
     "build_info",
     "check_errors",
+    "coordinate_limit",
     "furthest_point_sample",
     "gather_points",
     "group_points",

@@ -1,16 +1,26 @@
-"""Fake (meta) kernels and autograd formulas for the operators defined in C++.
+"""Fake (meta) kernels, autograd formulas and vmap rules for the operators defined in C++.
 
 Fake kernels give output shapes without data, so torch.compile and torch.library.opcheck can
 trace the ops. Gradients use only our own deterministic kernels (no float atomics): the
-feature gradient of a gather is a gather_backward_feat, and the distance gradient of knn /
-ball_query gathers the neighbours' coordinates and scatters back through gather_backward_feat.
+feature gradient of a gather is a gather_backward_feat (a scatter-sum), its weight gradient a
+gather_backward_weight, and the distance gradient of knn / ball_query gathers the neighbours'
+coordinates and scatters back through gather_backward_feat. The two backward ops have formulas
+of their own in terms of the same three ops, so gradients of any order stay on these kernels.
+
+Each differentiable op gets one autograd kernel (the Autograd dispatch key) that runs one of two
+autograd.Functions with the same formulas: a lean one for plain eager autograd, and one with
+setup_context and a generated vmap rule, which torch.func transforms (grad, vjp, jacrev) need.
+vmap rules fold the vmapped dimension into the ops' batch dimension, so vmap runs one call.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 ops = torch.ops.pointops
+
+_lib = torch.library.Library("pointops", "IMPL")  # holds the autograd kernels registered below
 
 
 @torch.library.register_fake("pointops::furthest_point_sample")
@@ -48,6 +58,38 @@ def _gather_backward_weight_fake(grad_out, feat, idx):
     return feat.new_empty((idx.shape[0], idx.shape[1], idx.shape[2]))
 
 
+# --- calls inside the formulas ------------------------------------------------------------------
+
+_TRANSFORMABLE = {}  # op -> its autograd.Function for torch.func transforms (filled below)
+
+
+def route(op, *args):
+    """op(*args) from a backward formula (or the API under torch.func), differentiable whatever
+    the context: under torch.func transforms through the op's transformable autograd.Function
+    (the op's autograd kernel in the dispatcher cannot serve a transform), in grad mode through
+    the dispatcher, so the call is recorded for a higher-order gradient (create_graph=True), and
+    in a plain backward (grad mode off) straight below the autograd layer."""
+    if torch._C._are_functorch_transforms_active():
+        transformable = _TRANSFORMABLE.get(op)
+        return transformable.apply(*args) if transformable is not None else op(*args)
+    if torch.is_grad_enabled():
+        return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
+
+
+def gather(feat, idx, weight):
+    return route(ops.gather.default, feat, idx, weight)
+
+
+def gather_backward_feat(grad_out, idx, weight, n):
+    return route(ops.gather_backward_feat.default, grad_out, idx, weight, n)
+
+
+def gather_backward_weight(grad_out, feat, idx):
+    return route(ops.gather_backward_weight.default, grad_out, feat, idx)
+
+
 # --- gather: out[b,c,p] = sum_t w[b,p,t] * feat[b,c,idx[b,p,t]] ---------------------------------
 
 def _gather_setup(ctx, inputs, output):
@@ -61,29 +103,64 @@ def _gather_backward(ctx, grad):
     feat, idx, weight = ctx.saved_tensors
     grad_feat = grad_weight = None
     if ctx.needs_input_grad[0]:
-        grad_feat = ops.gather_backward_feat(grad, idx, weight, ctx.n)
+        grad_feat = gather_backward_feat(grad, idx, weight, ctx.n)
     if ctx.has_weight and ctx.needs_input_grad[2]:
-        grad_weight = ops.gather_backward_weight(grad, feat, idx)
+        grad_weight = gather_backward_weight(grad, feat, idx)
     return grad_feat, None, grad_weight
 
 
-torch.library.register_autograd("pointops::gather", _gather_backward, setup_context=_gather_setup)
+# --- gather_backward_feat: out[b,c,j] = sum over (p,t) with idx[b,p,t] = j of w[b,p,t] * g[b,c,p]
+# (the transpose of gather: its gradient w.r.t. g is a gather, w.r.t. w a gather_backward_weight)
+
+def _gather_backward_feat_setup(ctx, inputs, output):
+    grad_out, idx, weight, _ = inputs
+    ctx.has_weight = weight is not None
+    ctx.save_for_backward(grad_out, idx, weight)
+
+
+def _gather_backward_feat_backward(ctx, grad):
+    grad_out, idx, weight = ctx.saved_tensors
+    grad_grad_out = grad_weight = None
+    if ctx.needs_input_grad[0]:
+        grad_grad_out = gather(grad, idx, weight)
+    if ctx.has_weight and ctx.needs_input_grad[2]:
+        grad_weight = gather_backward_weight(grad_out, grad, idx)
+    return grad_grad_out, None, grad_weight, None
+
+
+# --- gather_backward_weight: out[b,p,t] = sum_c g[b,c,p] * feat[b,c,idx[b,p,t]] (bilinear) -----
+
+def _gather_backward_weight_setup(ctx, inputs, output):
+    grad_out, feat, idx = inputs
+    ctx.n = feat.shape[2]
+    ctx.save_for_backward(grad_out, feat, idx)
+
+
+def _gather_backward_weight_backward(ctx, grad):
+    grad_out, feat, idx = ctx.saved_tensors
+    grad_grad_out = grad_feat = None
+    if ctx.needs_input_grad[0]:
+        grad_grad_out = gather(feat, idx, grad)
+    if ctx.needs_input_grad[1]:
+        grad_feat = gather_backward_feat(grad_out, idx, grad, ctx.n)
+    return grad_grad_out, grad_feat, None
 
 
 # --- distances of knn / ball_query w.r.t. both point sets ---------------------------------------
 
 def distance_backward(xyz, query, idx, grad_dist2):
     """Gradients of d2[b,m,s] = |query[b,m] - xyz[b,idx[b,m,s]]|^2 w.r.t. xyz and query;
-    slots with idx -1 contribute nothing."""
+    slots with idx -1 contribute nothing (whatever their incoming gradient). Written in
+    differentiable ops, so it has gradients of its own."""
     B, N = xyz.shape[0], xyz.shape[1]
     M, K = idx.shape[1], idx.shape[2]
     flat_idx = idx.reshape(B, M * K, 1)
-    neighbours = ops.gather(xyz.transpose(1, 2), flat_idx, None).view(B, 3, M, K)
-    diff = query.transpose(1, 2).unsqueeze(-1) - neighbours  # [B,3,M,K]
-    valid = (idx >= 0).unsqueeze(1)
-    g = torch.where(valid, 2 * diff * grad_dist2.unsqueeze(1), torch.zeros_like(diff))
+    neighbours = gather(xyz.transpose(1, 2), flat_idx, None).view(B, 3, M, K)
+    diff = query.transpose(1, 2).unsqueeze(-1) - neighbours  # [B,3,M,K]; 0 - query at idx -1
+    grad_valid = torch.where(idx >= 0, grad_dist2, torch.zeros_like(grad_dist2))
+    g = 2 * diff * grad_valid.unsqueeze(1)
     grad_query = g.sum(-1).transpose(1, 2)
-    grad_xyz = ops.gather_backward_feat((-g).reshape(B, 3, M * K), flat_idx, None, N).transpose(1, 2)
+    grad_xyz = gather_backward_feat((-g).reshape(B, 3, M * K), flat_idx, None, N).transpose(1, 2)
     return grad_xyz, grad_query
 
 
@@ -101,9 +178,6 @@ def _knn_backward(ctx, grad_dist2, grad_idx):
             grad_query if ctx.needs_input_grad[1] else None, None, None, None)
 
 
-torch.library.register_autograd("pointops::knn", _knn_backward, setup_context=_knn_setup)
-
-
 def _ball_query_setup(ctx, inputs, output):
     xyz, query = inputs[0], inputs[1]
     ctx.return_dist2 = inputs[7]
@@ -119,33 +193,114 @@ def _ball_query_backward(ctx, grad_idx, grad_count, grad_dist2):
             grad_query if ctx.needs_input_grad[1] else None) + (None,) * 6
 
 
-torch.library.register_autograd("pointops::ball_query", _ball_query_backward,
-                                setup_context=_ball_query_setup)
+# --- the autograd.Functions and the autograd kernels ---------------------------------------------
 
+def _functions(name, op, setup_context, backward):
+    """(eager, transformable) autograd.Functions of one op.
 
-# --- the same formulas for eager calls from the Python API ---------------------------------------
+    eager: forward takes ctx itself; a separate setup_context staticmethod would make every
+    apply() bind its arguments through inspect.signature, which costs more than the op's own
+    host time. transformable: the setup_context form with a generated vmap rule, required by
+    torch.func transforms (apply() checks for it whenever a transform is active)."""
 
-def _eager_function(name, op, setup_context, backward):
-    """An autograd.Function with the formulas registered above, for eager calls of the Python
-    API that need grad: it skips the dispatcher's round trip through the Python autograd kernel
-    that register_autograd installs (about half the host time of such a call). torch.compile
-    traces the registered op instead. forward takes ctx itself: a separate setup_context
-    staticmethod would make every apply() bind its arguments through inspect.signature, which
-    costs more than it saves."""
-
-    def forward(ctx, *args):
+    def below_autograd(*args):
         with torch._C._AutoDispatchBelowAutograd():
-            output = op(*args)
+            return op(*args)
+
+    def eager_forward(ctx, *args):
+        output = below_autograd(*args)
         setup_context(ctx, args, output)
         return output
 
-    return type(name, (torch.autograd.Function,), {
-        "forward": staticmethod(forward),
+    eager = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(eager_forward),
         "backward": staticmethod(backward),
     })
+    transformable = type(name + "Transformable", (torch.autograd.Function,), {
+        "forward": staticmethod(below_autograd),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward),
+        "generate_vmap_rule": True,
+    })
+    return eager, transformable
 
 
-GatherFunction = _eager_function("GatherFunction", ops.gather.default, _gather_setup, _gather_backward)
-KnnFunction = _eager_function("KnnFunction", ops.knn.default, _knn_setup, _knn_backward)
-BallQueryFunction = _eager_function("BallQueryFunction", ops.ball_query.default, _ball_query_setup,
-                                    _ball_query_backward)
+def _register_autograd(opname, eager, transformable):
+    op = getattr(ops, opname).default
+    _TRANSFORMABLE[op] = transformable
+    after_autograd = torch._C._after_autograd_keyset
+
+    def autograd_kernel(keyset, *args):
+        if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+            if torch._C._are_functorch_transforms_active():
+                # a transform's autograd.Function cannot run from inside the dispatcher
+                raise RuntimeError(
+                    f"pointops: torch.ops.pointops.{opname} is not differentiable under torch.func "
+                    "transforms when called directly; call it through the pointops API "
+                    "(pointops.knn, pointops.gather_points, ...), which is")
+            return eager.apply(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & after_autograd, *args)
+
+    _lib.impl(opname, autograd_kernel, "Autograd", with_keyset=True)
+
+
+GatherFunction, GatherTransformable = _functions(
+    "GatherFunction", ops.gather.default, _gather_setup, _gather_backward)
+GatherBackwardFeatFunction, GatherBackwardFeatTransformable = _functions(
+    "GatherBackwardFeatFunction", ops.gather_backward_feat.default, _gather_backward_feat_setup,
+    _gather_backward_feat_backward)
+GatherBackwardWeightFunction, GatherBackwardWeightTransformable = _functions(
+    "GatherBackwardWeightFunction", ops.gather_backward_weight.default, _gather_backward_weight_setup,
+    _gather_backward_weight_backward)
+KnnFunction, KnnTransformable = _functions("KnnFunction", ops.knn.default, _knn_setup, _knn_backward)
+BallQueryFunction, BallQueryTransformable = _functions(
+    "BallQueryFunction", ops.ball_query.default, _ball_query_setup, _ball_query_backward)
+
+_register_autograd("gather", GatherFunction, GatherTransformable)
+_register_autograd("gather_backward_feat", GatherBackwardFeatFunction, GatherBackwardFeatTransformable)
+_register_autograd("gather_backward_weight", GatherBackwardWeightFunction, GatherBackwardWeightTransformable)
+_register_autograd("knn", KnnFunction, KnnTransformable)
+_register_autograd("ball_query", BallQueryFunction, BallQueryTransformable)
+
+
+# --- vmap rules: the vmapped dimension joins the batch dimension ---------------------------------
+
+def _fold(batch_size: int, in_dims, args) -> tuple[list, int]:
+    """Every tensor argument as [V*B, ...] (vmapped dimension first, then merged with B; a tensor
+    not vmapped over is repeated V times); returns the arguments and B."""
+    B = None
+    folded = []
+    for arg, dim in zip(args, in_dims, strict=True):
+        if isinstance(arg, Tensor):
+            arg = arg.expand(batch_size, *arg.shape) if dim is None else arg.movedim(dim, 0)
+            if B is None:
+                B = arg.shape[1]
+            arg = arg.reshape(batch_size * arg.shape[1], *arg.shape[2:])
+        folded.append(arg)
+    return folded, B
+
+
+def _unfold(t: Tensor, batch_size: int, B: int) -> Tensor:
+    return t.reshape(batch_size, B, *t.shape[1:])
+
+
+def _vmap_rule(op):
+    """A vmap rule for `op` (register_vmap: it gets the unwrapped tensors and their vmapped
+    dimensions): one call of op on the folded batch. Every output is batched, except
+    ball_query's distances without return_dist2 (an empty [0] tensor)."""
+
+    def rule(info, in_dims, *args):
+        args, B = _fold(info.batch_size, in_dims, args)
+        out = op(*args)
+        if isinstance(out, Tensor):
+            return _unfold(out, info.batch_size, B), 0
+        dims = tuple(0 if t.dim() > 1 else None for t in out)  # every batched output is [B, ...]
+        return tuple(_unfold(t, info.batch_size, B) if d == 0 else t for t, d in zip(out, dims, strict=True)), dims
+
+    return rule
+
+
+for _name in ("furthest_point_sample", "ball_query", "knn", "gather", "gather_backward_feat",
+              "gather_backward_weight"):
+    torch.library.register_vmap(f"pointops::{_name}", _vmap_rule(getattr(ops, _name).default))

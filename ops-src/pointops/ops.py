@@ -10,6 +10,7 @@ naming the argument.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import warnings
@@ -17,7 +18,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from ._registrations import BallQueryFunction, GatherFunction, KnnFunction
+from ._registrations import BallQueryFunction, GatherFunction, KnnFunction, route
 
 _ops = torch.ops.pointops
 
@@ -177,6 +178,19 @@ def _positive_int(k, name: str) -> int:
     return k
 
 
+def _radius(radius):
+    """A ball radius: a finite number >= 0. Under torch.compile(dynamic=True) a float attribute
+    is a symbolic float while tracing, which Python's math cannot test; the op's float argument
+    specializes the graph on its value (a new radius recompiles) and the binding checks it."""
+    if torch.compiler.is_compiling() and isinstance(radius, (float, torch.SymFloat)):
+        return radius
+    if isinstance(radius, bool) or not isinstance(radius, (int, float)):
+        raise TypeError(f"pointops: radius must be a number, got {type(radius).__name__}")
+    if not math.isfinite(radius) or radius < 0:
+        raise ValueError(f"pointops: radius must be finite and >= 0, got {radius}")
+    return float(radius)
+
+
 def _pair_structure(xyz, query, names=("xyz", "query")):
     """Checks the types, devices and shapes of a point set and its queries (not the values)."""
     xyz_name, query_name = names
@@ -194,18 +208,40 @@ def _pair_structure(xyz, query, names=("xyz", "query")):
 # ---------------------------------------------------------------------------------------------
 # value checks and the call of an operator
 
-def coordinate_limit(dtype: torch.dtype) -> float:
-    """The largest coordinate magnitude whose squared distances stay finite in the accumulation
-    type (float32 for float32/float16/bfloat16, float64 for float64): (2x)^2 * 3 <= its max."""
-    return math.sqrt(torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).max / 12)
-
-
 def _not_finite_message(name: str) -> str:
     return f"pointops: {name} contains nan or inf; coordinates must be finite"
 
 
+def coordinate_limit(dtype: torch.dtype) -> float:
+    """The largest coordinate magnitude the distance ops accept for `dtype`.
+
+    A squared distance of points within [-X, X]^3 is at most 3 * (2X)^2 = 12 X^2, summed in the
+    accumulation type: float32 for float32, float16 and bfloat16, float64 for float64. The limit
+    is the power of two below the exact bound sqrt(max / 12), so rounding cannot push a sum over:
+    12 * (2^62)^2 = 1.5 * 2^127 < FLT_MAX and 12 * (2^510)^2 = 1.5 * 2^1023 < DBL_MAX.
+    """
+    return 2.0 ** 510 if dtype == torch.float64 else 2.0 ** 62
+
+
+def _too_large_message(name: str, t: Tensor) -> str:
+    limit = coordinate_limit(t.dtype)
+    magnitude = float(t.detach().abs().amax())
+    accumulation, power = ("float64", 510) if t.dtype == torch.float64 else ("float32", 62)
+    return (f"pointops: {name} holds a coordinate of magnitude {magnitude:.4g}, above {limit:.4g} "
+            f"(2^{power}), the largest for which squared distances stay finite in {accumulation} "
+            f"arithmetic ({t.dtype}); scale the points down")
+
+
+def _plain(t: Tensor) -> Tensor:
+    """The tensor holding t's values under torch.func transforms (all vmapped samples at once),
+    which can be read, unlike the transforms' wrapper tensors."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
 class _ValueChecks:
-    """The value checks of one call, read with a single device-to-host copy (one CUDA sync per
+    """The value checks of one call, read with a single copy (on CPU, after the binding refused a
     call instead of one per checked tensor and bound)."""
 
     __slots__ = ("_checks",)
@@ -233,25 +269,25 @@ class _ValueChecks:
             return None
         stats = []
         for kind, t, *_ in live:
+            t = _plain(t)
+            smallest, largest = torch.aminmax(t)  # nan propagates
             if kind == "finite":
-                stats.append(torch.stack([torch.isfinite(t).all().to(torch.float64),
-                                          t.abs().max().to(torch.float64)]))
+                limit = coordinate_limit(t.dtype)
+                # 0: fine, 1: nan or inf, 2: finite beyond the limit
+                status = torch.where(torch.isfinite(smallest) & torch.isfinite(largest),
+                                     ((smallest < -limit) | (largest > limit)).long() * 2, 1)
+                stats.append(status.reshape(1))
             else:
-                stats.append(torch.stack(torch.aminmax(t)).to(torch.float64))
-        values = torch.cat(stats).tolist()  # the one read of data
+                stats.append(torch.stack((smallest, largest)))
+        values = torch.cat(stats).tolist()  # the one read of device data
         pos = 0
         for kind, t, name, low, high, detail in live:
             if kind == "finite":
-                finite, largest = bool(values[pos]), values[pos + 1]
-                pos += 2
-                if not finite:
+                status, pos = values[pos], pos + 1
+                if status == 1:
                     return ValueError(_not_finite_message(name))
-                limit = coordinate_limit(t.dtype)
-                if largest > limit:
-                    return ValueError(f"pointops: {name} holds a coordinate of magnitude {largest:.3g}, beyond "
-                                      f"{limit:.3g}: squared distances between such points overflow "
-                                      f"{'float64' if t.dtype == torch.float64 else 'float32'}; scale or "
-                                      "center the cloud")
+                if status == 2:
+                    return ValueError(_too_large_message(name, _plain(t)))
                 continue
             got_low, got_high = int(values[pos]), int(values[pos + 1])
             pos += 2
@@ -271,15 +307,20 @@ def _call(op, args: tuple, checks=None, grad_inputs: tuple = (), function=None):
     The binding checks values itself: on CPU before the kernels run, on CUDA asynchronously
     (a problem found by an earlier call arrives as RuntimeError). `checks` is a callable giving
     this call's _ValueChecks, built only when a CPU op raised, to replace the binding's message
-    with the clearer one. With no input requiring grad the op is called below the autograd layer,
-    which skips the Python autograd wrapper that torch.library.register_autograd installs; when
-    one does, `function` (the op's autograd.Function from _registrations) is applied directly.
+    with the clearer one. With no input requiring grad the op is called below the autograd layer.
+    When one does, `function` (the op's lean autograd.Function from _registrations) is applied
+    directly, skipping the dispatcher's round trip through the op's Python autograd kernel.
+    Under torch.func transforms the op's transformable autograd.Function is applied instead
+    (route); under torch.jit.trace the op goes through the dispatcher, where the tracer records
+    it as pointops::* (an applied Function would be an unsaveable Python node).
     """
     if torch.compiler.is_compiling():
         return op(*args)  # traced: autograd is handled by the tracer
     try:
+        if torch._C._are_functorch_transforms_active():
+            return route(op, *args)
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
-            return function.apply(*args) if function is not None else op(*args)
+            return function.apply(*args) if function is not None and not torch._C._is_tracing() else op(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
     except RuntimeError as error:
@@ -292,6 +333,23 @@ def _call(op, args: tuple, checks=None, grad_inputs: tuple = (), function=None):
         raise
 
 
+def _traceable(fn):
+    """Under torch.jit.trace tensor sizes are traced values, and every comparison in the argument
+    checks warns that the trace might not generalize. The checks only guard the Python call (the
+    traced graph holds the op, which checks its inputs again when it runs), so while tracing
+    those warnings are silenced."""
+
+    @functools.wraps(fn)
+    def api(*args, **kwargs):
+        if not torch.jit.is_tracing():  # (torch.compile knows this one is False)
+            return fn(*args, **kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"pointops\.")
+            return fn(*args, **kwargs)
+
+    return api
+
+
 # ---------------------------------------------------------------------------------------------
 # sampling and neighbour search
 
@@ -301,6 +359,7 @@ _knn_op = _ops.knn.default
 _gather_op = _ops.gather.default
 
 
+@_traceable
 def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, start: int = 0) -> Tensor:
     """Farthest point sampling: int64 indices [B, k] into xyz [B, N, 3].
 
@@ -328,6 +387,7 @@ def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")
                     .lengths(query_lengths, "query_lengths", query, names[1]))
 
 
+@_traceable
 def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tensor | None = None,
                query_lengths: Tensor | None = None, return_dist2: bool = False):
     """Points of xyz within `radius` (inclusive: d^2 <= radius^2) of each query point.
@@ -338,22 +398,20 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     are differentiable w.r.t. xyz and query.
     """
     xyz, query = _pair_structure(xyz, query)
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)):
-        raise TypeError(f"pointops: radius must be a number, got {type(radius).__name__}")
-    if not math.isfinite(radius) or radius < 0:
-        raise ValueError(f"pointops: radius must be finite and >= 0, got {radius}")
+    radius = _radius(radius)
     k = _positive_int(k, "k")
     lengths = _lengths(lengths, "lengths", xyz, "xyz")
     query_lengths = _lengths(query_lengths, "query_lengths", query, "query")
     checks = _neighbour_checks(xyz, query, lengths, query_lengths)
     # only the distances carry a gradient: without return_dist2 nothing needs the autograd layer
     grad_inputs = (xyz, query) if return_dist2 else ()
-    idx, count, dist2 = _call(_ball_query_op, (xyz, query, float(radius), k, lengths, query_lengths,
+    idx, count, dist2 = _call(_ball_query_op, (xyz, query, radius, k, lengths, query_lengths,
                                                True, bool(return_dist2)), checks, grad_inputs,
                                   BallQueryFunction)
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
+@_traceable
 def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
         query_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """k nearest neighbours in xyz of each query point: (dist2 [B, M, k], idx [B, M, k] int64),
@@ -368,6 +426,7 @@ def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
     return _call(_knn_op, (xyz, query, k, lengths, query_lengths), checks, (xyz, query), KnnFunction)
 
 
+@_traceable
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     """The 3 nearest `known` points of each `unknown` point: (dist2 [B, n, 3], idx [B, n, 3])."""
     names = ("known", "unknown")
@@ -401,12 +460,14 @@ def _features_and_index(feat, idx, idx_layout: str):
     return feat, idx, _index_checks(idx, feat.shape[2])
 
 
+@_traceable
 def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
     feat, idx, checks = _features_and_index(feat, idx, "[B, M]")
     return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,), GatherFunction)
 
 
+@_traceable
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m, j] = feat[b, c, idx[b, m, j]]: [B, C, M, K]; idx -1 gives 0."""
     feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
@@ -415,6 +476,7 @@ def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     return out.view(B, feat.shape[1], M, K)
 
 
+@_traceable
 def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """out[b, c, i] = sum_j weight[b, i, j] * feat[b, c, idx[b, i, j]]: [B, C, n].
     Differentiable w.r.t. feat and weight; idx -1 contributes 0."""

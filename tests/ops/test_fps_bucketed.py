@@ -79,10 +79,15 @@ def test_coordinate_scales_in_float32(monkeypatch, scale):
     assert_paths_agree(monkeypatch, xyz, 1000)
 
 
-def test_overflowing_distances(monkeypatch):
-    # Squared distances overflow to +inf in float32: the bound must still never skip wrongly.
-    xyz = (torch.rand(1, 3000, 3, generator=generator(7)) - 0.5) * 4e19
-    assert_paths_agree(monkeypatch, xyz, 300)
+def test_distances_near_float32_overflow(monkeypatch):
+    # Coordinates up to the accepted limit (2^62): squared distances reach 1.5 * 2^127, close to
+    # FLT_MAX; the bound must still never skip wrongly. Larger coordinates are rejected
+    # (test_value_checks.py).
+    limit = pointops.coordinate_limit(torch.float32)
+    xyz = (torch.rand(1, 3000, 3, generator=generator(7)) * 2 - 1) * limit
+    xyz[0, :2] = torch.tensor([[limit] * 3, [-limit] * 3])  # the farthest pair the limit admits
+    out = assert_paths_agree(monkeypatch, xyz, 300)
+    assert out[0, 1] == 1  # from the corner at +limit the farthest point is the one at -limit
 
 
 @pytest.mark.parametrize("path", ["brute", "kdtree"])

@@ -112,10 +112,13 @@ def _opcheck_cases(device):
         (ops.gather.default, (feat.clone().requires_grad_(), idx[..., :1], None)),
         (ops.gather_backward_feat.default, (g, idx, w, 9)),
         (ops.gather_backward_weight.default, (g, feat, idx)),
+        # the backward ops are differentiable too (double backward)
+        (ops.gather_backward_feat.default, (g.clone().requires_grad_(), idx, w.clone().requires_grad_(), 9)),
+        (ops.gather_backward_weight.default, (g.clone().requires_grad_(), feat.clone().requires_grad_(), idx)),
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(10))
 def test_opcheck(device, case):
     op, args = _opcheck_cases(device)[case]
     torch.library.opcheck(op, args)

@@ -1,5 +1,6 @@
 """pointops.compat.pointnet2_utils against pointnet2_ops' documented conventions."""
 
+import ops_reference as ref
 import pointops
 import pytest
 import torch
@@ -95,3 +96,44 @@ def test_query_and_group_and_group_all(device):
     assert all_out.shape == (2, 8, 1, 20)
     torch.testing.assert_close(all_out[:, :3, 0], xyz.transpose(1, 2))
     assert pn2.GroupAll()(xyz).shape == (2, 3, 1, 20)
+
+
+def _feature_propagation_with_coincident_points(device, three_nn, three_interpolate, gather, eps):
+    """PointNet++ feature propagation where every coarse point is also a dense point (FPS picks
+    them from the cloud): dense features interpolated by inverse-distance weights from the
+    coarse ones. Returns the dense points' gradient and the weights' distances."""
+    xyz = cloud("random", 2, 24, dtype=torch.float32).to(device).requires_grad_(True)
+    centre_idx = pointops.furthest_point_sample(xyz.detach(), 6)
+    centres = gather(xyz.transpose(1, 2).contiguous(), centre_idx).transpose(1, 2).contiguous()
+    coarse_feat = torch.cat([centres.transpose(1, 2), centres.transpose(1, 2).square()], dim=1)
+    dist, idx = three_nn(xyz, centres)
+    dist_recip = 1.0 / (dist + eps)
+    weight = dist_recip / dist_recip.sum(dim=2, keepdim=True)
+    dense = three_interpolate(coarse_feat, idx, weight)
+    (grad,) = torch.autograd.grad(dense.square().sum(), xyz)
+    return grad, dist
+
+
+def test_feature_propagation_gradient_is_finite_with_coincident_points(device):
+    grad, dist = _feature_propagation_with_coincident_points(
+        device, pn2.three_nn, pn2.three_interpolate, pn2.gather_operation, 1e-8)
+    assert (dist == 0).any()  # the coarse points do coincide with dense ones
+    assert not dist.requires_grad  # pointnet2_ops marks three_nn's outputs non-differentiable
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+
+def test_native_three_nn_dist2_is_no_nan_trap_with_coincident_points(device):
+    # The native API's squared distances have the gradient 2 (q - x), finite (0) where points
+    # coincide, so the same weights built on dist2 keep every gradient finite; it equals the
+    # gradient of the same formula in plain torch ops.
+    grad, dist2 = _feature_propagation_with_coincident_points(
+        device, pointops.three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8)
+    assert (dist2 == 0).any() and torch.isfinite(grad).all()
+
+    def plain_three_nn(unknown, known):
+        _, idx = pointops.three_nn(unknown.detach(), known.detach())
+        return ref.knn_dist2_differentiable(known, unknown, idx), idx
+
+    expected, _ = _feature_propagation_with_coincident_points(
+        device, plain_three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8)
+    torch.testing.assert_close(grad, expected)

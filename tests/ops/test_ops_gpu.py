@@ -63,6 +63,27 @@ def test_reduced_precision_matches_float32_of_the_same_values(dtype):
                                    rtol=1e-2, atol=1e-2, msg=name)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision_coordinates_accumulate_in_float32_up_to_its_limit(dtype):
+    # float16 cannot exceed the limit (max 65504); bfloat16 can, and is then refused. The
+    # squared distances are float32 sums rounded to the output dtype (inf in float16 here:
+    # the neighbours are still right)
+    limit = pointops.coordinate_limit(dtype)
+    top = min(limit, torch.finfo(dtype).max)
+    corners = torch.tensor([[[top] * 3, [0.0] * 3, [-top] * 3]], device="cuda").to(dtype)
+    dist2, idx = pointops.knn(corners, corners[:, :1], 3)
+    assert idx.tolist() == [[[0, 1, 2]]]
+    expected = torch.tensor([[[0.0, 3 * top ** 2, 12 * top ** 2]]], device="cuda").to(dtype)
+    assert torch.equal(dist2, expected)
+    assert pointops.furthest_point_sample(corners, 3).tolist() == [[0, 2, 1]]
+    if dtype == torch.bfloat16:
+        beyond = corners.clone()
+        beyond[0, 1, 0] = 2.0 ** 63
+        with pytest.raises(ValueError, match=r"xyz holds a coordinate of magnitude 9.223e\+18, above "
+                                             r"4.612e\+18 \(2\^62\).*float32 arithmetic"):
+            pointops.knn(beyond, corners, 1)
+
+
 def test_reduced_precision_gradients():
     feat = torch.randn(2, 4, 50, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     idx = torch.randint(0, 50, (2, 30, 3), device="cuda")

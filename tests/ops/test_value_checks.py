@@ -20,6 +20,9 @@ def pts(b=1, n=4):
 
 NAN_POINT = torch.tensor([[[0.0, math.nan, 0.0]]])
 INF_POINT = torch.tensor([[[math.inf, 0.0, 0.0]]])
+# finite, but squared distances would overflow float32 (the limit is 2^62, about 4.6e18)
+BIG_POINT = torch.tensor([[[0.0, 0.0, -1e19]]])
+BIG_CLOUD64 = torch.tensor([[[0.0, 0.0, 0.0], [1e160, 0.0, 0.0]]], dtype=torch.float64)
 
 # (call with one bad value, words of the Python API's error, words of the binding's error)
 BAD_VALUES = [
@@ -46,6 +49,15 @@ BAD_VALUES = [
     (lambda: pn2.gather_operation(torch.rand(1, 2, 5), torch.tensor([[6]], dtype=torch.int32)),
      "idx values must lie in -1..4", "idx holds index 6"),
     (lambda: pn2.ball_query(0.1, 2, pts(), NAN_POINT), "new_xyz contains nan or inf", "query contains a non-finite"),
+    (lambda: pointops.knn(pts(), BIG_POINT, 1),
+     "query holds a coordinate of magnitude 1e+19, above 4.612e+18 (2^62), the largest for which squared "
+     "distances stay finite in float32 arithmetic", "query holds a coordinate of magnitude 1e+19, above 2^62"),
+    (lambda: pointops.furthest_point_sample(BIG_CLOUD64, 2),
+     "xyz holds a coordinate of magnitude 1e+160, above 3.352e+153 (2^510)", "above 2^510"),
+    (lambda: pointops.ball_query(BIG_POINT.expand(1, 3, 3), pts(), 0.5, 2), "xyz holds a coordinate",
+     "xyz holds a coordinate of magnitude 1e+19"),
+    (lambda: pointops.three_nn(BIG_POINT, pts()), "unknown holds a coordinate", "query holds a coordinate"),
+    (lambda: pn2.ball_query(0.1, 2, pts(), BIG_POINT), "new_xyz holds a coordinate", "query holds a coordinate"),
 ]
 IDS = [f"case{i}" for i in range(len(BAD_VALUES))]
 
@@ -95,6 +107,28 @@ def test_checks_off_give_the_same_results_on_good_input():
         off = run()
     for a, b in zip(on, off, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize(("dtype", "power"), [(torch.float32, 62), (torch.float64, 510)])
+def test_coordinates_up_to_the_limit_give_exact_results_and_beyond_it_an_error(device, dtype, power):
+    limit = 2.0 ** power
+    assert pointops.coordinate_limit(dtype) == limit
+    corners = torch.tensor([[[limit] * 3, [0.0] * 3, [-limit] * 3]], dtype=dtype, device=device)
+    dist2, idx = pointops.knn(corners, corners[:, :1], 3)
+    # the farthest pair the limit admits: 3 * (2 * limit)^2 = 1.5 * 2^(2 power + 3), finite
+    expected = torch.tensor([[[0.0, 3 * limit ** 2, 12 * limit ** 2]]], dtype=dtype, device=device)
+    assert torch.equal(dist2, expected) and idx.tolist() == [[[0, 1, 2]]]
+    assert pointops.furthest_point_sample(corners, 3).tolist() == [[0, 2, 1]]
+    idx, count, d2 = pointops.ball_query(corners, corners[:, 2:], 4 * limit, 3, return_dist2=True)
+    assert count.tolist() == [[3]] and torch.equal(d2, expected.flip(-1))
+    above = torch.nextafter(torch.tensor(limit, dtype=dtype), torch.tensor(math.inf, dtype=dtype))
+    for sign in (1, -1):
+        beyond = corners.clone()
+        beyond[0, 1, 2] = sign * above
+        with pytest.raises(ValueError, match=rf"xyz holds a coordinate of magnitude .*\(2\^{power}\)"):
+            pointops.knn(beyond, corners, 1)
+        with pytest.raises(ValueError, match=rf"query holds a coordinate .*\(2\^{power}\)"):
+            pointops.knn(corners, beyond, 1)
 
 
 def test_switch_and_context_manager():

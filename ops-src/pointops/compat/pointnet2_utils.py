@@ -40,8 +40,12 @@ def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
 
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     """The three nearest `known` points of each `unknown` point: (dist [B, n, 3] Euclidean,
-    idx [B, n, 3] int32). With fewer than 3 known points the missing slots are idx 0, dist inf."""
-    dist2, idx = ops.three_nn(unknown, known)
+    idx [B, n, 3] int32). With fewer than 3 known points the missing slots are idx 0, dist inf.
+
+    As in pointnet2_ops, the distances carry no gradient: the usual interpolation weights
+    1 / (dist + eps) would otherwise send NaN into xyz's gradient (the derivative of the square
+    root at a known point that coincides with an unknown one)."""
+    dist2, idx = ops.three_nn(unknown.detach(), known.detach())
     return torch.sqrt(dist2), _int32(idx)
 
 
@@ -55,6 +59,7 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     return ops.group_points(features, idx)
 
 
+@ops._traceable
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
     """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
     each new_xyz point; short balls repeat their first hit, an empty ball is all 0."""
