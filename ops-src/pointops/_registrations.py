@@ -58,6 +58,38 @@ def _gather_backward_weight_fake(grad_out, feat, idx):
     return feat.new_empty((idx.shape[0], idx.shape[1], idx.shape[2]))
 
 
+@torch.library.register_fake("pointops::knn_packed")
+def _knn_packed_fake(xyz, ptr, query, query_ptr, k):
+    return xyz.new_empty((query.shape[0], k)), xyz.new_empty((query.shape[0], k), dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::ball_query_packed")
+def _ball_query_packed_fake(xyz, ptr, query, query_ptr, radius, k, inclusive, return_dist2):
+    Q = query.shape[0]
+    return (xyz.new_empty((Q, k), dtype=torch.int64), xyz.new_empty((Q,), dtype=torch.int64),
+            xyz.new_empty((Q, k) if return_dist2 else (0,)))
+
+
+@torch.library.register_fake("pointops::furthest_point_sample_packed")
+def _fps_packed_fake(xyz, ptr, sample_ptr, samples, max_points):
+    return xyz.new_empty((samples,), dtype=torch.int64)
+
+
+@torch.library.register_fake("pointops::gather_rows")
+def _gather_rows_fake(feat, idx, weight):
+    return feat.new_empty((idx.shape[0], feat.shape[1]))
+
+
+@torch.library.register_fake("pointops::gather_rows_backward_feat")
+def _gather_rows_backward_feat_fake(grad_out, idx, weight, rows):
+    return grad_out.new_empty((rows, grad_out.shape[1]))
+
+
+@torch.library.register_fake("pointops::gather_rows_backward_weight")
+def _gather_rows_backward_weight_fake(grad_out, feat, idx):
+    return feat.new_empty((idx.shape[0], idx.shape[1]))
+
+
 # --- calls inside the formulas ------------------------------------------------------------------
 
 _TRANSFORMABLE = {}  # op -> its autograd.Function for torch.func transforms (filled below)
@@ -193,6 +225,110 @@ def _ball_query_backward(ctx, grad_idx, grad_count, grad_dist2):
             grad_query if ctx.needs_input_grad[1] else None) + (None,) * 6
 
 
+# --- packed batches: the same formulas on channels-last rows --------------------------------------
+# gather_rows: out[q,c] = sum_t w[q,t] * feat[idx[q,t],c]; its transposes as for the padded gather.
+
+def gather_rows(feat, idx, weight):
+    return route(ops.gather_rows.default, feat, idx, weight)
+
+
+def gather_rows_backward_feat(grad_out, idx, weight, rows):
+    return route(ops.gather_rows_backward_feat.default, grad_out, idx, weight, rows)
+
+
+def gather_rows_backward_weight(grad_out, feat, idx):
+    return route(ops.gather_rows_backward_weight.default, grad_out, feat, idx)
+
+
+def _gather_rows_setup(ctx, inputs, output):
+    feat, idx, weight = inputs
+    ctx.rows = feat.shape[0]
+    ctx.has_weight = weight is not None
+    ctx.save_for_backward(feat, idx, weight)
+
+
+def _gather_rows_backward(ctx, grad):
+    feat, idx, weight = ctx.saved_tensors
+    grad_feat = grad_weight = None
+    if ctx.needs_input_grad[0]:
+        grad_feat = gather_rows_backward_feat(grad, idx, weight, ctx.rows)
+    if ctx.has_weight and ctx.needs_input_grad[2]:
+        grad_weight = gather_rows_backward_weight(grad, feat, idx)
+    return grad_feat, None, grad_weight
+
+
+def _gather_rows_backward_feat_setup(ctx, inputs, output):
+    grad_out, idx, weight, _ = inputs
+    ctx.has_weight = weight is not None
+    ctx.save_for_backward(grad_out, idx, weight)
+
+
+def _gather_rows_backward_feat_backward(ctx, grad):
+    grad_out, idx, weight = ctx.saved_tensors
+    grad_grad_out = grad_weight = None
+    if ctx.needs_input_grad[0]:
+        grad_grad_out = gather_rows(grad, idx, weight)
+    if ctx.has_weight and ctx.needs_input_grad[2]:
+        grad_weight = gather_rows_backward_weight(grad_out, grad, idx)
+    return grad_grad_out, None, grad_weight, None
+
+
+def _gather_rows_backward_weight_setup(ctx, inputs, output):
+    grad_out, feat, idx = inputs
+    ctx.rows = feat.shape[0]
+    ctx.save_for_backward(grad_out, feat, idx)
+
+
+def _gather_rows_backward_weight_backward(ctx, grad):
+    grad_out, feat, idx = ctx.saved_tensors
+    grad_grad_out = grad_feat = None
+    if ctx.needs_input_grad[0]:
+        grad_grad_out = gather_rows(feat, idx, grad)
+    if ctx.needs_input_grad[1]:
+        grad_feat = gather_rows_backward_feat(grad_out, idx, grad, ctx.rows)
+    return grad_grad_out, grad_feat, None
+
+
+def packed_distance_backward(xyz, query, idx, grad_dist2):
+    """Gradients of d2[q,s] = |query[q] - xyz[idx[q,s]]|^2 (idx global rows, -1 none)."""
+    Q, K = idx.shape
+    flat_idx = idx.reshape(Q * K, 1)
+    neighbours = gather_rows(xyz, flat_idx, None).view(Q, K, 3)
+    diff = query.unsqueeze(1) - neighbours
+    grad_valid = torch.where(idx >= 0, grad_dist2, torch.zeros_like(grad_dist2))
+    g = 2 * diff * grad_valid.unsqueeze(-1)
+    grad_query = g.sum(1)
+    grad_xyz = gather_rows_backward_feat((-g).reshape(Q * K, 3), flat_idx, None, xyz.shape[0])
+    return grad_xyz, grad_query
+
+
+def _knn_packed_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[2], output[1])
+
+
+def _knn_packed_backward(ctx, grad_dist2, grad_idx):
+    xyz, query, idx = ctx.saved_tensors
+    if grad_dist2 is None:
+        return (None,) * 5
+    grad_xyz, grad_query = packed_distance_backward(xyz, query, idx, grad_dist2)
+    return (grad_xyz if ctx.needs_input_grad[0] else None, None,
+            grad_query if ctx.needs_input_grad[2] else None, None, None)
+
+
+def _ball_query_packed_setup(ctx, inputs, output):
+    ctx.return_dist2 = inputs[7]
+    ctx.save_for_backward(inputs[0], inputs[2], output[0])
+
+
+def _ball_query_packed_backward(ctx, grad_idx, grad_count, grad_dist2):
+    xyz, query, idx = ctx.saved_tensors
+    if grad_dist2 is None or not ctx.return_dist2:
+        return (None,) * 8
+    grad_xyz, grad_query = packed_distance_backward(xyz, query, idx, grad_dist2)
+    return (grad_xyz if ctx.needs_input_grad[0] else None, None,
+            grad_query if ctx.needs_input_grad[2] else None) + (None,) * 5
+
+
 # --- the autograd.Functions and the autograd kernels ---------------------------------------------
 
 def _functions(name, op, setup_context, backward):
@@ -257,7 +393,26 @@ KnnFunction, KnnTransformable = _functions("KnnFunction", ops.knn.default, _knn_
 BallQueryFunction, BallQueryTransformable = _functions(
     "BallQueryFunction", ops.ball_query.default, _ball_query_setup, _ball_query_backward)
 
+GatherRowsFunction, GatherRowsTransformable = _functions(
+    "GatherRowsFunction", ops.gather_rows.default, _gather_rows_setup, _gather_rows_backward)
+GatherRowsBackwardFeatFunction, GatherRowsBackwardFeatTransformable = _functions(
+    "GatherRowsBackwardFeatFunction", ops.gather_rows_backward_feat.default, _gather_rows_backward_feat_setup,
+    _gather_rows_backward_feat_backward)
+GatherRowsBackwardWeightFunction, GatherRowsBackwardWeightTransformable = _functions(
+    "GatherRowsBackwardWeightFunction", ops.gather_rows_backward_weight.default,
+    _gather_rows_backward_weight_setup, _gather_rows_backward_weight_backward)
+KnnPackedFunction, KnnPackedTransformable = _functions(
+    "KnnPackedFunction", ops.knn_packed.default, _knn_packed_setup, _knn_packed_backward)
+BallQueryPackedFunction, BallQueryPackedTransformable = _functions(
+    "BallQueryPackedFunction", ops.ball_query_packed.default, _ball_query_packed_setup, _ball_query_packed_backward)
+
 _register_autograd("gather", GatherFunction, GatherTransformable)
+_register_autograd("gather_rows", GatherRowsFunction, GatherRowsTransformable)
+_register_autograd("gather_rows_backward_feat", GatherRowsBackwardFeatFunction, GatherRowsBackwardFeatTransformable)
+_register_autograd("gather_rows_backward_weight", GatherRowsBackwardWeightFunction,
+                   GatherRowsBackwardWeightTransformable)
+_register_autograd("knn_packed", KnnPackedFunction, KnnPackedTransformable)
+_register_autograd("ball_query_packed", BallQueryPackedFunction, BallQueryPackedTransformable)
 _register_autograd("gather_backward_feat", GatherBackwardFeatFunction, GatherBackwardFeatTransformable)
 _register_autograd("gather_backward_weight", GatherBackwardWeightFunction, GatherBackwardWeightTransformable)
 _register_autograd("knn", KnnFunction, KnnTransformable)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import _registrations as _reg
 from . import ops
 
 __all__ = [
@@ -91,23 +92,55 @@ def batch_from_ptr(ptr: Tensor, total: int | None = None) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # operators
 
-def _clouds(ptr: Tensor) -> list[tuple[int, int]]:
-    bounds = ptr.tolist()
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+_ops = torch.ops.pointops
+
+
+def _packed_points(t, name: str) -> Tensor:
+    t = ops._float_tensor(t, name)
+    if t.dim() != 2 or t.shape[1] != 3:
+        raise ValueError(f"pointops: {name} must have shape [P, 3], got {list(t.shape)}")
+    return t
+
+
+def _row_pointer(ptr, name: str, ref: Tensor, ref_name: str) -> Tensor:
+    ptr = ops._index(ptr, name, ref, ref_name)
+    if ptr.dim() != 1 or ptr.shape[0] < 1:
+        raise ValueError(f"pointops: {name} must be a 1-D row pointer of B + 1 >= 1 entries, got shape "
+                         f"{list(ptr.shape)}")
+    return ptr
+
+
+def _pair(xyz, ptr, query, query_ptr):
+    xyz, query = _packed_points(xyz, "xyz"), _packed_points(query, "query")
+    ops._same_device(xyz, "xyz", query, "query")
+    if query.dtype != xyz.dtype:
+        raise TypeError(f"pointops: query has dtype {query.dtype} but xyz has {xyz.dtype}")
+    ptr, query_ptr = _row_pointer(ptr, "ptr", xyz, "xyz"), _row_pointer(query_ptr, "query_ptr", xyz, "xyz")
+    if ptr.shape[0] != query_ptr.shape[0]:
+        raise ValueError(f"pointops: ptr describes {ptr.shape[0] - 1} clouds but query_ptr {query_ptr.shape[0] - 1}")
+    return xyz, ptr, query, query_ptr
+
+
+def _call(op, args: tuple, grad_inputs: tuple = (), function=None):
+    """ops._call for the packed ops: the binding's value errors (a bad row pointer, nan) become
+    ValueError with the binding's own message, which names the argument."""
+    try:
+        return ops._call(op, args, None, grad_inputs, function)
+    except RuntimeError as error:
+        message = str(error)
+        start = message.find("pointops: ")
+        if start >= 0 and not args[0].is_cuda:
+            raise ValueError(message[start:].splitlines()[0]) from None
+        raise
 
 
 def knn(xyz: Tensor, ptr: Tensor, query: Tensor, query_ptr: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k nearest points of each query row within its own cloud: (dist2 [Q, k], idx [Q, k]),
-    idx global rows of xyz, sorted by (dist2, index); missing slots are -1 / +inf."""
-    ptr, query_ptr = _index_vector(ptr, "ptr"), _index_vector(query_ptr, "query_ptr")
-    dist2 = query.new_full((query.shape[0], k), float("inf"))
-    idx = torch.full((query.shape[0], k), -1, dtype=torch.int64, device=query.device)
-    for (p0, p1), (q0, q1) in zip(_clouds(ptr), _clouds(query_ptr), strict=True):
-        if q1 > q0 and p1 > p0:
-            d, i = ops.knn(xyz[None, p0:p1], query[None, q0:q1], k)
-            dist2[q0:q1] = d[0]
-            idx[q0:q1] = torch.where(i[0] >= 0, i[0] + p0, i[0])
-    return dist2, idx
+    idx global rows of xyz, sorted by (dist2, index); missing slots are -1 / +inf. dist2 is
+    differentiable w.r.t. xyz and query."""
+    xyz, ptr, query, query_ptr = _pair(xyz, ptr, query, query_ptr)
+    k = ops._positive_int(k, "k")
+    return _call(_ops.knn_packed.default, (xyz, ptr, query, query_ptr, k), (xyz, query), _reg.KnnPackedFunction)
 
 
 def three_nn(unknown: Tensor, unknown_ptr: Tensor, known: Tensor, known_ptr: Tensor):
@@ -116,44 +149,67 @@ def three_nn(unknown: Tensor, unknown_ptr: Tensor, known: Tensor, known_ptr: Ten
 
 
 def ball_query(xyz: Tensor, ptr: Tensor, query: Tensor, query_ptr: Tensor, radius: float, k: int,
-               return_dist2: bool = False):
-    """The first k points (ascending row) within `radius` (inclusive) of each query row:
-    (idx [Q, k], count [Q]) (+ dist2 [Q, k]); short balls repeat their first hit, empty ones
-    are -1 / count 0 / +inf."""
-    ptr, query_ptr = _index_vector(ptr, "ptr"), _index_vector(query_ptr, "query_ptr")
-    idx = torch.full((query.shape[0], k), -1, dtype=torch.int64, device=query.device)
-    count = torch.zeros(query.shape[0], dtype=torch.int64, device=query.device)
-    dist2 = query.new_full((query.shape[0], k), float("inf"))
-    for (p0, p1), (q0, q1) in zip(_clouds(ptr), _clouds(query_ptr), strict=True):
-        if q1 > q0 and p1 > p0:
-            i, c, d = ops.ball_query(xyz[None, p0:p1], query[None, q0:q1], radius, k, return_dist2=True)
-            idx[q0:q1] = torch.where(i[0] >= 0, i[0] + p0, i[0])
-            count[q0:q1] = c[0]
-            dist2[q0:q1] = d[0]
+               return_dist2: bool = False, inclusive: bool = True):
+    """The first k points (ascending row) of the query's cloud within `radius` of each query row
+    (d^2 <= r^2, or d^2 < r^2 with inclusive=False): (idx [Q, k], count [Q]) (+ dist2 [Q, k]);
+    short balls repeat their first hit, empty ones are -1 / count 0 / +inf."""
+    xyz, ptr, query, query_ptr = _pair(xyz, ptr, query, query_ptr)
+    radius = ops._radius(radius)
+    k = ops._positive_int(k, "k")
+    grad_inputs = (xyz, query) if return_dist2 else ()
+    idx, count, dist2 = _call(_ops.ball_query_packed.default,
+                              (xyz, ptr, query, query_ptr, radius, k, bool(inclusive), bool(return_dist2)),
+                              grad_inputs, _reg.BallQueryPackedFunction)
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
-def furthest_point_sample(xyz: Tensor, ptr: Tensor, sample_ptr: Tensor) -> Tensor:
-    """Farthest point sampling of each cloud: cloud b gets sample_ptr[b+1] - sample_ptr[b]
-    picks, written to rows sample_ptr[b] .. of the result (global rows of xyz, int64), starting
-    at the cloud's first point. Slots past a cloud's size are -1."""
-    ptr, sample_ptr = _index_vector(ptr, "ptr"), _index_vector(sample_ptr, "sample_ptr")
-    samples = _clouds(sample_ptr)
-    out = torch.full((samples[-1][1] if samples else 0,), -1, dtype=torch.int64, device=xyz.device)
-    for (p0, p1), (s0, s1) in zip(_clouds(ptr), samples, strict=True):
-        if s1 > s0 and p1 > p0:
-            i = ops.furthest_point_sample(xyz[None, p0:p1], s1 - s0)[0]
-            out[s0:s1] = torch.where(i >= 0, i + p0, i)
-    return out
+def furthest_point_sample(xyz: Tensor, ptr: Tensor, sample_ptr: Tensor, num_samples: int | None = None,
+                          max_points: int | None = None) -> Tensor:
+    """Farthest point sampling of each cloud: cloud b gets sample_ptr[b+1] - sample_ptr[b] picks,
+    written to rows sample_ptr[b] .. of the result (global rows of xyz, int64), starting at the
+    cloud's first point; equal distances go to the lowest row. Slots past a cloud's size are -1.
+
+    num_samples (= sample_ptr[-1]) sizes the result; without it that value is read from the
+    device (one sync). max_points, a bound on every cloud's size, lets the CUDA kernels hold
+    points in registers; without it they plan for one cloud of all P rows (slower, no sync)."""
+    xyz = _packed_points(xyz, "xyz")
+    ptr = _row_pointer(ptr, "ptr", xyz, "xyz")
+    sample_ptr = _row_pointer(sample_ptr, "sample_ptr", xyz, "xyz")
+    if num_samples is None:
+        num_samples = int(sample_ptr[-1])
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0:
+        raise ValueError(f"pointops: num_samples must be an int >= 0, got {num_samples!r}")
+    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1):
+        raise ValueError(f"pointops: max_points must be an int >= 1 (or None), got {max_points!r}")
+    return _call(_ops.furthest_point_sample_packed.default, (xyz, ptr, sample_ptr, num_samples, max_points or 0))
+
+
+def _rows(feat, name: str = "feat") -> Tensor:
+    feat = ops._float_tensor(feat, name)
+    if feat.dim() != 2:
+        raise ValueError(f"pointops: {name} must have shape [P, C], got {list(feat.shape)}")
+    return feat
 
 
 def gather(feat: Tensor, idx: Tensor) -> Tensor:
-    """Rows of feat [P, C] at idx (any shape, global rows, -1 gives zeros): [*idx.shape, C]."""
-    safe = idx.clamp_min(0)
-    out = feat[safe.reshape(-1)].reshape(*idx.shape, feat.shape[1])
-    return out * (idx >= 0).unsqueeze(-1).to(out.dtype)
+    """Rows of feat [P, C] at idx (any shape, global rows, -1 gives zeros): [*idx.shape, C].
+    Differentiable w.r.t. feat (deterministic sums)."""
+    feat = _rows(feat)
+    idx = ops._index(idx, "idx", feat, "feat")
+    out = _call(_ops.gather_rows.default, (feat, idx.reshape(-1, 1), None), (feat,), _reg.GatherRowsFunction)
+    return out.view(*idx.shape, feat.shape[1])
 
 
 def interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
-    """sum_t weight[q, t] * feat[idx[q, t]]: [Q, C] (idx -1 contributes 0)."""
-    return (gather(feat, idx) * weight.unsqueeze(-1)).sum(1)
+    """sum_t weight[q, t] * feat[idx[q, t]]: [Q, C] (idx -1 contributes 0). Differentiable w.r.t.
+    feat and weight."""
+    feat = _rows(feat)
+    idx = ops._index(idx, "idx", feat, "feat")
+    weight = ops._float_tensor(weight, "weight")
+    ops._same_device(feat, "feat", weight, "weight")
+    if idx.dim() != 2 or weight.shape != idx.shape:
+        raise ValueError(f"pointops: idx and weight must both have shape [Q, T], got {list(idx.shape)} and "
+                         f"{list(weight.shape)}")
+    if weight.dtype != feat.dtype:
+        raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
+    return _call(_ops.gather_rows.default, (feat, idx, weight), (feat, weight), _reg.GatherRowsFunction)
