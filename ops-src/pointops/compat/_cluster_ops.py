@@ -70,8 +70,11 @@ def _pair_ptrs(x: Tensor, y: Tensor, ptr_x, ptr_y):
         raise ValueError(f"pointops: x is on {x.device} but y is on {y.device}")
     px = _ptr(ptr_x, x.shape[0], x.device, "ptr_x")
     py = _ptr(ptr_y, y.shape[0], y.device, "ptr_y")
-    if px.numel() != py.numel():
-        raise ValueError(f"pointops: ptr_x has {px.numel() - 1} clouds but ptr_y has {py.numel() - 1}")
+    # a cloud present in one set only has nothing to match: extend the shorter ptr with empty clouds
+    if px.numel() < py.numel():
+        px = torch.cat([px, px[-1:].expand(py.numel() - px.numel())])
+    elif py.numel() < px.numel():
+        py = torch.cat([py, py[-1:].expand(px.numel() - py.numel())])
     return px, py
 
 
