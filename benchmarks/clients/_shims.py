@@ -98,3 +98,34 @@ def install_cpu_legacy_constructors() -> None:
     torch.cuda.IntTensor = constructor(torch.int32)
     torch.cuda.LongTensor = constructor(torch.int64)
     torch.cuda.FloatTensor = constructor(torch.float32)
+
+
+def install_timm_droppath_shim() -> bool:
+    """Provides timm.layers.DropPath (stochastic depth, as Pointcept's PTv2 uses it) when timm
+    cannot be imported; True if installed."""
+    try:
+        import timm.layers  # noqa: F401
+
+        return False
+    except Exception:  # absent, or present with an unusable torchvision
+        pass
+
+    class DropPath(torch.nn.Module):
+        def __init__(self, drop_prob: float = 0.0, scale_by_keep: bool = True):
+            super().__init__()
+            self.drop_prob, self.scale_by_keep = drop_prob, scale_by_keep
+
+        def forward(self, x):
+            if self.drop_prob == 0.0 or not self.training:
+                return x
+            keep = 1 - self.drop_prob
+            mask = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(keep)
+            return x * mask / keep if self.scale_by_keep else x * mask
+
+    timm = types.ModuleType("timm")
+    layers = types.ModuleType("timm.layers")
+    layers.DropPath = DropPath
+    timm.layers = layers
+    timm.__doc__ = layers.__doc__ = "plain-torch stand-in (benchmarks/clients/_shims.py): DropPath only"
+    sys.modules["timm"], sys.modules["timm.layers"] = timm, layers
+    return True

@@ -107,7 +107,10 @@ def synthetic_batch(scenes: int, points: int, device: str, seed: int):
 def run(args) -> dict:
     if args.cpu:
         _shims.install_cpu_legacy_constructors()
-    _shims.install_torch_scatter_shim()
+    shimmed = [name for name, install in (("torch_scatter", _shims.install_torch_scatter_shim),
+                                          ("timm", _shims.install_timm_droppath_shim)) if install()]
+    if shimmed:
+        print(f"[{args.backend}] plain-torch stand-ins for absent modules: {', '.join(shimmed)}", flush=True)
     pointops = import_backend(args.backend, args.pointcept_lib)
     seg1, seg2 = import_models(args.pointcept)
     device = args.device
