@@ -69,7 +69,7 @@ def _pair_ptr(n_x: int, n_y: int, batch_x: Optional[Tensor], batch_y: Optional[T
     if batch_x is None or batch_y is None:
         raise ValueError("pointops: batch_x and batch_y are both needed for more than one cloud")
     bounds = torch.arange(batch_size + 1, device=device)
-    return torch.bucketize(bounds, batch_x), torch.bucketize(bounds, batch_y)
+    return torch.bucketize(bounds, batch_x.contiguous()), torch.bucketize(bounds, batch_y.contiguous())
 
 
 def knn(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor] = None,
