@@ -318,6 +318,7 @@ class BuildPointops(build_ext):
 setup(
     **LICENSE_METADATA,
     packages=["pointops", "pointops.compat"],
+    py_modules=["pointnet2_batch_cuda"],  # openpoints' ops module, served by pointops
     package_data={"pointops": ["cuda_arch_table.json", "_build_info.json"]},
     ext_modules=[
         Extension(

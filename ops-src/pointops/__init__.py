@@ -3,7 +3,9 @@
     import pointops
     idx = pointops.furthest_point_sample(xyz, 512)
 
-See docs/ops.md for semantics. `pointops.compat.pointnet2_utils` mirrors pointnet2_ops.
+See docs/ops.md for semantics. `pointops.compat.pointnet2_utils` mirrors pointnet2_ops; Pointcept's
+`pointops` names (knn_query, grouping, ...) are served here too (`pointops.compat.pointcept`), and
+`ball_query` takes both the native and Pointcept's arguments (told apart by the first one).
 """
 
 from __future__ import annotations
@@ -14,14 +16,33 @@ from ._loader import ExtensionLoadError, load_extension
 
 _EXTENSION_PATH = load_extension(torch.ops.load_library)
 
-from . import (  # noqa: E402,F401
-    _registrations,  # noqa: E402,F401  (needs the ops loaded above)
-    _tuning,
+from . import (  # noqa: E402
+    _registrations,  # noqa: F401  (needs the ops loaded above)
+    _tuning,  # noqa: F401
     packed,
 )
 from ._build_info import build_info  # noqa: E402
+from .chamfer import chamfer_distance  # noqa: E402
+from .compat.pointcept import (  # noqa: E402  (Pointcept's pointops API)
+    aggregation,
+    attention_fusion_step,
+    attention_relation_step,
+    ball_query_and_group,
+    batch2offset,
+    farthest_point_sampling,
+    grouping,
+    grouping2,
+    interpolation,
+    interpolation2,
+    knn_query,
+    knn_query_and_group,
+    offset2batch,
+    query_and_group,
+    random_ball_query,
+    subtraction,
+)
+from .compat.pointcept import native_or_pointcept_ball_query as ball_query  # noqa: E402
 from .ops import (  # noqa: E402
-    ball_query,
     check_errors,
     coordinate_limit,
     furthest_point_sample,
@@ -39,10 +60,27 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ExtensionLoadError",
+    "aggregation",
+    "attention_fusion_step",
+    "attention_relation_step",
     "ball_query",
+    "ball_query_and_group",
+    "batch2offset",
     "build_info",
     "check_errors",
     "coordinate_limit",
+    "chamfer_distance",
+    "farthest_point_sampling",
+    "grouping",
+    "grouping2",
+    "interpolation",
+    "interpolation2",
+    "knn_query",
+    "knn_query_and_group",
+    "offset2batch",
+    "query_and_group",
+    "random_ball_query",
+    "subtraction",
     "furthest_point_sample",
     "gather_points",
     "group_points",

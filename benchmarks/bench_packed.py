@@ -1,0 +1,162 @@
+"""Packed-batch speed rows of issue 18: pointops' Pointcept API against Pointcept's own library,
+in one run. Both are imported as `pointops`, so Pointcept's side runs in a child process (this
+script with --side pointcept) on the same seeded data; the parent compares results and times.
+
+    python benchmarks/bench_packed.py --pointcept-lib .peers/build/pointcept_pointops \
+        --json benchmarks/results/bench_packed_h200.json
+
+Rows (8 scenes of 40k-120k points, CUDA): kNN k=16 with every point a query; FPS to a quarter
+of each scene; ball query r=0.1 k=32 (Pointcept's semantics); grouping C=64 k=16 forward and
+backward (grouping: Pointcept's torch path; grouping2: its kernel); interpolation k=3 forward
+and backward (interpolation and interpolation2). Times are medians of CUDA-event timings after
+warm-up. Without the Pointcept library the Pointcept column is skipped with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import write_json  # noqa: E402
+
+SIZES = [40000, 120000, 65000, 90000, 52000, 110000, 78000, 100000]
+
+
+def scenes(device):
+    g = torch.Generator().manual_seed(0)
+    coords = []
+    for n in SIZES:
+        extent = torch.tensor([6.0, 6.0, 3.0]) * (n / 80000) ** (1 / 3)  # ~ constant density
+        coords.append(torch.rand(n, 3, generator=g) * extent)
+    xyz = torch.cat(coords).to(device)
+    offset = torch.tensor(SIZES).cumsum(0).int().to(device)
+    new_offset = (torch.tensor(SIZES) // 4).cumsum(0).int().to(device)
+    feat = torch.rand(xyz.shape[0], 64, generator=g).to(device)
+    return xyz, offset, new_offset, feat
+
+
+def timed(fn, reps=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def measure(pointops, device) -> tuple[dict, dict]:
+    """Times of every row with the `pointops` module given, and the outputs to compare."""
+    xyz, offset, new_offset, feat = scenes(device)
+    times, outputs = {}, {}
+    idx16, _ = pointops.knn_query(16, xyz, offset)
+    outputs["knn_k16"] = idx16.cpu()
+    times["knn_k16"] = timed(lambda: pointops.knn_query(16, xyz, offset))
+    outputs["fps_quarter"] = pointops.farthest_point_sampling(xyz, offset, new_offset).cpu()
+    times["fps_quarter"] = timed(lambda: pointops.farthest_point_sampling(xyz, offset, new_offset), reps=5)
+    outputs["ball_r0.1_k32"] = pointops.ball_query(32, 0.1, 0.0, xyz, offset)[0].cpu()
+    times["ball_r0.1_k32"] = timed(lambda: pointops.ball_query(32, 0.1, 0.0, xyz, offset))
+    f = feat.clone().requires_grad_()
+    grad = torch.rand(idx16.shape[0], 16, 64, device=device)
+
+    def grouping():
+        f.grad = None
+        pointops.grouping(idx16, f, xyz).backward(grad)
+
+    def grouping2():
+        f.grad = None
+        pointops.grouping2(f, idx16).backward(grad)
+
+    times["grouping_c64_k16_fwd_bwd"] = timed(grouping)
+    times["grouping2_c64_k16_fwd_bwd"] = timed(grouping2)
+    grouping2()
+    outputs["grouping2_grad"] = f.grad.cpu()
+    coarse = xyz[outputs["fps_quarter"].to(device).long()].contiguous()
+    g2 = torch.rand(xyz.shape[0], 64, device=device)
+    fc = feat[: coarse.shape[0]].clone().requires_grad_()
+
+    def interpolation():
+        fc.grad = None
+        pointops.interpolation(coarse, xyz, fc, new_offset, offset).backward(g2)
+
+    def interpolation2():
+        fc.grad = None
+        pointops.interpolation2(coarse, xyz, fc, new_offset, offset).backward(g2)
+
+    times["interpolation_k3_fwd_bwd"] = timed(interpolation)
+    times["interpolation2_k3_fwd_bwd"] = timed(interpolation2)
+    outputs["interpolation"] = pointops.interpolation(coarse, xyz, fc, new_offset, offset).detach().cpu()
+    return times, outputs
+
+
+def child(lib: str, out: str) -> None:
+    sys.path.insert(0, os.path.abspath(lib))
+    import pointops
+
+    if hasattr(pointops, "packed"):
+        raise SystemExit(f"{pointops.__file__} is pointops, not Pointcept's library")
+    times, outputs = measure(pointops, "cuda")
+    torch.save({"times": times, "outputs": outputs, "file": pointops.__file__}, out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pointcept-lib", default=".peers/build/pointcept_pointops")
+    p.add_argument("--json")
+    p.add_argument("--side", choices=["pointcept"], help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_packed: needs CUDA (the Pointcept library is CUDA-only); nothing measured")
+        return 0
+    if args.side == "pointcept":
+        child(args.pointcept_lib, args.out)
+        return 0
+    import pointops
+
+    ours, our_out = measure(pointops, "cuda")
+    theirs, their_out = None, None
+    if os.path.isdir(args.pointcept_lib):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "pointcept.pt")
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--side", "pointcept",
+                            "--pointcept-lib", args.pointcept_lib, "--out", path], check=True)
+            got = torch.load(path)
+        theirs, their_out = got["times"], got["outputs"]
+    else:
+        print(f"Pointcept's library not found at {args.pointcept_lib}: Pointcept column skipped")
+    rows = []
+    print(f"{'row':32s} {'pointops ms':>12s} {'Pointcept ms':>13s} {'speedup':>8s}  check")
+    for name, t in ours.items():
+        other = theirs.get(name) if theirs else None
+        check = ""
+        key = {"knn_k16": "knn_k16", "fps_quarter": "fps_quarter", "ball_r0.1_k32": "ball_r0.1_k32",
+               "grouping2_c64_k16_fwd_bwd": "grouping2_grad", "interpolation_k3_fwd_bwd": "interpolation"}.get(name)
+        if their_out is not None and key:
+            a, b = our_out[key], their_out[key]
+            if a.is_floating_point():
+                check = f"max|diff| {float((a.double() - b.double()).abs().max()):.2e}"
+            else:
+                check = f"identical {float((a == b).double().mean()) * 100:.3f}%"
+        speed = other / t if other else None
+        rows.append({"row": name, "pointops_ms": t, "pointcept_ms": other, "speedup": speed, "check": check})
+        print(f"{name:32s} {t:12.3f} {other if other else float('nan'):13.3f} "
+              f"{speed if speed else float('nan'):8.2f}  {check}")
+    if args.json:
+        write_json(args.json, {"device": torch.cuda.get_device_name(), "scenes": SIZES, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""pointops.compat.torch_cluster against torch_cluster built from source, in one process (the
+names do not collide): fps, knn, radius and grid_cluster at PyG-like shapes, a batch of 16 clouds
+of 10k points and one cloud of 1M points (issue 20).
+
+    python benchmarks/bench_torch_cluster.py --torch-cluster-lib .peers/build/torch_cluster \
+        --json benchmarks/results/bench_torch_cluster_h200.json
+
+Rows: fps ratio 0.25 (random_start=False); knn k=16, every point a query; radius r such that
+about 20 points fall in a ball, max_num_neighbors=32; grid_cluster voxel 1/50 of the extent.
+Medians of CUDA-event timings (CPU wall time without CUDA). Results are compared where the
+semantics agree (knn neighbour sets, radius pairs when no ball is capped, grid ids, fps).
+Without torch_cluster the comparison column is skipped with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import write_json  # noqa: E402
+
+
+def timed(fn, device, reps=10, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def edge_set_equal(a, b) -> bool:
+    key = lambda e: (e[0] * (1 << 32) + e[1]).sort().values  # noqa: E731
+    return a.shape == b.shape and torch.equal(key(a), key(b))
+
+
+def calls(pos, batch, r, size) -> dict:
+    return {
+        "fps": lambda m: m.fps(pos, batch, 0.25, random_start=False),
+        "knn": lambda m: m.knn(pos, pos, 16, batch, batch),
+        "radius": lambda m: m.radius(pos, pos, r, batch, batch, max_num_neighbors=32),
+        "grid": lambda m: m.grid_cluster(pos, size),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--torch-cluster-lib", default=".peers/build/torch_cluster")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--json")
+    p.add_argument("--shapes", nargs="+", default=["16x10000", "1x1000000"])
+    args = p.parse_args()
+    from pointops.compat import torch_cluster as ours
+
+    theirs = None
+    if os.path.isdir(args.torch_cluster_lib):
+        sys.path.insert(0, os.path.abspath(args.torch_cluster_lib))
+        import torch_cluster as theirs
+    else:
+        print(f"torch_cluster not found at {args.torch_cluster_lib}: its column is skipped")
+    device, rows = args.device, []
+    print(f"{'shape':11s} {'op':6s} {'pointops ms':>12s} {'torch_cluster ms':>17s} {'speedup':>8s}  check")
+    for shape in args.shapes:
+        B, N = (int(v) for v in shape.split("x"))
+        g = torch.Generator().manual_seed(0)
+        pos = torch.rand(B * N, 3, generator=g).to(device)
+        batch = torch.arange(B).repeat_interleave(N).to(device)
+        r = (20 * 3 / (4 * 3.14159 * N)) ** (1 / 3)  # ~20 points per ball in a unit cube
+        size = torch.full((3,), 1 / 50, device=device)
+        for name, call in calls(pos, batch, r, size).items():
+            t_ours = timed(lambda call=call: call(ours), device, reps=3 if name == "fps" else 10)
+            t_theirs, check = None, ""
+            if theirs is not None:
+                t_theirs = timed(lambda call=call: call(theirs), device, reps=3 if name == "fps" else 10)
+                a, b = call(ours), call(theirs)
+                if name in ("knn", "radius"):
+                    check = "same edges" if edge_set_equal(a, b) else "edges differ"
+                else:
+                    check = f"identical {float((a == b).double().mean()) * 100:.3f}%" if a.shape == b.shape \
+                        else f"shapes {list(a.shape)} vs {list(b.shape)}"
+            speed = t_theirs / t_ours if t_theirs else None
+            rows.append({"shape": shape, "op": name, "pointops_ms": t_ours, "torch_cluster_ms": t_theirs,
+                         "speedup": speed, "check": check})
+            print(f"{shape:11s} {name:6s} {t_ours:12.3f} {t_theirs if t_theirs else float('nan'):17.3f} "
+                  f"{speed if speed else float('nan'):8.2f}  {check}")
+    if args.json:
+        write_json(args.json, {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                               "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

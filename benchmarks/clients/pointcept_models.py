@@ -1,0 +1,238 @@
+"""Proof harness: Pointcept's PTv1 and PTv2 (semantic segmentation) forward + backward and the
+test-time knn_query(1, ...) path, run with pointops in place of Pointcept's `pointops` library,
+and compared with Pointcept's own library built from the same checkout.
+
+Both libraries are imported as `pointops`, so each backend runs in its own process:
+
+    # everything (pointops run, Pointcept-library run, comparison); Pointcept's library is the
+    # one benchmarks/peers/build_peers.sh installs into .peers/build/pointcept_pointops
+    python benchmarks/clients/pointcept_models.py all --pointcept .peers/Pointcept \
+        --pointcept-lib .peers/build/pointcept_pointops --device cuda --out-dir out/pointcept
+
+    # one side only (e.g. on a CPU host, where Pointcept's library cannot be built)
+    python benchmarks/clients/pointcept_models.py run --backend pointops --pointcept .peers/Pointcept \
+        --device cpu --cpu --out out/pointcept/pointops.pt
+
+The models come from the checkout, unmodified: the harness imports the backbone modules
+(pointcept.models.point_transformer, pointcept.models.point_transformer_v2) without running
+pointcept/models/__init__.py, which imports every backbone and its optional dependencies
+(spconv, ocnn, flash_attn, ...). Missing third-party pieces get the plain-torch stand-ins of
+_shims.py. The pointops run installs pointops' torch.ops.pyg ops (PyTorch Geometric >= 2.8
+calls pyg-lib for voxel_grid); the Pointcept-library run uses the plain-torch grid stand-in.
+The two runs share weights (the pointops run saves them, the other loads them), inputs (seeded)
+and drop_path 0, so their outputs and gradients differ only by the libraries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import _shims  # noqa: E402
+
+PTV2_ARGS = dict(  # Pointcept configs/scannet/semseg-pt-v2m2-0-base.py, drop_path 0 for determinism
+    in_channels=9, num_classes=20, patch_embed_depth=1, patch_embed_channels=48, patch_embed_groups=6,
+    patch_embed_neighbours=8, enc_depths=(2, 2, 6, 2), enc_channels=(96, 192, 384, 512),
+    enc_groups=(12, 24, 48, 64), enc_neighbours=(16, 16, 16, 16), dec_depths=(1, 1, 1, 1),
+    dec_channels=(48, 96, 192, 384), dec_groups=(6, 12, 24, 48), dec_neighbours=(16, 16, 16, 16),
+    grid_sizes=(0.06, 0.15, 0.375, 0.9375), attn_qkv_bias=True, pe_multiplier=False, pe_bias=True,
+    attn_drop_rate=0.0, drop_path_rate=0.0, enable_checkpoint=False, unpool_backend="map",
+)
+
+
+def import_backend(backend: str, lib_dir: str | None):
+    """Imports `pointops` from the chosen side and checks which one it is."""
+    if backend == "pointcept":
+        if not lib_dir:
+            raise SystemExit("--pointcept-lib (the directory Pointcept's library was installed into) is needed")
+        sys.path.insert(0, os.path.abspath(lib_dir))
+    import pointops
+
+    is_ours = hasattr(pointops, "packed")
+    if (backend == "pointops") != is_ours:
+        raise SystemExit(f"imported {pointops.__file__}, which is not the {backend} library")
+    if is_ours:
+        from pointops.compat import pyg_lib
+
+        pyg_lib.install_pyg_ops()
+    else:
+        _shims.install_plain_grid_cluster()
+    return pointops
+
+
+def import_models(pointcept_root: str):
+    """The two backbone packages from the checkout, without pointcept/models/__init__.py."""
+    root = os.path.abspath(pointcept_root)
+    sys.path.insert(0, root)
+    models = types.ModuleType("pointcept.models")
+    models.__path__ = [os.path.join(root, "pointcept", "models")]
+    import pointcept  # its __init__ is empty
+
+    sys.modules["pointcept.models"] = models
+    pointcept.models = models
+    from pointcept.models.point_transformer import point_transformer_seg
+    from pointcept.models.point_transformer_v2 import point_transformer_v2m2_base
+
+    return point_transformer_seg, point_transformer_v2m2_base
+
+
+def synthetic_batch(scenes: int, points: int, device: str, seed: int):
+    """A packed batch of uneven scenes: room-like boxes of random size, 9 input channels."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = [int(points * (0.6 + 0.8 * i / max(scenes - 1, 1))) for i in range(scenes)]
+    coords, feats = [], []
+    for n in sizes:
+        extent = 2.0 + 4.0 * torch.rand(3, generator=g)
+        c = torch.rand(n, 3, generator=g) * extent
+        coords.append(c)
+        feats.append(torch.cat([c, torch.rand(n, 6, generator=g)], 1))
+    offset = torch.tensor(sizes).cumsum(0).int()
+    origin = [torch.rand(n // 2, 3, generator=g) * c.max(0).values for n, c in zip(sizes, coords, strict=True)]
+    origin_offset = torch.tensor([o.shape[0] for o in origin]).cumsum(0).int()
+    batch = dict(coord=torch.cat(coords), feat=torch.cat(feats), offset=offset,
+                 origin_coord=torch.cat(origin), origin_offset=origin_offset)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def run(args) -> dict:
+    if args.cpu:
+        _shims.install_cpu_legacy_constructors()
+    shimmed = [name for name, install in (("torch_scatter", _shims.install_torch_scatter_shim),
+                                          ("timm", _shims.install_timm_droppath_shim)) if install()]
+    if shimmed:
+        print(f"[{args.backend}] plain-torch stand-ins for absent modules: {', '.join(shimmed)}", flush=True)
+    pointops = import_backend(args.backend, args.pointcept_lib)
+    seg1, seg2 = import_models(args.pointcept)
+    device = args.device
+    data = synthetic_batch(args.scenes, args.points, device, args.seed)
+    init = torch.load(args.init_from, map_location="cpu") if args.init_from else None
+    result = {"backend": args.backend, "pointops_file": pointops.__file__, "device": device,
+              "points": int(data["coord"].shape[0]), "models": {}}
+    saved_init = {}
+    builders = {"ptv1": lambda: seg1.PointTransformerSeg50(in_channels=9, num_classes=20),
+                "ptv2": lambda: seg2.PointTransformerV2(**PTV2_ARGS)}
+    for name in args.models:
+        torch.manual_seed(args.seed)
+        model = builders[name]().to(device)
+        if init is not None:
+            model.load_state_dict(init[name])
+        saved_init[name] = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        model.train()
+        inputs = {k: data[k] for k in ("coord", "feat", "offset")}
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        logits = model(inputs)
+        loss = logits.float().square().mean()
+        loss.backward()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        grads = {k: p.grad.detach().cpu() for k, p in model.named_parameters() if p.grad is not None}
+        result["models"][name] = {"logits": logits.detach().cpu(), "grads": grads, "seconds": seconds,
+                                  "loss": float(loss)}
+        print(f"[{args.backend}] {name}: {data['coord'].shape[0]} points, logits {list(logits.shape)}, "
+              f"loss {float(loss):.6g}, {len(grads)} parameter gradients, {seconds:.2f} s fwd+bwd", flush=True)
+    # test-time mapping of predictions back to the original points (Pointcept's evaluator/tester)
+    idx, dist = pointops.knn_query(1, data["coord"].float(), data["offset"].int(),
+                                   data["origin_coord"].float(), data["origin_offset"].int())
+    result["knn_query_1"] = {"idx": idx.cpu(), "dist": dist.cpu()}
+    print(f"[{args.backend}] knn_query(1, ...): {idx.shape[0]} origin points mapped", flush=True)
+    if args.save_init:
+        torch.save(saved_init, args.save_init)
+    torch.save(result, args.out)
+    return result
+
+
+def compare(a_path: str, b_path: str) -> dict:
+    a, b = torch.load(a_path), torch.load(b_path)
+    report = {"a": a["backend"], "b": b["backend"], "models": {}}
+    for name in a["models"]:
+        if name not in b["models"]:
+            continue
+        ma, mb = a["models"][name], b["models"][name]
+        la, lb = ma["logits"].double(), mb["logits"].double()
+        logit_rel = float((la - lb).norm() / lb.norm().clamp_min(1e-30))
+        worst, worst_name = 0.0, ""
+        for k, ga in ma["grads"].items():
+            gb = mb["grads"].get(k)
+            if gb is None:
+                continue
+            rel = float((ga.double() - gb.double()).norm() / gb.double().norm().clamp_min(1e-30))
+            if rel > worst:
+                worst, worst_name = rel, k
+        report["models"][name] = {"logits_max_abs_diff": float((la - lb).abs().max()),
+                                  "logits_rel_l2": logit_rel, "worst_grad_rel_l2": worst,
+                                  "worst_grad_param": worst_name, "seconds": [ma["seconds"], mb["seconds"]]}
+    ia, ib = a["knn_query_1"]["idx"], b["knn_query_1"]["idx"]
+    report["knn_query_1"] = {"same_idx": int((ia == ib).sum()), "total": int(ia.numel()),
+                             "max_dist_diff": float((a["knn_query_1"]["dist"] - b["knn_query_1"]["dist"]).abs().max())}
+    return report
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for cmd in ("run", "all"):
+        s = sub.add_parser(cmd)
+        s.add_argument("--pointcept", required=True, help="Pointcept checkout (holds pointcept/)")
+        s.add_argument("--pointcept-lib", help="directory Pointcept's own pointops was installed into")
+        s.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+        s.add_argument("--cpu", action="store_true",
+                       help="map torch.cuda.IntTensor & co. to CPU tensors (PTv1 calls them; CPU hosts only)")
+        s.add_argument("--scenes", type=int, default=4)
+        s.add_argument("--points", type=int, default=20000, help="mean points per scene")
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--models", nargs="+", default=["ptv1", "ptv2"], choices=["ptv1", "ptv2"])
+        if cmd == "run":
+            s.add_argument("--backend", choices=["pointops", "pointcept"], required=True)
+            s.add_argument("--out", required=True)
+            s.add_argument("--init-from", help="load the models' weights from this file")
+            s.add_argument("--save-init", help="save the models' initial weights to this file")
+        else:
+            s.add_argument("--out-dir", required=True)
+            s.add_argument("--json", help="write the comparison here")
+    c = sub.add_parser("compare")
+    c.add_argument("a")
+    c.add_argument("b")
+    args = p.parse_args()
+    if args.cmd == "run":
+        run(args)
+        return 0
+    if args.cmd == "compare":
+        print(json.dumps(compare(args.a, args.b), indent=1))
+        return 0
+    os.makedirs(args.out_dir, exist_ok=True)
+    common = ["--pointcept", args.pointcept, "--device", args.device, "--scenes", str(args.scenes),
+              "--points", str(args.points), "--seed", str(args.seed), "--models", *args.models]
+    if args.cpu:
+        common.append("--cpu")
+    init = os.path.join(args.out_dir, "init.pt")
+    ours, theirs = os.path.join(args.out_dir, "pointops.pt"), os.path.join(args.out_dir, "pointcept.pt")
+    me = [sys.executable, os.path.abspath(__file__), "run"]
+    subprocess.run([*me, "--backend", "pointops", "--out", ours, "--save-init", init, *common], check=True)
+    if not args.pointcept_lib or not os.path.isdir(args.pointcept_lib):
+        print(f"Pointcept's library not found at {args.pointcept_lib!r}: skipping the comparison run")
+        return 0
+    subprocess.run([*me, "--backend", "pointcept", "--pointcept-lib", args.pointcept_lib, "--out", theirs,
+                    "--init-from", init, *common], check=True)
+    report = compare(ours, theirs)
+    print(json.dumps(report, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the peer libraries fetched into .peers/ (git-ignored; never committed) on the GPU host,
+# each into its own pip --target directory so that the two `pointops` packages never collide:
+#
+#   .peers/build/pointcept_pointops   Pointcept's libs/pointops   (import name: pointops)
+#   .peers/build/torch_cluster        torch_cluster               (import name: torch_cluster)
+#   .peers/build/pytorch3d            pytorch3d, if .peers/pytorch3d exists (chamfer bench column)
+#
+# Usage (from the repository root; runs in the background fine, one log per peer):
+#   nohup bash benchmarks/peers/build_peers.sh out/peer-build > /dev/null 2>&1 &
+#   cat out/peer-build/status.txt            # "<peer> rc=<exit status> <seconds>s" per line
+#
+# Environment: TORCH_CUDA_ARCH_LIST (default 9.0), MAX_JOBS (default 16), PEERS (default .peers).
+# Needs the installed CUDA torch and nvcc; no network (pip --no-index --no-deps).
+set -u
+LOG_DIR=${1:?usage: build_peers.sh LOG_DIR}
+PEERS=${PEERS:-.peers}
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+export MAX_JOBS=${MAX_JOBS:-16}
+export FORCE_CUDA=1          # torch_cluster and pytorch3d build their CUDA kernels only when told or when a GPU is seen
+mkdir -p "$LOG_DIR" "$PEERS/build"
+LOG_DIR=$(cd "$LOG_DIR" && pwd)
+PEERS=$(cd "$PEERS" && pwd)
+: > "$LOG_DIR/status.txt"
+
+build() {  # build NAME SOURCE_DIR
+  local name=$1 src=$2 target="$PEERS/build/$1" start=$SECONDS
+  if [ ! -d "$src" ]; then
+    echo "$name skipped (no $src)" >> "$LOG_DIR/status.txt"
+    return
+  fi
+  rm -rf "$target"
+  mkdir -p "$target"
+  (cd "$src" && python3 -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
+      --target "$target" . ) > "$LOG_DIR/$name.log" 2>&1
+  echo "$name rc=$? $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
+}
+
+build pointcept_pointops "$PEERS/Pointcept/libs/pointops"
+build torch_cluster "$PEERS/pytorch_cluster"
+build pytorch3d "$PEERS/pytorch3d"
+echo "done" >> "$LOG_DIR/status.txt"

@@ -1,0 +1,404 @@
+"""Pointcept's `pointops` API (libs/pointops of Pointcept), served by pointops' packed ops.
+
+    import pointops                      # Pointcept code runs unmodified:
+    idx, dist = pointops.knn_query(16, coord, offset)
+
+The same names are importable from `pointops.compat.pointcept`. Pointcept's conventions:
+packed clouds with `offset` = cumulative cloud ends without a leading 0 (int32 or int64),
+int32 indices with -1 for "no point", Euclidean (not squared) distances, global row indices.
+
+Deliberate differences from Pointcept's CUDA library (docs/ops.md, "Pointcept compatibility"):
+- knn_query: no 128-neighbour limit; missing neighbours (a cloud smaller than nsample) are
+  idx -1 with distance +inf (Pointcept: -1 with 1e5, the root of its 1e10 sentinel); equal
+  distances are ordered by row (Pointcept's heap leaves their order unspecified).
+- ball_query: no 2048-candidate limit, and the distances of a ball with more than nsample hits
+  are distances (Pointcept writes point indices into them).
+- grouping/grouping2/subtraction/aggregation/query_and_group: index -1 reads zeros (grouping2,
+  subtraction and aggregation read out of bounds in Pointcept; query_and_group reads the last
+  row); with_xyz offsets of -1 slots are 0.
+- interpolation: a missing neighbour has weight 0 (Pointcept weighs the last row by 1e-5), a
+  query with no neighbour at all gets zeros.
+- FPS: a cloud asked for more samples than it has points repeats its first point (as Pointcept);
+  an empty cloud gives -1 (Pointcept writes the next cloud's first row).
+- Every op takes float64 (and float16/bfloat16 on CUDA) and keeps the input dtype; Pointcept
+  runs float32 only. Backward passes are deterministic. attention_relation_step returns the
+  gradient of `weight` (Pointcept computes it and drops it).
+- Outputs of the queries carry no gradient (as in Pointcept, whose queries have no backward).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .. import ops, packed
+
+__all__ = [
+    "aggregation",
+    "attention_fusion_step",
+    "attention_relation_step",
+    "ball_query",
+    "ball_query_and_group",
+    "batch2offset",
+    "farthest_point_sampling",
+    "grouping",
+    "grouping2",
+    "interpolation",
+    "interpolation2",
+    "knn_query",
+    "knn_query_and_group",
+    "offset2batch",
+    "query_and_group",
+    "random_ball_query",
+    "subtraction",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# argument handling
+
+def _checks_on(t: Tensor) -> bool:
+    if not ops.value_checks_enabled() or torch.compiler.is_compiling():
+        return False
+    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def _points(t, name: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 2 or t.shape[1] != 3:
+        raise ValueError(f"pointops: {name} must have shape [n, 3], got {list(t.shape)}")
+    return t.contiguous()
+
+
+def _ptr(offset, rows: int, name: str, rows_name: str) -> Tensor:
+    """Pointcept's offset -> ptr, checking (when value checks are on) that it is nondecreasing
+    and ends at the row count of its point set."""
+    if not isinstance(offset, Tensor):
+        raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(offset).__name__}")
+    if offset.dim() != 1 or offset.numel() == 0:
+        raise ValueError(f"pointops: {name} must be a non-empty 1-D tensor of cumulative cloud ends "
+                         f"(Pointcept's offset), got shape {list(offset.shape)}")
+    ptr = packed.ptr_from_offset(offset)
+    if _checks_on(ptr):
+        steps = ptr[1:] - ptr[:-1]
+        low, last = torch.stack([steps.min(), ptr[-1]]).tolist()
+        if low < 0 or last != rows:
+            raise ValueError(f"pointops: {name} must be nondecreasing and end at {rows} (the rows of "
+                             f"{rows_name}), got {offset.tolist() if offset.numel() <= 16 else '...'}")
+    return ptr
+
+
+def _pair(xyz, offset, new_xyz, new_offset):
+    xyz = _points(xyz, "xyz")
+    ptr = _ptr(offset, xyz.shape[0], "offset", "xyz")
+    if new_xyz is None or new_offset is None:
+        return xyz, ptr, xyz, ptr
+    new_xyz = _points(new_xyz, "new_xyz")
+    if new_xyz.dtype != xyz.dtype or new_xyz.device != xyz.device:
+        raise ValueError(f"pointops: new_xyz ({new_xyz.dtype}, {new_xyz.device}) must match xyz "
+                         f"({xyz.dtype}, {xyz.device})")
+    new_ptr = _ptr(new_offset, new_xyz.shape[0], "new_offset", "new_xyz")
+    if new_ptr.shape != ptr.shape:
+        raise ValueError(f"pointops: offset has {ptr.numel() - 1} clouds but new_offset has "
+                         f"{new_ptr.numel() - 1}; give one entry per cloud in both")
+    return xyz, ptr, new_xyz, new_ptr
+
+
+def _positive(n, name: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"pointops: {name} must be an int > 0, got {n!r}")
+    return n
+
+
+def _rows(idx, n: int, name: str = "idx") -> Tensor:
+    """An index tensor into n rows: int32/int64, values -1..n-1 (checked when checks are on)."""
+    if not isinstance(idx, Tensor) or idx.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"pointops: {name} must be an int32 or int64 tensor")
+    if idx.numel() and _checks_on(idx):
+        low, high = torch.stack(torch.aminmax(idx)).tolist()
+        if low < -1 or high >= n:
+            raise ValueError(f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), got "
+                             f"{low}..{high}")
+    return idx.long()
+
+
+# ---------------------------------------------------------------------------------------------
+# queries
+
+@torch.no_grad()
+def knn_query(nsample, xyz, offset, new_xyz=None, new_offset=None):
+    """The nsample nearest points of each query within its cloud: (idx int32 [m, nsample] global
+    rows, dist [m, nsample] Euclidean), ascending; missing slots -1 / inf."""
+    nsample = _positive(nsample, "nsample")
+    xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
+    dist2, idx = packed.knn(xyz, ptr, new_xyz, new_ptr, nsample)
+    return idx.to(torch.int32), dist2.sqrt()
+
+
+def _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample):
+    """Every point of Pointcept's ball (d2 <= 1e-5, or min_r^2 <= d2 < max_r^2, with the radii
+    squared in float32 as its kernel does) in (d2, row) order: (dist2 [m, K], idx [m, K],
+    inside [m, K]). The kNN grows until every query's farthest candidate is outside the ball."""
+    max_r = torch.tensor(float(max_radius), dtype=torch.float32)
+    min_r = torch.tensor(float(min_radius), dtype=torch.float32)
+    max_r2, min_r2 = float(max_r * max_r), float(min_r * min_r)
+    counts = ptr[1:] - ptr[:-1]
+    largest = int(counts.max())
+    k = max(1, min(largest, 2 * nsample))
+    while True:
+        dist2, idx = packed.knn(xyz, ptr, new_xyz, new_ptr, k)
+        present = idx >= 0
+        near = present & ((dist2 <= 1e-5) | (dist2 < max_r2))
+        if k >= largest or not bool(near[:, -1].any()):
+            break
+        k = min(largest, 2 * k)
+    inside = present & ((dist2 <= 1e-5) | ((dist2 >= min_r2) & (dist2 < max_r2)))
+    return dist2, idx, inside
+
+
+def _first_slots(inside: Tensor, priority: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Columns of the True entries of each row, in column order (or by ascending `priority`),
+    packed to the front: (columns [m, K], count [m])."""
+    key = (~inside).to(torch.int8) if priority is None else torch.where(inside, priority, priority.max() + 1)
+    cols = torch.sort(key, dim=1, stable=True).indices
+    return cols, inside.sum(1)
+
+
+@torch.no_grad()
+def ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_offset=None):
+    """Pointcept's ball query: the points with min_radius <= d < max_radius (and the point itself,
+    d^2 <= 1e-5) sorted by distance; a ball with more than nsample of them keeps nsample evenly
+    spaced ones (positions floor(i * count / nsample) in float32). (idx int32 [m, nsample],
+    dist [m, nsample] Euclidean), missing -1 / inf."""
+    nsample = _positive(nsample, "nsample")
+    if not min_radius < max_radius:
+        raise ValueError(f"pointops: ball_query needs min_radius < max_radius, got {min_radius} and "
+                         f"{max_radius}")
+    xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
+    m = new_xyz.shape[0]
+    idx_out = torch.full((m, nsample), -1, dtype=torch.int64, device=xyz.device)
+    dist_out = xyz.new_full((m, nsample), float("inf"))
+    if m == 0 or xyz.shape[0] == 0:
+        return idx_out.to(torch.int32), dist_out
+    dist2, idx, inside = _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample)
+    cols, count = _first_slots(inside)
+    slot = torch.arange(nsample, device=xyz.device)
+    sep = count.to(torch.float32) / nsample
+    spread = (sep[:, None] * slot.to(torch.float32)).to(torch.int64)  # float32, truncated
+    pos = torch.where((count > nsample)[:, None], spread, slot.expand(m, nsample))
+    pos = pos.clamp_max(cols.shape[1] - 1)
+    take = cols.gather(1, pos)
+    valid = slot[None, :] < count[:, None]
+    idx_out = torch.where(valid, idx.gather(1, take), -1)
+    dist_out = torch.where(valid, dist2.gather(1, take), float("inf")).sqrt()
+    return idx_out.to(torch.int32), dist_out
+
+
+@torch.no_grad()
+def random_ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_offset=None):
+    """Pointcept's random ball query: up to nsample points of the same ball as ball_query, taken
+    in a random order of each cloud (torch's generator); missing -1 / inf."""
+    nsample = _positive(nsample, "nsample")
+    if not min_radius < max_radius:
+        raise ValueError(f"pointops: random_ball_query needs min_radius < max_radius, got {min_radius} "
+                         f"and {max_radius}")
+    xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
+    m = new_xyz.shape[0]
+    if m == 0 or xyz.shape[0] == 0:
+        return (torch.full((m, nsample), -1, dtype=torch.int32, device=xyz.device),
+                xyz.new_full((m, nsample), float("inf")))
+    dist2, idx, inside = _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample)
+    rank = torch.rand(xyz.shape[0], device=xyz.device)[idx.clamp_min(0)]
+    cols, count = _first_slots(inside, rank)
+    width = min(nsample, cols.shape[1])
+    cols = cols[:, :width]
+    valid = torch.arange(width, device=xyz.device)[None, :] < count[:, None]
+    idx_out = torch.full((m, nsample), -1, dtype=torch.int64, device=xyz.device)
+    dist_out = xyz.new_full((m, nsample), float("inf"))
+    idx_out[:, :width] = torch.where(valid, idx.gather(1, cols), -1)
+    dist_out[:, :width] = torch.where(valid, dist2.gather(1, cols), float("inf")).sqrt()
+    return idx_out.to(torch.int32), dist_out
+
+
+@torch.no_grad()
+def farthest_point_sampling(xyz, offset, new_offset):
+    """Farthest point sampling of each cloud from its first point: int32 global rows
+    [new_offset[-1]]; cloud b gets new_offset[b] - new_offset[b-1] picks."""
+    xyz = _points(xyz, "xyz")
+    ptr = _ptr(offset, xyz.shape[0], "offset", "xyz")
+    if not isinstance(new_offset, Tensor) or new_offset.shape != offset.shape:
+        raise ValueError("pointops: new_offset must be a tensor with one entry per cloud, like offset")
+    sample_ptr = packed.ptr_from_offset(new_offset)
+    if _checks_on(sample_ptr) and bool(((sample_ptr[1:] - sample_ptr[:-1]) < 0).any()):
+        raise ValueError("pointops: new_offset must be nondecreasing (cumulative sample counts)")
+    # one read of the device for the output size and the largest cloud (Pointcept's library
+    # reads offsets on the host too), so the kernels can plan for the real cloud sizes
+    total, largest = (torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist()
+                      if ptr.shape[0] > 1 else (0, 1))
+    idx = packed.furthest_point_sample(xyz, ptr, sample_ptr, num_samples=total, max_points=max(largest, 1))
+    # past a cloud's size Pointcept's kernel repeats the cloud's first point
+    cloud = packed.batch_from_ptr(sample_ptr, idx.shape[0])
+    first = ptr[:-1][cloud]
+    nonempty = (ptr[1:] - ptr[:-1])[cloud] > 0
+    idx = torch.where((idx < 0) & nonempty, first, idx)
+    return idx.to(torch.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# grouping and interpolation
+
+def _feat(feat, name: str = "feat") -> Tensor:
+    if not isinstance(feat, Tensor) or feat.dim() != 2:
+        raise ValueError(f"pointops: {name} must be a 2-D tensor [n, c]")
+    return feat
+
+
+def grouping(idx, feat, xyz, new_xyz=None, with_xyz=False):
+    """feat rows at idx: [m, nsample, c] (-1 gives zeros); with_xyz prepends the neighbours'
+    offsets xyz[idx] - new_xyz (0 for -1 slots): [m, nsample, 3 + c]. Differentiable."""
+    feat = _feat(feat)
+    idx = _rows(idx, feat.shape[0])
+    grouped = packed.gather(feat, idx)
+    if not with_xyz:
+        return grouped
+    new_xyz = xyz if new_xyz is None else new_xyz
+    rel = packed.gather(xyz, idx) - new_xyz.unsqueeze(1)
+    rel = rel * (idx >= 0).unsqueeze(-1).to(rel.dtype)
+    return torch.cat((rel, grouped), -1)
+
+
+def grouping2(input, idx):  # noqa: A002  (Pointcept's argument name)
+    """input rows at idx: [m, nsample, c]; -1 gives zeros. Differentiable w.r.t. input."""
+    input = _feat(input, "input")  # noqa: A001
+    return packed.gather(input, _rows(idx, input.shape[0]))
+
+
+def _inverse_distance_weights(dist: Tensor) -> Tensor:
+    recip = 1.0 / (dist + 1e-8)  # +inf (missing) -> 0
+    norm = recip.sum(1, keepdim=True)
+    return torch.where(norm > 0, recip / norm.clamp_min(torch.finfo(recip.dtype).tiny), 0.0)
+
+
+def interpolation(xyz, new_xyz, feat, offset, new_offset, k=3):
+    """Inverse-distance weighted mean of the features of the k nearest xyz rows of each new_xyz
+    row: [n, c]. Differentiable w.r.t. feat."""
+    feat = _feat(feat)
+    idx, dist = knn_query(k, xyz, offset, new_xyz, new_offset)
+    return packed.interpolate(feat, idx.long(), _inverse_distance_weights(dist))
+
+
+def interpolation2(xyz, new_xyz, input, offset, new_offset, k=3):  # noqa: A002
+    """Same values as interpolation (Pointcept's kernel variant)."""
+    return interpolation(xyz, new_xyz, input, offset, new_offset, k)
+
+
+def knn_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None,
+                        nsample=None, with_xyz=False):
+    """(grouping of feat at the nsample nearest neighbours, idx int32)."""
+    if idx is None:
+        if nsample is None:
+            raise ValueError("pointops: knn_query_and_group needs nsample when idx is not given")
+        idx, _ = knn_query(nsample, xyz, offset, new_xyz, new_offset)
+    return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
+
+
+def ball_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None,
+                         max_radio=None, min_radio=0, nsample=None, with_xyz=False):
+    """(grouping of feat at Pointcept's ball query, idx int32)."""
+    if idx is None:
+        if nsample is None or offset is None or max_radio is None or min_radio is None:
+            raise ValueError("pointops: ball_query_and_group needs nsample, offset, max_radio and "
+                             "min_radio when idx is not given")
+        idx, _ = ball_query(nsample, max_radio, min_radio, xyz, offset, new_xyz, new_offset)
+    return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
+
+
+def query_and_group(nsample, xyz, new_xyz, feat, idx, offset, new_offset, dilation=0,
+                    with_feat=True, with_xyz=True):
+    """Pointcept's dilated kNN grouping: neighbours 0, d+1, 2(d+1), ... of the
+    1 + (nsample-1)(d+1) nearest (a cloud with fewer points spreads the picks over what it
+    has). Returns idx [m, nsample] int32 when not with_feat, else ([m, nsample, 3 + c] or
+    [m, nsample, c], idx)."""
+    if new_xyz is None:
+        new_xyz = xyz
+    if idx is None:
+        nsample = _positive(nsample, "nsample")
+        total = 1 + (nsample - 1) * (dilation + 1)
+        wide, _ = knn_query(total, xyz, offset, new_xyz, new_offset)
+        ptr = packed.ptr_from_offset(offset)
+        new_ptr = packed.ptr_from_offset(new_offset)
+        size = (ptr[1:] - ptr[:-1])[packed.batch_from_ptr(new_ptr, new_xyz.shape[0])]
+        i = torch.arange(nsample, device=wide.device, dtype=torch.float64)
+        if nsample > 1:  # as Pointcept: step (n-1)/(nsample-1) when the cloud is short, in float64
+            soft = (size.to(torch.float64) - 1) / (nsample - 1) - 1
+        else:
+            soft = torch.zeros_like(size, dtype=torch.float64)
+        step = torch.where(size < total, soft, float(dilation)) + 1
+        cols = (step[:, None] * i[None, :]).to(torch.int64).clamp(0, total - 1)
+        idx = wide.gather(1, cols)
+    if not with_feat:
+        return idx
+    grouped = grouping(idx, feat, xyz, new_xyz, with_xyz)
+    return grouped, idx
+
+
+# ---------------------------------------------------------------------------------------------
+# layout helpers
+
+def offset2batch(offset):
+    """Cloud id of each row (int64), from Pointcept's offset."""
+    return packed.batch_from_ptr(packed.ptr_from_offset(offset))
+
+
+def batch2offset(batch):
+    """Pointcept's offset (int32 cumulative counts) from a batch vector."""
+    return torch.cumsum(batch.bincount(), dim=0).int()
+
+
+# ---------------------------------------------------------------------------------------------
+# Point Transformer (v1) helpers, in plain differentiable torch
+
+def subtraction(input1, input2, idx):
+    """out[n, s] = input1[n] - input2[idx[n, s]]: [n, nsample, c]; -1 reads zeros."""
+    idx = _rows(idx, input2.shape[0])
+    return input1.unsqueeze(1) - packed.gather(input2, idx)
+
+
+def aggregation(input, position, weight, idx):  # noqa: A002
+    """out[n, c] = sum_s (input[idx[n, s], c] + position[n, s, c]) * weight[n, s, c % w_c]."""
+    idx = _rows(idx, input.shape[0])
+    c, w_c = input.shape[1], weight.shape[-1]
+    if c % w_c:
+        raise ValueError(f"pointops: aggregation needs the channel count {c} to be a multiple of "
+                         f"weight's last dimension {w_c}")
+    w = weight.repeat(1, 1, c // w_c)  # channel j uses weight column j % w_c
+    return ((packed.gather(input, idx) + position) * w).sum(1)
+
+
+def attention_relation_step(query, key, weight, index_target, index_refer):
+    """out[r, g] = sum_c query[t[r], g, c] * key[f[r], g, c] * weight[c]: [m, g]."""
+    t, f = _rows(index_target, query.shape[0], "index_target"), _rows(index_refer, key.shape[0],
+                                                                        "index_refer")
+    return (query[t] * key[f] * weight).sum(-1)
+
+
+def attention_fusion_step(weight, value, index_target, index_refer):
+    """out[n] = sum over r with t[r] = n of weight[r, g] * value[f[r], g, c]: [n, g, c]."""
+    t, f = _rows(index_target, value.shape[0], "index_target"), _rows(index_refer, value.shape[0],
+                                                                       "index_refer")
+    contrib = weight.unsqueeze(-1) * value[f]
+    return torch.zeros_like(value).index_add(0, t, contrib)
+
+
+def native_or_pointcept_ball_query(*args, **kwargs):
+    """`pointops.ball_query` serves two APIs, told apart by the first argument:
+
+    - a tensor: the native padded ball query, ball_query(xyz, query, radius, k, lengths=None,
+      query_lengths=None, return_dist2=False) (pointops.ops.ball_query);
+    - anything else (Pointcept passes nsample, an int), or an `nsample=` keyword: Pointcept's
+      ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_offset=None).
+    """
+    if "nsample" in kwargs or (args and not isinstance(args[0], Tensor)):
+        return ball_query(*args, **kwargs)
+    return ops.ball_query(*args, **kwargs)
