@@ -133,15 +133,17 @@ def test_points_exactly_on_the_radius(monkeypatch, threads, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_overflowing_distances_tie_by_index(monkeypatch, threads, dtype):
-    """Finite coordinates whose squared distances overflow to +inf: ties broken by index."""
-    big = 1e20 if dtype == torch.float32 else 1e160
+def test_largest_accepted_coordinates_tie_by_index(monkeypatch, threads, dtype):
+    """Coordinates at the coordinate limit (larger ones are refused): huge squared distances,
+    ties broken by index, the same through the tree and the scan."""
+    big = pointops.coordinate_limit(dtype) / 2
     g = torch.Generator().manual_seed(5)
-    xyz = ((torch.rand(1, 2000, 3, generator=g, dtype=torch.float64) - 0.5) * 4 * big).to(dtype)
-    q = ((torch.rand(1, 30, 3, generator=g, dtype=torch.float64) - 0.5) * 4 * big).to(dtype)
+    xyz = ((torch.rand(1, 2000, 3, generator=g, dtype=torch.float64) - 0.5) * 2 * big).to(dtype)
+    q = ((torch.rand(1, 30, 3, generator=g, dtype=torch.float64) - 0.5) * 2 * big).to(dtype)
+    xyz[0, :4] = xyz[0, 4]  # exact ties
     tree, brute = _knn_both(monkeypatch, xyz, q, 8)
     assert torch.equal(tree[1], brute[1]) and torch.equal(tree[0], brute[0])
-    assert torch.isinf(tree[0]).any()
+    assert torch.isfinite(tree[0]).all()
 
 
 def test_empty_inputs(monkeypatch, threads):

@@ -1,23 +1,23 @@
 #include "checks.h"
 
-#include "value_checks.h"
-
 #include <cmath>
 
 namespace pointops {
 namespace binding {
 namespace {
 
+// limit_log2: the coordinate limit 2^limit_log2 (value_checks.h's coordinate_limit).
 template <typename T>
-void check_finite_values(const Tensor& t, const char* name, double limit) {
+void check_finite_values(const Tensor& t, const char* name, int limit_log2) {
+  const double limit = std::ldexp(1.0, limit_log2);
   const T* p = static_cast<const T*>(t.const_data_ptr());
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i) {
     STD_TORCH_CHECK(std::isfinite(p[i]), "pointops: ", name,
                     " contains a non-finite value (nan or inf); coordinates must be finite");
-    STD_TORCH_CHECK(std::fabs(static_cast<double>(p[i])) <= limit, "pointops: ", name, " holds the coordinate ",
-                    static_cast<double>(p[i]), ", beyond +-", limit,
-                    ": squared distances between such points overflow; scale or center the cloud");
+    STD_TORCH_CHECK(std::fabs(static_cast<double>(p[i])) <= limit, "pointops: ", name,
+                    " holds a coordinate of magnitude ", std::fabs(static_cast<double>(p[i])), ", above 2^",
+                    limit_log2, ": squared distances between such points overflow; scale the points down");
   }
 }
 
@@ -87,8 +87,8 @@ void check_index(const Tensor& t, const char* name) {
 
 void check_finite_cpu(const Tensor& t, const char* name) {
   if (!t.is_cpu()) return;
-  if (t.scalar_type() == ScalarType::Float) check_finite_values<float>(t, name, coordinate_limit(Dtype::Float32));
-  if (t.scalar_type() == ScalarType::Double) check_finite_values<double>(t, name, coordinate_limit(Dtype::Float64));
+  if (t.scalar_type() == ScalarType::Float) check_finite_values<float>(t, name, 62);
+  if (t.scalar_type() == ScalarType::Double) check_finite_values<double>(t, name, 510);
 }
 
 void check_indices_cpu(const Tensor& t, const char* name, int64_t n) {

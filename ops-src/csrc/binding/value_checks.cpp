@@ -19,7 +19,8 @@ std::atomic<bool> enabled{true};
 
 double coordinate_limit(Dtype dt) {
   // A power of two below the exact bound sqrt(max / 12): 12 * (2^62)^2 = 1.5 * 2^127 stays under
-  // float's max with room for the rounding of the sum (2^510 likewise for double).
+  // float's max with room for the rounding of the sum (2^510 likewise for double). The CPU
+  // checks (checks.cpp) and pointops.coordinate_limit use the same powers.
   return std::ldexp(1.0, dt == Dtype::Float64 ? 510 : 62);
 }
 
