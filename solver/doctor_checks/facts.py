@@ -47,6 +47,7 @@ class PointopsFacts:
     installed: bool = False
     build_info: dict | None = None  # pointops.build_info()
     error: str = ""  # import or build_info() failure text
+    path: str = ""  # the package directory `import pointops` resolves to (empty: none)
 
 
 @dataclass
@@ -150,6 +151,7 @@ class Facts:
     toolchain: ToolchainFacts = field(default_factory=ToolchainFacts)
     conda: CondaFacts = field(default_factory=CondaFacts)
     imports: list[ImportFact] = field(default_factory=list)
+    pointops_installs: list = field(default_factory=list)  # pointops_owners.PointopsInstall, one per package
     windows: WindowsFacts | None = None  # None off Windows
     network: NetworkFacts = field(default_factory=NetworkFacts)
     virtual_packages: list[str] | None = None  # "__cuda=13.0=0"; None when they could not be detected

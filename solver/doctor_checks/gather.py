@@ -18,6 +18,7 @@ from .conda_env import gather_conda, resolve_conda, site_packages_dirs
 from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
 from .imports import discover_extensions
 from .network import gather_network, run_probes
+from .pointops_owners import find_installs
 from .toolchain import gather_toolchain
 from .windows import gather_windows
 
@@ -113,7 +114,7 @@ def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, 
             torch = TorchFacts(**{k: v for k, v in item.items() if k in TorchFacts.__dataclass_fields__})
         elif kind == "pointops":
             pointops = PointopsFacts(installed=item.get("installed", False), build_info=item.get("build_info"),
-                                     error=item.get("error", ""))
+                                     error=item.get("error", ""), path=item.get("path", ""))
         elif kind == "import-start":
             started = item["module"]
         elif kind == "import":
@@ -133,7 +134,9 @@ def gather(options: GatherOptions) -> Facts:
     facts = Facts(platform=host_platform())
     facts.driver = gather_driver(options.env, options.driver_timeout_s)
     facts.conda = gather_conda(options.prefix)
-    modules = discover_extensions(site_packages_dirs(options.prefix))
+    site_dirs = site_packages_dirs(options.prefix)
+    facts.pointops_installs = find_installs(site_dirs)
+    modules = discover_extensions(site_dirs)
     known = {m.module for m in modules}
     modules += [ImportFact(m) for m in options.extra_modules if m not in known]
     facts.torch, facts.pointops, facts.imports = run_runtime_probe(

@@ -43,24 +43,34 @@ def probe_torch():
 
 
 def probe_pointops():
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec("pointops")
+        path = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+    except BaseException:
+        path = ""
     try:
         import pointops
     except ModuleNotFoundError as exc:
         if exc.name == "pointops":
             emit("pointops", installed=False)
         else:
-            emit("pointops", installed=True, error=error_text(exc))
+            emit("pointops", installed=True, error=error_text(exc), path=path)
         return
     except BaseException as exc:
-        emit("pointops", installed=True, error=error_text(exc))
+        emit("pointops", installed=True, error=error_text(exc), path=path)
         return
     build_info = getattr(pointops, "build_info", None)
     if build_info is None:
-        emit("pointops", installed=True, error="this pointops has no build_info(); it predates it")
+        emit("pointops", installed=True, path=path,
+             error="this pointops has no build_info(): it is not this project's package (Pointcept's library "
+                   "is also named pointops)")
         return
     try:
         info = build_info()
-        emit("pointops", installed=True, build_info=json.loads(json.dumps(info, default=str)))
+        emit("pointops", installed=True, build_info=json.loads(json.dumps(info, default=str)), path=path)
     except BaseException as exc:
         emit("pointops", installed=True, error=error_text(exc))
 

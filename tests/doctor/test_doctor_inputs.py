@@ -107,8 +107,8 @@ def test_standard_output_full_or_closed(tmp_path):
 # -- the registry ------------------------------------------------------------------------------
 
 def test_every_check_has_one_signature():
-    assert list(CHECKS) == ["gpu", "toolchain", "conda.pip-shadowing", "conda.resolve", "extensions", "windows",
-                            "network"]
+    assert list(CHECKS) == ["gpu", "toolchain", "conda.pip-shadowing", "conda.resolve", "extensions",
+                            "pointops.installations", "windows", "network"]
     for name, check in CHECKS.items():
         assert list(inspect.signature(check).parameters) == ["facts", "kb"], name
 
