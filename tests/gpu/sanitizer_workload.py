@@ -37,7 +37,46 @@ def run(dtype):
     if dtype != torch.float64:
         big = torch.rand(1, 300_000, 3, generator=g).to(dev, dtype)
         pointops.furthest_point_sample(big, 8)
+    run_packed(dtype, g)
+    run_bad_values(dtype)
     torch.cuda.synchronize()
+
+
+def run_packed(dtype, g):
+    """The packed ops: a few clouds of uneven size (one empty), the grid path and FPS plans."""
+    from pointops import packed
+
+    dev = "cuda"
+    counts = torch.tensor([900, 0, 12000, 5, 3000], device=dev)
+    ptr = packed.ptr_from_counts(counts)
+    xyz = torch.rand(int(counts.sum()), 3, generator=g).to(dev, dtype).requires_grad_()
+    query_ptr = packed.ptr_from_counts(torch.tensor([40, 3, 100, 0, 30], device=dev))
+    query = torch.rand(173, 3, generator=g).to(dev, dtype).requires_grad_()
+    d2, idx = packed.knn(xyz, ptr, query, query_ptr, 16)
+    _, _, bd2 = packed.ball_query(xyz, ptr, query, query_ptr, 0.1, 32, return_dist2=True)
+    packed.ball_query(xyz, ptr, query, query_ptr, 0.1, 8, inclusive=False)
+    (torch.where(torch.isinf(d2), 0, d2).sum() + torch.where(torch.isinf(bd2), 0, bd2).sum()).backward()
+    sample_ptr = packed.ptr_from_counts(torch.tensor([100, 4, 3000, 9, 750], device=dev))
+    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=3863, max_points=12000)
+    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=3863)
+    feat = torch.randn(xyz.shape[0], 24, generator=g).to(dev, dtype).requires_grad_()
+    w = torch.rand(173, 16, generator=g).to(dev, dtype).requires_grad_()
+    (packed.interpolate(feat, idx, w).float().sum() + packed.gather(feat, idx).float().sum()).backward()
+
+
+def run_bad_values(dtype):
+    """A bad value: the check kernel records it and the poison kernel overwrites the outputs."""
+    dev = "cuda"
+    xyz = torch.rand(2, 500, 3, device=dev).to(dtype)
+    xyz[1, 7, 2] = float("nan")
+    pointops.knn(xyz, xyz[:, :50], 8)
+    pointops.gather_points(torch.rand(2, 4, 500, device=dev).to(dtype), torch.full((2, 9), 600, device=dev))
+    try:
+        pointops.check_errors()
+    except ValueError:
+        pass
+    else:
+        raise SystemExit("the value checks did not report the bad values")
 
 
 if __name__ == "__main__":
