@@ -132,9 +132,13 @@ Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const in
 // Indices outside -1..N-1 are the binding layer's to reject; kernels treat them as -1.
 Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
                           int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out);
+// With `checks` (CUDA): an index outside -1..N-1 is recorded (checks->code) and makes its output
+// NaN, and while any problem is recorded on the device every output is NaN: the kernel checks
+// its own input, so the gather needs no separate check and poison kernels.
+struct InKernelChecks;
 Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
                            int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out,
-                           void* stream);
+                           const InKernelChecks* checks, void* stream);
 
 // Gradient w.r.t. feat:  grad_feat[b,c,n] = sum over (p,t) with idx[b,p,t] == n of
 //   w[b,p,t] * grad_out[b,c,p]. grad_feat [B,C,N] is fully written (zeros where nothing maps).
@@ -207,6 +211,13 @@ struct PoisonTarget {
   Dtype dt;
 };
 
+// For kernels that check their own inputs: where to record a problem, and the code to record.
+struct InKernelChecks {
+  int* device_code;
+  int* host_code;  // the device's address of the mapped host word
+  int32_t code;
+};
+
 constexpr int kMaxValueChecks = 6;
 constexpr int kMaxPoisonTargets = 4;
 constexpr int64_t kPoisonIndex = INT64_MIN;
@@ -214,6 +225,9 @@ constexpr int64_t kPoisonIndex = INT64_MIN;
 // Queues the checks (at most kMaxValueChecks) on `stream`. *skipped is set when they cannot run
 // (the device's check state is not allocated yet and the stream is being captured).
 Status value_checks_cuda(const ValueCheck* checks, int count, void* stream, bool* skipped);
+// The recording words of the current device for a kernel that checks its own input; false when
+// they cannot be had (not allocated yet while `stream` is being captured).
+Status in_kernel_checks_cuda(int32_t code, void* stream, InKernelChecks* out, bool* available);
 // Queues the overwrite of the targets with poison, which takes effect only while a code is
 // recorded on the current device.
 Status poison_outputs_cuda(const PoisonTarget* targets, int count, void* stream);

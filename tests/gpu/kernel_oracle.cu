@@ -330,7 +330,7 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
       ws(gather_backward_feat_cuda_plan(dt, B, C, N, P, T).workspace_bytes);
   poison(d_out), poison(d_gf), poison(d_gw);
   const void* wp = weighted ? d_w.ptr : nullptr;
-  check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr), "gather");
+  check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr, nullptr), "gather");
   check_status(gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
                                          d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr),
                "gather_backward_feat");
@@ -742,7 +742,7 @@ static void bench_rest(double bw, bool sweep) {
       std::snprintf(shape, sizeof shape, "B%lld C%lld N%lld P%lld T%lld %s", (long long)s.B, (long long)s.C,
                     (long long)s.N, (long long)s.P, (long long)s.T, dt_name(dt));
       const double fwd = time_ms([&] {
-        check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr, nullptr),
+        check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr, nullptr, nullptr),
                      "gather"); }, 3, 20);
       // Floor: write out, read idx/weight, read the gathered features (each at most once).
       const double gathered = std::min<double>(s.B * s.C * s.N, s.B * s.C * s.P * s.T) * es;
@@ -753,7 +753,7 @@ static void bench_rest(double bw, bool sweep) {
           knob("POINTOPS_GATHER_STAGED", v);
           const double alt = time_ms([&] {
             check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr,
-                                             nullptr), "gather"); }, 2, 5);
+                                             nullptr, nullptr), "gather"); }, 2, 5);
           knob("POINTOPS_GATHER_STAGED", nullptr);
           add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer,
                   floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered),

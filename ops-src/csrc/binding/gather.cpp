@@ -61,13 +61,11 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
-  AsyncValueChecks checks(CheckedOp::Gather, feat, cuda.stream);
-  checks.range(idx, CheckedArg::Idx, -1, s.N - 1);
-  checks.run();
+  // The gather checks its indices itself (no check or poison kernels on this hot path).
+  const InKernelChecks checks = in_kernel_checks(CheckedOp::Gather, CheckedArg::Idx, feat, cuda.stream);
   raise_on_error(gather_forward_cuda(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P, s.T,
-                                     out.mutable_data_ptr(), cuda.stream),
+                                     out.mutable_data_ptr(), checks.device_code ? &checks : nullptr, cuda.stream),
                  "gather");
-  checks.poison({&out});
 #endif
   return out;
 }

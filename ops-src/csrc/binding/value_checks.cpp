@@ -70,6 +70,16 @@ void raise_recorded_problem(int32_t device, void* stream, const char* calling_op
   STD_TORCH_CHECK(code == 0, describe(code, calling_op));
 }
 
+InKernelChecks in_kernel_checks(CheckedOp op, CheckedArg arg, const Tensor& like, void* stream) {
+  raise_recorded_problem(like.get_device_index(), stream, op_name(op));
+  InKernelChecks checks{nullptr, nullptr, 0};
+  if (!value_checks_enabled()) return checks;
+  bool available = false;
+  raise_on_error(in_kernel_checks_cuda(check_code(op, arg, Problem::OutOfRange), stream, &checks, &available),
+                 op_name(op));
+  return available ? checks : InKernelChecks{nullptr, nullptr, 0};
+}
+
 AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor& like, void* stream)
     : op_(op), stream_(stream), enabled_(value_checks_enabled()) {
   raise_recorded_problem(like.get_device_index(), stream, op_name(op));
@@ -119,6 +129,7 @@ void AsyncValueChecks::poison(std::initializer_list<const Tensor*> outputs) {
 #else  // CPU-only build: values are checked directly by the CPU binding.
 
 void raise_recorded_problem(int32_t, void*, const char*) {}
+InKernelChecks in_kernel_checks(CheckedOp, CheckedArg, const Tensor&, void*) { return InKernelChecks{nullptr, nullptr, 0}; }
 AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor&, void* stream) : op_(op), stream_(stream), enabled_(false) {}
 void AsyncValueChecks::coordinates(const Tensor&, CheckedArg) {}
 void AsyncValueChecks::range(const std::optional<Tensor>&, CheckedArg, int64_t, int64_t) {}

@@ -22,6 +22,10 @@ bool set_value_checks_enabled(bool enabled);  // returns the previous setting
 // Raises the problem recorded on `device` (visible to the host now), if any, clearing it.
 void raise_recorded_problem(int32_t device, void* stream, const char* calling_op);
 
+// For kernels that check their own input: raises a recorded problem first (as AsyncValueChecks
+// does), then returns where to record a new one (device_code null: checks off or not available).
+InKernelChecks in_kernel_checks(CheckedOp op, CheckedArg arg, const Tensor& like, void* stream);
+
 class AsyncValueChecks {
  public:
   AsyncValueChecks(CheckedOp op, const Tensor& like, void* stream);

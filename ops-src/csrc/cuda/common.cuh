@@ -120,6 +120,35 @@ struct CloudRows {
   }
 };
 
+// A kernel's own input check (kernels.h's InKernelChecks, passed by value; device_code null:
+// checks off): records the first problem like the check kernel does.
+struct KernelChecks {
+  int* device_code = nullptr;
+  int* host_code = nullptr;
+  int32_t code = 0;
+
+  static KernelChecks from(const InKernelChecks* c) {
+    return c == nullptr ? KernelChecks{} : KernelChecks{c->device_code, c->host_code, c->code};
+  }
+  // Whether a problem is recorded (read once per block: every output is poisoned then).
+  __device__ __forceinline__ bool recorded() const {
+    return device_code != nullptr && *reinterpret_cast<const volatile int*>(device_code) != 0;
+  }
+  __device__ __forceinline__ void report() const {
+    if (device_code != nullptr && atomicCAS(device_code, 0, code) == 0) {
+      *reinterpret_cast<volatile int*>(host_code) = code;
+      __threadfence_system();
+    }
+  }
+};
+
+template <class A>
+__device__ __forceinline__ A quiet_nan();
+template <>
+__device__ __forceinline__ float quiet_nan<float>() { return __int_as_float(0x7fc00000); }
+template <>
+__device__ __forceinline__ double quiet_nan<double>() { return __longlong_as_double(0x7ff8000000000000LL); }
+
 // Calls f(T{}) with T the element type of dt.
 template <class F>
 Status dispatch_dtype(Dtype dt, F&& f) {

@@ -16,8 +16,9 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     gather_forward_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
                           const T* __restrict__ weight, int64_t B, int64_t C, int64_t N,
-                          int64_t P, int64_t T_, T* __restrict__ out) {
+                          int64_t P, int64_t T_, T* __restrict__ out, KernelChecks checks) {
   using A = acc_t<T>;
+  const bool poisoned = checks.recorded();
   const int64_t total = B * C * P;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -28,18 +29,29 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t* ix = idx + (b * P + p) * T_;
     if (weight == nullptr && T_ == 1) {  // plain gather: copy the value itself
       const int64_t j = ix[0];
-      out[o] = (j >= 0 && j < N) ? f[j] : from_acc<T>(A(0));
+      T value = (j >= 0 && j < N) ? f[j] : from_acc<T>(A(0));
+      if (!(j >= -1 && j < N) && checks.device_code != nullptr) {
+        checks.report();
+        value = from_acc<T>(quiet_nan<A>());
+      }
+      out[o] = poisoned ? from_acc<T>(quiet_nan<A>()) : value;
       continue;
     }
     const T* w = weight == nullptr ? nullptr : weight + (b * P + p) * T_;
     A acc = A(0);
     for (int64_t t = 0; t < T_; ++t) {
       const int64_t j = ix[t];
-      if (j < 0 || j >= N) continue;
+      if (j < 0 || j >= N) {
+        if (j != -1 && checks.device_code != nullptr) {
+          checks.report();
+          acc = quiet_nan<A>();
+        }
+        continue;
+      }
       const A v = to_acc(f[j]);
       acc = add_rn(acc, w == nullptr ? v : mul_rn(to_acc(w[t]), v));
     }
-    out[o] = from_acc<T>(acc);
+    out[o] = from_acc<T>(poisoned ? quiet_nan<A>() : acc);
   }
 }
 
@@ -103,8 +115,12 @@ template <class T, int TT>
 __global__ void __launch_bounds__(staged_threads<TT>())
     gather_staged_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                         int64_t T_, T* __restrict__ out, int64_t CC, int64_t p_chunk, bool paired) {
+                         int64_t T_, T* __restrict__ out, int64_t CC, int64_t p_chunk, bool paired,
+                         KernelChecks checks) {
   using A = acc_t<T>;
+  // kBad marks an index outside -1..N-1 (checks on): it makes its output NaN.
+  constexpr int kBad = -2;
+  const bool poisoned = checks.recorded();
   extern __shared__ __align__(16) unsigned char stage_raw[];
   T* rows = reinterpret_cast<T*>(stage_raw);
   // The host launches at most INT32_MAX blocks, so the tile decode fits 32-bit arithmetic.
@@ -152,6 +168,10 @@ __global__ void __launch_bounds__(staged_threads<TT>())
             const int64_t e = (b * P + p) * TT + t;
             const int64_t v = idx[e];
             jj = (v >= 0 && v < N) ? static_cast<int>(v) : -1;
+            if (!(v >= -1 && v < N) && checks.device_code != nullptr) {
+              checks.report();
+              jj = kBad;
+            }
             ww = weight == nullptr ? A(1) : to_acc(weight[e]);
           }
           j[u][t] = jj;
@@ -168,9 +188,10 @@ __global__ void __launch_bounds__(staged_threads<TT>())
 #pragma unroll
             for (int u = 0; u < U; ++u) {
               if (p0 + static_cast<int64_t>(u) * kStagedThreads >= p_end) break;
-              A acc_lo = A(0), acc_hi = A(0);
+              A acc_lo = poisoned ? quiet_nan<A>() : A(0), acc_hi = acc_lo;
 #pragma unroll
               for (int t = 0; t < TT; ++t) {
+                if (j[u][t] == kBad) acc_lo = acc_hi = quiet_nan<A>();
                 if (j[u][t] < 0) continue;
                 const uint32_t word = row[j[u][t]];
                 const A v_lo = to_acc(from_bits(word, T())), v_hi = to_acc(from_bits(word >> 16, T()));
@@ -192,11 +213,13 @@ __global__ void __launch_bounds__(staged_threads<TT>())
           if (p0 + static_cast<int64_t>(u) * kStagedThreads >= p_end) break;
           T value;
           if (TT == 1 && weight == nullptr) {  // plain gather: copy the value itself
-            value = j[u][0] >= 0 ? row[j[u][0]] : from_acc<T>(A(0));
+            value = j[u][0] >= 0 ? row[j[u][0]] : from_acc<T>(j[u][0] == kBad ? quiet_nan<A>() : A(0));
+            if (poisoned) value = from_acc<T>(quiet_nan<A>());
           } else {
-            A acc = A(0);
+            A acc = poisoned ? quiet_nan<A>() : A(0);
 #pragma unroll
             for (int t = 0; t < TT; ++t) {
+              if (j[u][t] == kBad) acc = quiet_nan<A>();
               if (j[u][t] < 0) continue;
               const A v = to_acc(row[j[u][t]]);
               acc = add_rn(acc, weight == nullptr ? v : mul_rn(w[u][t], v));
@@ -213,10 +236,16 @@ __global__ void __launch_bounds__(staged_threads<TT>())
       const T* w = weight == nullptr ? nullptr : weight + (b * P + p) * T_;
       T* o = o_base + p;
       for (int cc = 0; cc < cn; ++cc) {
-        A acc = A(0);
+        A acc = poisoned ? quiet_nan<A>() : A(0);
         for (int64_t t = 0; t < T_; ++t) {
           const int64_t j = ix[t];
-          if (j < 0 || j >= N) continue;
+          if (j < 0 || j >= N) {
+            if (j != -1 && checks.device_code != nullptr) {
+              checks.report();
+              acc = quiet_nan<A>();
+            }
+            continue;
+          }
           const A v = to_acc(rows[cc * N + j]);
           acc = add_rn(acc, w == nullptr ? v : mul_rn(to_acc(w[t]), v));
         }
@@ -240,7 +269,8 @@ int64_t stage_budget(int64_t row_bytes, int TT) {
 
 template <class E, int TT>
 Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t B, int64_t C,
-                     int64_t N, int64_t P, int64_t T, E* out, cudaStream_t s, bool* launched) {
+                     int64_t N, int64_t P, int64_t T, E* out, KernelChecks checks, cudaStream_t s,
+                     bool* launched) {
   const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
   // Channels per block: as many rows as fit, spread evenly over the channel groups.
   constexpr int kStagedThreads = staged_threads<TT>();
@@ -280,7 +310,7 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
   const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
   if (blocks > INT32_MAX) return nullptr;  // the direct path (a grid-stride loop) takes it
   kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(feat, idx, weight, B, C, N, P,
-                                                                         T, out, CC, p_chunk, paired);
+                                                                         T, out, CC, p_chunk, paired, checks);
   *launched = true;
   return launch_status();
 }
@@ -289,7 +319,8 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
 
 Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
                            int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out,
-                           void* stream) {
+                           const InKernelChecks* in_kernel_checks, void* stream) {
+  const KernelChecks checks = KernelChecks::from(in_kernel_checks);
   if (B == 0 || C == 0 || P == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -308,16 +339,16 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
       bool launched = false;
       Status st = nullptr;
       if (T == 1) {
-        st = launch_staged<E, 1>(f, idx, w, B, C, N, P, T, o, s, &launched);
+        st = launch_staged<E, 1>(f, idx, w, B, C, N, P, T, o, checks, s, &launched);
       } else if (T == 3) {
-        st = launch_staged<E, 3>(f, idx, w, B, C, N, P, T, o, s, &launched);
+        st = launch_staged<E, 3>(f, idx, w, B, C, N, P, T, o, checks, s, &launched);
       } else {
-        st = launch_staged<E, 0>(f, idx, w, B, C, N, P, T, o, s, &launched);
+        st = launch_staged<E, 0>(f, idx, w, B, C, N, P, T, o, checks, s, &launched);
       }
       if (st != nullptr || launched) return st;
     }
     gather_forward_kernel<E><<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(f, idx, w, B, C, N, P,
-                                                                               T, o);
+                                                                               T, o, checks);
     return launch_status();
   });
 }

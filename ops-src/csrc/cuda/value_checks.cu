@@ -170,6 +170,13 @@ Status value_checks_cuda(const ValueCheck* checks, int count, void* stream, bool
   return launch_status();
 }
 
+Status in_kernel_checks_cuda(int32_t code, void* stream, InKernelChecks* out, bool* available) {
+  DeviceState* st = nullptr;
+  if (Status err = device_state(current_device(), static_cast<cudaStream_t>(stream), &st, available)) return err;
+  if (*available) *out = InKernelChecks{st->device_code, st->host_code_on_device, code};
+  return nullptr;
+}
+
 Status poison_outputs_cuda(const PoisonTarget* targets, int count, void* stream) {
   if (count <= 0) return nullptr;
   if (count > kMaxPoisonTargets) return "pointops: too many outputs to poison for one call";
