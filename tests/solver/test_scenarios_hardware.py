@@ -6,7 +6,8 @@ sources give (not what the solver happened to print).
   11.0: 13.0 -> R580; Rubin 10.7: 13.4 -> R615). NVIDIA architecture matrix, meson cuda.py,
   NVIDIA/cloud-native-docs#184 (B200 needs 570.133.20+), pytorch#190654 (Rubin).
 - Jetson: JetPack 6 prints 540.4.0 / CUDA 12.6 / "Orin (nvgpu)" and runs only conda-forge's tegra
-  builds (CUDA 12.9, 8.7+PTX, glibc 2.34); JetPack 7.2 puts Orin on the SBSA stack, where only
+  builds (CUDA 12.9, 8.7+PTX, glibc 2.34), for which pointops publishes no build (refused, naming
+  JetPack 7.2); JetPack 7.2 puts Orin on the SBSA stack, where only
   pytorch 2.13.0 builds >= 2 (package build number 202) carry 8.7; Thor (JetPack 7) prints
   580.00 / 13.0 / "NVIDIA Thor"; Xavier, TX2 and Nano have no CUDA 12 stack. Tegra GPUs need
   SASS of their exact compute capability (CUDA C++ Programming Guide, binary compatibility).
@@ -58,16 +59,6 @@ PLANS = [
     # R620 reports CUDA 13.5
     ("NVIDIA H200", "620.70.06", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
     # -- Jetson --------------------------------------------------------------------------------
-    # JetPack 6 exactly as nvidia-smi prints it: tegra builds, 12.9 through minor-version compatibility
-    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, ("cuda129", "12.9", "tegra", "mvc", None)),
-    ("Jetson Orin Nano", "540.4.0", "linux-aarch64", {"python": "3.10"}, {},
-     ("cuda129", "12.9", "tegra", "mvc", None)),
-    # JetPack 6 known only by the CUDA version its driver reports
-    ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"},
-     ("cuda129", "12.9", "tegra", "mvc", None)),
-    # pytorch 2.10's tegra builds carry 8.7;10.1+PTX: still SASS for Orin
-    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {},
-     ("cuda129", "12.9", "tegra", "mvc", None)),
     # JetPack 7.2 (CUDA 13.2, driver of the 595 series): sbsa CUDA 13 with 8.7 from build number 202
     ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", 202)),
     ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "13.2"},
@@ -147,8 +138,13 @@ REFUSALS = [
     # JetPack 7.2, pytorch 2.12: its CUDA 13 builds lack 8.7, and sm_86 SASS does not count on Tegra
     ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"torch": "2.12"}, {}, 1,
      ["exactly 8.7", "--gpu none"]),
-    # the tegra builds need glibc 2.34 (JetPack 6 is Ubuntu 22.04); a target said to have 2.31 has none
-    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {"CONDA_OVERRIDE_GLIBC": "2.31"}, 1, ["glibc >= 2.34"]),
+    # JetPack 6 (tegra CUDA stack): conda-forge has tegra pytorch builds, pointops publishes none, so
+    # the plan refuses and names the JetPack that works: as nvidia-smi prints it, by the CUDA
+    # version its driver reports, with flags
+    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, 1, ["tegra CUDA stack (JetPack 6)", "JetPack 7.2"]),
+    ("Jetson Orin Nano", "540.4.0", "linux-aarch64", {"python": "3.10"}, {}, 1, ["JetPack 7.2", "--gpu none"]),
+    ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"}, 1, ["JetPack 7.2"]),
+    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {}, 1, ["no build for Jetson's tegra"]),
     ("Orin (nvgpu)", "540.4.0", "linux-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
     ("Jetson AGX Thor", "580.00", "win-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
     # -- names: "Tesla K40m" is a K40 (Kepler), not an unknown GPU ------------------------------
@@ -199,17 +195,6 @@ def test_jetson_without_driver_assumes_the_newest_stack_and_says_so(monkeypatch)
     assert any("JetPack 7.2" in reason and "--driver" in reason for reason in plan.reasons)
 
 
-def test_jetpack6_env_header_names_stack_and_glibc(capsys):
-    code = cli.main(["make-env", "--offline", "--gpu", "Orin (nvgpu)", "--driver", "540.4.0",
-                     "--platform", "linux-aarch64"])
-    out, _ = capsys.readouterr()
-    assert code == 0
-    header = [line for line in out.splitlines() if line.startswith("#")]
-    assert any("JetPack 6 (L4T r36)" in line and "tegra" in line for line in header)
-    assert any("glibc >= 2.34" in line for line in header)
-    assert "  - arm-variant=*=tegra" in out.splitlines()
-
-
 def test_cuda13_env_header_says_glibc_228(capsys):
     code = cli.main(["make-env", "--offline", "--gpu", "H100", "--driver", "580.65.06", "--platform", "linux-64"])
     out, _ = capsys.readouterr()
@@ -228,8 +213,8 @@ def test_detected_jetpack6_orin(monkeypatch):
     kb = load()
     target = build_target(kb, gpu="auto", detector=detector)
     assert (target.jetson_stack, target.driver_cuda, target.glibc) == ("jetpack6", "12.6", "2.35")
-    plan = make_plan(kb, target)
-    assert plan.arm_variant == "tegra" and plan.variant == "cuda129"
+    with pytest.raises(PlanError, match="JetPack 7.2"):  # no pointops build for the tegra stack
+        make_plan(kb, target)
 
 
 def test_future_gpu_the_driver_reports_runs_through_ptx(monkeypatch):
