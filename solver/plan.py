@@ -303,8 +303,8 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
             cuda_version = cuda_of_variant(variant)
             build = kb.pointops_build(target.platform, variant, arm_variant)
             if build is None:
-                reason = (f"pointops publishes no build for Jetson's tegra CUDA stack (JetPack 6); Orin runs "
-                          f"pointops from JetPack 7.2 on (the SBSA CUDA 13 stack): upgrade JetPack"
+                reason = ("pointops publishes no build for Jetson's tegra CUDA stack (JetPack 6); Orin runs "
+                          "pointops from JetPack 7.2 on (the SBSA CUDA 13 stack): upgrade JetPack"
                           if arm_variant == "tegra" else f"pointops has no {torch_build.key} build for {target.platform}")
                 rejections.append(_Rejection(release.version, variant, "build", reason))
                 continue

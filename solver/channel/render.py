@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
+import os
 import sys
 from dataclasses import dataclass, field
 
+from solver import worker
 from solver.channel.errors import ChannelError
 from solver.channel.recipe import RecipeFiles, find_recipe
+from solver.errors import WorkerError
 
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
 # Where each platform's packages are built: osx-64 is cross-compiled on an osx-arm64 machine, as
@@ -169,21 +171,30 @@ def recipe_version(files: RecipeFiles | None = None) -> str:
     return str(recipe_stage0(files)["context"]["version"])
 
 
-# Runs in a child process: rattler-build prints the solved render as JSON on its stdout.
-# It leaves through os._exit: the rattler runtime can crash while the interpreter shuts down
-# after a solve, which would turn a good run into a failed one.
-_SOLVE_RENDER_SCRIPT = """
-import json, os, sys, warnings
-warnings.simplefilter("ignore")
-from rattler_build import build_recipes
-args = json.loads(sys.argv[1])
-build_recipes([args["recipe"]], target_platform=args["platform"], build_platform=args["build_platform"],
-              channel=args["channels"], variant_config=args["variant_configs"],
-              render_only=True, with_solve=True)
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
-"""
+def solved_render(recipe: str, platform: str, build_platform: str, channels: list[str],
+                  variant_configs: list[str]) -> list:
+    """rattler-build's render with solved build/host environments, as JSON data. Run through
+    solver.worker: the rattler runtime can crash while the interpreter exits after a solve. It
+    prints the render on file descriptor 1, which is caught in a temporary file here."""
+    import tempfile
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from rattler_build import build_recipes
+
+    with tempfile.TemporaryFile() as caught:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(caught.fileno(), 1)
+        try:
+            build_recipes([recipe], target_platform=platform, build_platform=build_platform, channel=channels,
+                          variant_config=variant_configs, render_only=True, with_solve=True)
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        caught.seek(0)
+        return json.loads(caught.read().decode())
 
 
 def render_with_solve(
@@ -201,7 +212,7 @@ def render_with_solve(
     constrains.
     """
     files = files or find_recipe()
-    args = {
+    request = {
         "recipe": str(files.recipe),
         "platform": platform,
         "build_platform": build_platform_for(platform),
@@ -209,26 +220,19 @@ def render_with_solve(
         "variant_configs": [str(p) for p in files.variant_configs],
     }
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _SOLVE_RENDER_SCRIPT, json.dumps(args)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ChannelError(f"resolving the {platform} build environments took over {timeout_s:.0f} s; "
-                           "check that the channels are reachable") from exc
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        rendered = worker.call("solver.channel.render:solved_render", request, timeout_s,
+                               what=f"resolving the {platform} build environments", env=env)
+    except WorkerError as exc:
+        if "did not finish" in str(exc):
+            raise ChannelError(f"{exc}; check that the channels are reachable") from None
         raise ChannelError(
-            f"resolving the {platform} build environments against {', '.join(channels)} failed: {last}\n"
+            f"resolving the {platform} build environments against {', '.join(channels)} failed: {exc}. "
             "The channels must carry the compilers, python, pytorch and CUDA packages the recipe names "
             "(conda-forge does); a CUDA variant on a machine without a GPU needs CONDA_OVERRIDE_CUDA "
             "set to its CUDA version."
-        )
+        ) from None
     results = []
-    for output in json.loads(proc.stdout):
+    for output in rendered:
         if not output["recipe"]["context"].get("abi3_build", True):
             continue
         finalized = output.get("finalized_dependencies") or {}
