@@ -5,6 +5,8 @@
 #   .peers/build/pointcept_pointops   Pointcept's libs/pointops   (import name: pointops)
 #   .peers/build/torch_cluster        torch_cluster               (import name: torch_cluster)
 #   .peers/build/pytorch3d            pytorch3d, if .peers/pytorch3d exists (chamfer bench column)
+#   .peers/build/pointnet2_ops        Pointnet2_PyTorch's pointnet2_ops_lib (import name: pointnet2_ops),
+#                                     for benchmarks/clients/pointnet2_training.py
 #
 # Usage (from the repository root; runs in the background fine, one log per peer):
 #   nohup bash benchmarks/peers/build_peers.sh out/peer-build > /dev/null 2>&1 &
@@ -36,7 +38,39 @@ build() {  # build NAME SOURCE_DIR
   echo "$name rc=$? $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
 }
 
+# pointnet2_ops' setup.py assigns TORCH_CUDA_ARCH_LIST itself ("3.7+PTX;5.0;...;7.5"): CUDA 12 no
+# longer builds 3.7 and CUDA 13 nothing below 7.5, and sm_90 is not in it. Its setup.py runs here
+# with that one assignment ignored, so the list above stands; the wheel it makes is then installed
+# like the others. The peer's files are not edited.
+build_pinned_arch() {  # build_pinned_arch NAME SOURCE_DIR
+  local name=$1 src=$2 target="$PEERS/build/$1" dist="$PEERS/build/$1.dist" start=$SECONDS
+  if [ ! -d "$src" ]; then
+    echo "$name skipped (no $src)" >> "$LOG_DIR/status.txt"
+    return
+  fi
+  rm -rf "$target" "$dist"
+  mkdir -p "$target"
+  (cd "$src" && rm -rf build && python3 - "$dist" <<'PY' && python3 -m pip install --no-deps --no-index --no-cache-dir \
+      --target "$target" "$dist"/*.whl
+import os, runpy, sys
+
+class PinnedArchEnviron(type(os.environ)):
+    def __setitem__(self, key, value):
+        if key == "TORCH_CUDA_ARCH_LIST":
+            print(f"setup.py's TORCH_CUDA_ARCH_LIST={value!r} ignored; building for {os.environ[key]!r}")
+            return
+        super().__setitem__(key, value)
+
+os.environ.__class__ = PinnedArchEnviron
+sys.argv = ["setup.py", "bdist_wheel", "--dist-dir", sys.argv[1]]
+runpy.run_path("setup.py", run_name="__main__")
+PY
+  ) > "$LOG_DIR/$name.log" 2>&1
+  echo "$name rc=$? $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
+}
+
 build pointcept_pointops "$PEERS/Pointcept/libs/pointops"
 build torch_cluster "$PEERS/pytorch_cluster"
 build pytorch3d "$PEERS/pytorch3d"
+build_pinned_arch pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib"
 echo "done" >> "$LOG_DIR/status.txt"

@@ -8,16 +8,24 @@ from ops_data import cloud
 from pointops.compat import pointnet2_utils as pn2
 
 
+def pn2_r2(radius, dtype=torch.float32):
+    """pointnet2_ops' r^2: the radius rounded to float32, squared in float32 (float64 inputs,
+    which pointnet2_ops does not take, square in double)."""
+    r = torch.tensor(radius, dtype=dtype)
+    return r * r
+
+
 def pn2_ball_query_model(radius, nsample, xyz, new_xyz):
     """pointnet2_ops semantics: first nsample points with d^2 < r^2, pad with the first hit,
     an empty ball gives all 0; int32."""
     B, M = new_xyz.shape[:2]
     out = torch.zeros(B, M, nsample, dtype=torch.int32)
+    r2 = pn2_r2(radius, xyz.dtype)
     for b in range(B):
         for m in range(M):
             d = xyz[b] - new_xyz[b, m]
             d2 = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] + d[:, 2] * d[:, 2]
-            hits = torch.nonzero(d2 < radius * radius).flatten()[:nsample]
+            hits = torch.nonzero(d2 < r2).flatten()[:nsample]
             if hits.numel():
                 out[b, m] = hits[0]
                 out[b, m, : hits.numel()] = hits
@@ -39,6 +47,52 @@ def test_ball_query_matches_pointnet2_model(device, kind):
     new_xyz = cloud(kind, 2, 7, dtype=torch.float32, seed=9)
     got = pn2.ball_query(0.4 if kind != "grid" else 1.0, 5, xyz.to(device), new_xyz.to(device))
     assert torch.equal(got.cpu(), pn2_ball_query_model(0.4 if kind != "grid" else 1.0, 5, xyz, new_xyz))
+
+
+def _points_around_radius(radius, dtype, ulps=4):
+    """Points (x, y, 0) whose d^2 to the origin (dx*dx + dy*dy + dz*dz in `dtype`, as the
+    kernels compute it) lies within `ulps` ulps of r^2, with x the values of `dtype` nearest
+    the radius and small y filling the gaps between their squares. Returns xyz [1, n, 3], d^2."""
+    r = torch.tensor(radius, dtype=dtype)
+    xs = [r]
+    for _ in range(8):
+        xs = [torch.nextafter(xs[0], torch.tensor(0, dtype=dtype))] + xs + [
+            torch.nextafter(xs[-1], torch.tensor(1e30, dtype=dtype))]
+    x = torch.stack(xs)[:, None].expand(-1, 65)
+    y = (torch.arange(65, dtype=dtype) * 2.0**-16 * radius)[None, :].expand_as(x)
+    xyz = torch.stack([x, y, torch.zeros_like(x)], dim=2).reshape(-1, 3)
+    d2 = xyz[:, 0] * xyz[:, 0] + xyz[:, 1] * xyz[:, 1] + xyz[:, 2] * xyz[:, 2]
+    r2 = r * r
+    ulp = torch.nextafter(r2, torch.tensor(1e30, dtype=dtype)) - r2
+    near = (d2 - r2).abs() <= ulps * ulp
+    return xyz[near][None].contiguous(), d2[near]
+
+
+@pytest.mark.parametrize("radius", [0.05, 0.1, 0.2, 0.3, 0.4, 0.8, 1 / 3, 1.7])
+def test_ball_query_rounds_r2_as_pointnet2_ops(device, radius):
+    # pointnet2_ops squares the float32 radius in float32; the native ops round r * r computed in
+    # double. For r = 0.2 these are 0.040000003 and 0.039999999, and a point at d^2 between them
+    # is in pointnet2_ops' ball (seen in Pointnet2_PyTorch's segmentation models on random data).
+    xyz, d2 = _points_around_radius(radius, torch.float32)
+    n = xyz.shape[1]
+    idx = pn2.ball_query(radius, n, xyz.to(device), torch.zeros(1, 1, 3, device=device))
+    inside = torch.nonzero(d2 < pn2_r2(radius)).flatten()
+    expect = torch.full((n,), int(inside[0]), dtype=torch.int32)
+    expect[: inside.numel()] = inside.to(torch.int32)
+    assert idx.cpu()[0, 0].tolist() == expect.tolist()
+    native_r2 = torch.tensor(radius * radius, dtype=torch.float64).float()
+    if native_r2 != pn2_r2(radius):  # e.g. 0.2: then some points lie between the two
+        assert bool(((d2 >= torch.minimum(native_r2, pn2_r2(radius)))
+                     & (d2 < torch.maximum(native_r2, pn2_r2(radius)))).any())
+
+
+def test_ball_query_float64_squares_the_radius_in_double():
+    xyz, d2 = _points_around_radius(0.2, torch.float64)
+    idx = pn2.ball_query(0.2, xyz.shape[1], xyz, torch.zeros(1, 1, 3, dtype=torch.float64))
+    inside = torch.nonzero(d2 < 0.2 * 0.2).flatten()
+    assert 0 < inside.numel() < xyz.shape[1]
+    assert idx[0, 0, : inside.numel()].tolist() == inside.tolist()
+    assert set(idx[0, 0].tolist()) == set(inside.tolist())
 
 
 def test_three_nn_returns_euclidean_distances_and_int32(device):

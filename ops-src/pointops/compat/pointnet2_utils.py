@@ -1,8 +1,9 @@
 """pointnet2_ops-compatible API (`from pointops.compat import pointnet2_utils`).
 
 Same names, argument order and conventions as pointnet2_ops.pointnet2_utils: int32 indices,
-Euclidean (not squared) distances from three_nn, ball_query with a strict d^2 < r^2 test, short
-balls padded with their first hit and an empty ball giving index 0.
+Euclidean (not squared) distances from three_nn, ball_query with a strict d^2 < r^2 test where
+r^2 is rounded as pointnet2_ops rounds it (the float32 radius squared in float32), short balls
+padded with their first hit and an empty ball giving index 0.
 
 Deliberate differences (pointnet2_ops behaviour we do not reproduce):
 - furthest_point_sample never skips points: pointnet2_ops ignores points with |p|^2 <= 1e-3
@@ -14,6 +15,9 @@ Deliberate differences (pointnet2_ops behaviour we do not reproduce):
 """
 
 from __future__ import annotations
+
+import math
+import struct
 
 import torch
 from torch import Tensor, nn
@@ -59,6 +63,27 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     return ops.group_points(features, idx)
 
 
+def _pointnet2_radius(radius: float, dtype: torch.dtype) -> float:
+    """The radius to give the native op so that its r^2 (radius * radius in double, rounded once
+    to the accumulation type) equals pointnet2_ops' float32 r^2 = fl(fl(r) * fl(r)). The two
+    roundings differ by an ulp for many radii (r = 0.2: 0.040000003 against 0.039999999), which
+    moves points at that distance in or out of the ball. float64 inputs keep r * r in double."""
+    if dtype == torch.float64:
+        return radius
+    r = _float32(radius)
+    r2 = _float32(r * r)  # the double product of two float32 values is exact: one rounding, as in float32
+    # sqrt(r2)^2 in double is within 2 double ulps of r2, so it rounds back to the float32 r2 exactly
+    return math.sqrt(r2) if math.isfinite(r2) else radius
+
+
+def _float32(x: float) -> float:
+    """x rounded to the nearest float32 (inf past its range)."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 @ops._traceable
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
     """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
@@ -68,7 +93,8 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not radius >= 0:
         raise ValueError(f"pointops: radius must be a number >= 0, got {radius!r}")
     nsample = ops._positive_int(nsample, "nsample")
-    idx, _, _ = ops._call(_ops.ball_query.default, (xyz, new_xyz, float(radius), nsample, None, None, False, False),
+    radius = _pointnet2_radius(float(radius), xyz.dtype)
+    idx, _, _ = ops._call(_ops.ball_query.default, (xyz, new_xyz, radius, nsample, None, None, False, False),
                           ops._neighbour_checks(xyz, new_xyz, None, None, names))
     return _int32(idx)
 

@@ -1,0 +1,660 @@
+"""Real-client benchmark: Pointnet2_PyTorch's four PointNet++ models (unmodified) take full
+training steps (forward, cross-entropy, backward, SGD) with pointnet2_ops, the library they
+were written for, and with pointops in its place.
+
+    # on the GPU host: the peer checkout in .peers/Pointnet2_PyTorch, pointnet2_ops built into
+    # .peers/build/pointnet2_ops by benchmarks/peers/build_peers.sh
+    python benchmarks/clients/pointnet2_training.py all --peer .peers/Pointnet2_PyTorch \
+        --pointnet2-ops .peers/build/pointnet2_ops --device cuda --out-dir out/pointnet2 \
+        --json out/pointnet2/report.json
+
+    # CPU smoke run (pointops and the plain-torch oracle only)
+    python benchmarks/clients/pointnet2_training.py all --peer .peers/Pointnet2_PyTorch \
+        --device cpu --batch 2 --steps 1 --warmup 0 --variants pointops torch --out-dir out/p2cpu
+
+Variants, each in its own fresh process per model (the libraries never meet in one process):
+- pointnet2_ops: the peer's compiled library, imported from --pointnet2-ops (a pip --target
+  directory) or from site-packages.
+- pointops, pointops-nochecks (POINTOPS_VALUE_CHECKS=0): the peer's pointnet2_modules.py, loaded
+  from the checkout unmodified, with `pointnet2_ops.pointnet2_utils` resolved to
+  `pointops.compat.pointnet2_utils` (a sys.modules alias installed before the import).
+- torch, torch-fma: the same alias to _pointnet2_reference.py, pointnet2_ops' behaviour in plain
+  torch (torch-fma rounds the float32 sums as pointnet2_ops' CUDA kernels do). Any device.
+
+Cases (batch 16 by default): cls-ssg and cls-msg at 1024 and 4096 points (xyz + 3 feature
+channels, 40 classes), sem-ssg and sem-msg at 4096 points (xyz + 6 channels, 13 classes per
+point). Synthetic data from a seeded generator: points in the unit ball (classification) or the
+unit cube (segmentation), none with |p|^2 <= 2e-3, because pointnet2_ops' FPS never picks those
+(a documented pointops difference that would otherwise change the samples).
+
+Every process, in order: imports torch, initialises the device, runs a small plain-torch model
+(conv 1x1, batch norm, max pool, cross-entropy) for two steps (torch's own first-call cost),
+imports the library and the model modules, builds the model (the first variant saves its
+initial weights, the others load them), times the first step phase by phase, runs --warmup
+steps, times --steps steps (CUDA events; the median is reported), then reloads the initial
+weights and takes two gradient steps with the same data and dropout seed: their gradients
+(saved) give the variant's run-to-run difference, and during the first one every
+pointnet2_utils call is recorded: index outputs (compared across variants) and each op's
+forward/backward error against the plain-torch reference in float64 (the audit).
+
+`all` prints a table and writes --json; `run` is one process, `compare` re-reads the results.
+Stand-ins: pytorch_lightning's LightningModule is replaced by nn.Module (the models assign
+self.hparams, which Lightning >= 1.3 forbids, and no Lightning machinery is part of a step);
+torchvision, h5py, lmdb, msgpack_numpy and tqdm get inert modules only when absent (the
+models' data-loading code imports them; a step never calls them).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()
+import torch  # noqa: E402
+
+_T_TORCH = time.perf_counter() - _T0
+
+import argparse  # noqa: E402
+import glob  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CASES = {  # name: (model class, points, input channels beyond xyz, classes, task)
+    "cls-ssg-1024": ("PointNet2ClassificationSSG", 1024, 3, 40, "cls"),
+    "cls-ssg-4096": ("PointNet2ClassificationSSG", 4096, 3, 40, "cls"),
+    "cls-msg-1024": ("PointNet2ClassificationMSG", 1024, 3, 40, "cls"),
+    "cls-msg-4096": ("PointNet2ClassificationMSG", 4096, 3, 40, "cls"),
+    "sem-ssg-4096": ("PointNet2SemSegSSG", 4096, 6, 13, "sem"),
+    "sem-msg-4096": ("PointNet2SemSegMSG", 4096, 6, 13, "sem"),
+}
+VARIANTS = ("pointnet2_ops", "pointops", "pointops-nochecks", "torch", "torch-fma")
+AUDITED = ("furthest_point_sample", "gather_operation", "ball_query", "grouping_operation", "three_nn",
+           "three_interpolate")
+
+
+# ---------------------------------------------------------------------------------------------
+# imports: stand-ins, the library, the peer's model code
+
+
+class _Inert(types.ModuleType):
+    """An absent third-party module the models import but a training step never uses."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise RuntimeError(f"{self.__name__} is not installed; the pointnet2_training harness only stands in "
+                           f"for it so that the model modules import ({self.__name__}.{name} was used)")
+
+
+def install_standins() -> list[str]:
+    installed = []
+    lightning = types.ModuleType("pytorch_lightning")
+    lightning.LightningModule = type("LightningModule", (nn.Module,), {
+        "__doc__": "nn.Module standing in for Lightning's (pointnet2_training harness)"})
+    sys.modules["pytorch_lightning"] = lightning
+    installed.append("pytorch_lightning (LightningModule = nn.Module)")
+    for name in ("torchvision", "h5py", "lmdb", "msgpack_numpy", "tqdm"):
+        if importlib.util.find_spec(name) is None:
+            sys.modules[name] = _Inert(name)
+            installed.append(name)
+    if isinstance(sys.modules.get("torchvision"), _Inert):
+        transforms = _Inert("torchvision.transforms")
+        sys.modules["torchvision.transforms"] = transforms
+        sys.modules["torchvision"].__dict__["transforms"] = transforms
+    return installed
+
+
+def _alias_pointnet2_utils(peer: str, utils_module: types.ModuleType) -> None:
+    """`pointnet2_ops` = the peer's package directory, without its __init__ (which imports the
+    compiled extension), with `pointnet2_ops.pointnet2_utils` resolved to utils_module."""
+    package = types.ModuleType("pointnet2_ops")
+    package.__path__ = [os.path.join(peer, "pointnet2_ops_lib", "pointnet2_ops")]
+    package.pointnet2_utils = utils_module
+    sys.modules["pointnet2_ops"] = package
+    sys.modules["pointnet2_ops.pointnet2_utils"] = utils_module
+
+
+def import_library(variant: str, peer: str, site_dir: str | None) -> types.ModuleType:
+    """Makes `pointnet2_ops.pointnet2_utils` importable for the variant; returns that module."""
+    if variant == "pointnet2_ops":
+        if site_dir:
+            site_dir = os.path.abspath(site_dir)
+            if not glob.glob(os.path.join(site_dir, "pointnet2_ops", "_ext*.so")):
+                raise SystemExit(f"no compiled pointnet2_ops in {site_dir} (pointnet2_ops/_ext*.so): build it with "
+                                 "benchmarks/peers/build_peers.sh, or pass the directory it was installed into")
+            sys.path.insert(0, site_dir)
+        from pointnet2_ops import pointnet2_utils  # its __init__ also imports pointnet2_modules
+
+        where = os.path.abspath(pointnet2_utils._ext.__file__)
+        if site_dir and not where.startswith(site_dir + os.sep):
+            raise SystemExit(f"pointnet2_ops' extension came from {where}, not from {site_dir}")
+        return pointnet2_utils
+    if variant in ("pointops", "pointops-nochecks"):
+        import pointops
+        from pointops.compat import pointnet2_utils
+
+        if variant == "pointops-nochecks":
+            pointops.set_value_checks(False)
+        _alias_pointnet2_utils(peer, pointnet2_utils)
+        return pointnet2_utils
+    sys.path.insert(0, HERE)
+    import _pointnet2_reference as reference
+
+    reference.EMULATE_FMA = variant == "torch-fma"
+    _alias_pointnet2_utils(peer, reference)
+    return reference
+
+
+def import_models(peer: str) -> types.ModuleType:
+    sys.path.insert(0, os.path.abspath(peer))
+    return importlib.import_module("pointnet2.models")
+
+
+def check_separation(variant: str) -> None:
+    """The two libraries never share a process."""
+    ours = "pointops" in sys.modules
+    theirs = any(name.startswith("pointnet2_ops._ext") for name in sys.modules)
+    if (variant == "pointnet2_ops" and ours) or (variant != "pointnet2_ops" and theirs):
+        raise SystemExit(f"{variant} run: pointops and pointnet2_ops' extension were both imported")
+
+
+# ---------------------------------------------------------------------------------------------
+# data, timing
+
+
+def synthetic_batch(case: str, batch: int, seed: int):
+    """(points [B, N, 3 + C], labels) on the CPU, the same for every variant."""
+    _, n, channels, classes, task = CASES[case]
+    g = torch.Generator().manual_seed(seed)
+
+    def sample(count):
+        if task == "cls":  # unit ball, as ModelNet40's normalised shapes
+            p = torch.randn(count, 3, generator=g)
+            return p / p.norm(dim=1, keepdim=True) * torch.rand(count, 1, generator=g).pow(1 / 3)
+        return torch.rand(count, 3, generator=g)  # a unit block, as S3DIS' blocks
+
+    xyz = sample(batch * n)
+    while True:  # keep points away from the origin (pointnet2_ops' FPS skips |p|^2 <= 1e-3)
+        near = (xyz * xyz).sum(1) <= 2e-3
+        if not bool(near.any()):
+            break
+        xyz[near] = sample(int(near.sum()))
+    xyz = xyz.view(batch, n, 3)
+    if task == "cls":
+        normals = torch.randn(batch, n, 3, generator=g)
+        feats = normals / normals.norm(dim=2, keepdim=True)
+        labels = torch.randint(classes, (batch,), generator=g)
+    else:  # colour and the position in the block
+        feats = torch.cat([torch.rand(batch, n, 3, generator=g), xyz], dim=2)
+        labels = torch.randint(classes, (batch, n), generator=g)
+    return torch.cat([xyz, feats], dim=2).contiguous(), labels
+
+
+class Clock:
+    """Wall time with the device drained at both ends."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def __call__(self, fn):
+        self.sync()
+        t = time.perf_counter()
+        out = fn()
+        self.sync()
+        return out, (time.perf_counter() - t) * 1e3
+
+
+def plain_torch_first_calls(device: torch.device, clock: Clock) -> dict:
+    """torch's own first-call costs: a small model of the same layer types, two steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(9, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(True)).to(device)
+    head = nn.Conv1d(64, 13, 1).to(device)
+    opt = torch.optim.SGD(list(model.parameters()) + list(head.parameters()), lr=1e-3, momentum=0.9)
+    x = torch.randn(4, 9, 256, 32, device=device)
+    y = torch.randint(13, (4, 256), device=device)
+    out = {}
+    for i in (1, 2):
+        opt.zero_grad(set_to_none=True)
+        loss, out[f"fwd{i}_ms"] = clock(lambda: F.cross_entropy(head(model(x).amax(dim=3)), y))
+        _, out[f"bwd{i}_ms"] = clock(loss.backward)
+        _, out[f"opt{i}_ms"] = clock(opt.step)
+    return out
+
+
+def loss_of(model, points, labels):
+    return F.cross_entropy(model(points), labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit: every pointnet2_utils call of one step, checked against float64 plain torch
+
+
+def _rel(a: Tensor, b: Tensor) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-300))
+
+
+class Recorder:
+    """Wraps the audited functions of a pointnet2_utils module for one step."""
+
+    def __init__(self, module: types.ModuleType):
+        self.module, self.calls, self.saved = module, [], {}
+
+    def __enter__(self):
+        for name in AUDITED:
+            original = getattr(self.module, name)
+            self.saved[name] = original
+            setattr(self.module, name, self._wrap(name, original))
+        return self
+
+    def __exit__(self, *exc):
+        for name, fn in self.saved.items():
+            setattr(self.module, name, fn)
+
+    def _wrap(self, name, fn):
+        def recorded(*args):
+            out = fn(*args)
+            call = {"op": name, "args": [a.detach().clone() if torch.is_tensor(a) else a for a in args]}
+            if name in ("gather_operation", "grouping_operation", "three_interpolate"):
+                call["out"] = out.detach().clone()
+                if out.requires_grad:
+                    out.register_hook(lambda g: call.__setitem__("grad_out", g.detach().clone()))
+            elif name == "three_nn":
+                call["out"] = tuple(t.detach().clone() for t in out)
+            else:
+                call["out"] = out.detach().clone()
+            self.calls.append(call)
+            return out
+        return recorded
+
+
+def audit(calls: list, library: types.ModuleType) -> tuple[list, dict]:
+    """Per call: the shapes, and the library's error against the reference; plus the index
+    outputs for the cross-variant comparison."""
+    sys.path.insert(0, HERE)
+    import _pointnet2_reference as ref
+
+    emulate, ref.EMULATE_FMA = ref.EMULATE_FMA, False
+    rows, indices = [], {}
+    try:
+        for i, call in enumerate(calls):
+            op, args, out = call["op"], call["args"], call["out"]
+            row = {"call": i, "op": op, "shapes": [list(a.shape) if torch.is_tensor(a) else a for a in args]}
+            key = f"{i}:{op}"
+            if op == "furthest_point_sample":
+                expect = ref.furthest_point_sample(args[0], args[1])
+                row["rows_differing"] = int((expect != out.to(expect.dtype)).any(dim=1).sum())
+                indices[key] = out.cpu()
+            elif op == "ball_query":
+                expect = ref.ball_query(args[0], args[1], args[2], args[3])
+                row["balls_differing"] = int((expect != out.to(expect.dtype)).any(dim=2).sum())
+                indices[key] = out.cpu()
+            elif op == "three_nn":
+                dist, idx = out
+                e_dist, e_idx = ref.three_nn(args[0].double(), args[1].double())
+                row["rows_differing_idx"] = int((e_idx != idx.to(e_idx.dtype)).any(dim=2).sum())
+                same = (e_idx == idx.to(e_idx.dtype))
+                row["dist_rel_err"] = _rel(dist[same], e_dist[same]) if bool(same.any()) else None
+                indices[key] = idx.cpu()
+                indices[key + ":dist"] = dist.cpu()
+            else:
+                ref_fn = getattr(ref, op)
+                feat = args[0].double().requires_grad_(True)
+                expect = ref_fn(feat, *[a.double() if torch.is_tensor(a) and a.is_floating_point() else a
+                                        for a in args[1:]])
+                row["fwd_rel_err"] = _rel(out, expect)
+                if "grad_out" in call:
+                    g = call["grad_out"]
+                    (e_grad,) = torch.autograd.grad(expect, feat, g.double())
+                    lib_feat = args[0].clone().requires_grad_(True)
+                    (lib_grad,) = torch.autograd.grad(getattr(library, op)(lib_feat, *args[1:]), lib_feat, g)
+                    row["bwd_rel_err"] = _rel(lib_grad, e_grad)
+            rows.append(row)
+    finally:
+        ref.EMULATE_FMA = emulate
+    return rows, indices
+
+
+# ---------------------------------------------------------------------------------------------
+# one process: one variant, one case
+
+
+def run(args) -> dict:
+    device = torch.device(args.device)
+    clock = Clock(device)
+    first = {"import_torch_ms": _T_TORCH * 1e3}
+    _, first["device_init_ms"] = clock(lambda: torch.zeros(1, device=device).add_(1))
+    if args.reference_model:
+        first["plain_torch"] = plain_torch_first_calls(device, clock)
+    standins = install_standins()
+    t = time.perf_counter()
+    library = import_library(args.variant, args.peer, args.pointnet2_ops)
+    first["import_library_ms"] = (time.perf_counter() - t) * 1e3
+    t = time.perf_counter()
+    models = import_models(args.peer)
+    first["import_models_ms"] = (time.perf_counter() - t) * 1e3
+    check_separation(args.variant)
+
+    class_name = CASES[args.case][0]
+    torch.manual_seed(args.seed)
+    t = time.perf_counter()
+    model = getattr(models, class_name)({"model.use_xyz": True}).to(device)
+    if args.init and os.path.exists(args.init):
+        model.load_state_dict(torch.load(args.init, map_location=device))
+        init_source = "loaded"
+    else:
+        init_source = "created"
+        if args.init:
+            os.makedirs(os.path.dirname(os.path.abspath(args.init)), exist_ok=True)
+            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, args.init)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.train()
+    points, labels = (t_.to(device) for t_ in synthetic_batch(args.case, args.batch, args.seed))
+    first["build_model_ms"] = (time.perf_counter() - t) * 1e3
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    # the first step, phase by phase
+    profiler = None
+    if args.profile_first:
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU] + (
+            [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
+        profiler.__enter__()
+    torch.manual_seed(args.seed + 1)
+    opt.zero_grad(set_to_none=True)
+    loss, first["fwd_ms"] = clock(lambda: loss_of(model, points, labels))
+    _, first["bwd_ms"] = clock(loss.backward)
+    _, first["opt_ms"] = clock(opt.step)
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(args.profile_first)
+        first["profile_top"] = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_of(model, points, labels).backward()
+        opt.step()
+
+    _, first["second_step_ms"] = clock(step)
+    for _ in range(args.warmup):
+        step()
+    times = []
+    clock.sync()
+    for _ in range(args.steps):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            times.append((start, end))
+        else:
+            times.append(clock(step)[1])
+    clock.sync()
+    times = [s.elapsed_time(e) for s, e in times] if device.type == "cuda" else times
+
+    # gradient steps from the initial weights, the same data and dropout seed
+    grads, losses, calls = [], [], None
+    for repeat in range(2):
+        model.load_state_dict(initial)
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(args.seed + 1)
+        if repeat == 0 and args.audit:
+            with Recorder(library) as recorder:
+                loss = loss_of(model, points, labels)
+                loss.backward()
+            calls = recorder.calls
+        else:
+            loss = loss_of(model, points, labels)
+            loss.backward()
+        losses.append(float(loss.detach()))
+        grads.append({k: p.grad.detach().float().cpu().clone() for k, p in model.named_parameters()
+                      if p.grad is not None})
+    audit_rows, indices = audit(calls, library) if calls else ([], {})
+    check_separation(args.variant)
+    result = {
+        "variant": args.variant, "case": args.case, "device": str(device), "batch": args.batch,
+        "torch": torch.__version__, "library_file": getattr(library, "__file__", None),
+        "standins": standins, "init": init_source, "first_call": first,
+        "step_ms": times, "median_step_ms": statistics.median(times) if times else None,
+        "losses": losses, "grads": grads, "audit": audit_rows, "indices": indices,
+    }
+    if args.variant.startswith("pointops"):
+        import pointops
+
+        result["pointops_value_checks"] = pointops.value_checks_enabled()
+    torch.save(result, args.out)
+    med = f"{result['median_step_ms']:.2f} ms" if times else "-"
+    print(f"[{args.variant}] {args.case}: B{args.batch} loss {losses[0]:.6g}, median step {med} over "
+          f"{len(times)}, first fwd/bwd {first['fwd_ms']:.0f}/{first['bwd_ms']:.0f} ms, "
+          f"{len(audit_rows)} calls audited", flush=True)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison, report
+
+
+def grad_rel_l2(a: dict, b: dict) -> float:
+    num = sum(float((a[k].double() - b[k].double()).square().sum()) for k in b if k in a)
+    den = sum(float(b[k].double().square().sum()) for k in b)
+    return (num / den) ** 0.5 if den > 0 else float("nan")
+
+
+def worst_params(a: dict, b: dict, count: int = 3) -> list:
+    rel = [(_rel(a[k], b[k]), k) for k in b if k in a and float(b[k].norm()) > 0]
+    return [{"param": k, "rel_l2": r} for r, k in sorted(rel, reverse=True)[:count]]
+
+
+def index_agreement(a: dict, b: dict) -> dict:
+    """Per op kind: how many calls have identical index outputs; three_nn distance difference."""
+    out = {}
+    for key, ta in a.items():
+        if key.endswith(":dist") or key not in b:
+            continue
+        op = key.split(":", 1)[1]
+        entry = out.setdefault(op, {"calls": 0, "identical": 0, "rows_differing": 0})
+        entry["calls"] += 1
+        tb = b[key]
+        same = ta.shape == tb.shape and bool(torch.equal(ta, tb))
+        entry["identical"] += same
+        if ta.shape == tb.shape and not same:
+            entry["rows_differing"] += int((ta != tb).reshape(ta.shape[0], ta.shape[1], -1).any(-1).sum())
+        if op == "three_nn" and key + ":dist" in b:
+            entry["max_dist_abs_diff"] = max(entry.get("max_dist_abs_diff", 0.0),
+                                             float((a[key + ":dist"] - b[key + ":dist"]).abs().max()))
+    return out
+
+
+def audit_summary(rows: list) -> dict:
+    out = {}
+    for row in rows:
+        entry = out.setdefault(row["op"], {"calls": 0})
+        entry["calls"] += 1
+        for k, v in row.items():
+            if k in ("call", "op", "shapes") or v is None:
+                continue
+            entry[k] = max(entry.get(k, 0), v)
+    return out
+
+
+def compare(results: dict, baseline: str) -> dict:
+    """results[case][variant] = the run's saved dict."""
+    report = {"baseline": baseline, "cases": {}}
+    for case, by_variant in results.items():
+        entry = {"variants": {}}
+        base = by_variant.get(baseline)
+        for variant, r in by_variant.items():
+            v = {"median_step_ms": r["median_step_ms"], "first_call": r["first_call"], "loss": r["losses"][0],
+                 "self_grad_rel_l2": grad_rel_l2(r["grads"][1], r["grads"][0]),
+                 "audit": audit_summary(r["audit"])}
+            if "pointops_value_checks" in r:
+                v["pointops_value_checks"] = r["pointops_value_checks"]
+            if base is not None and variant != baseline:
+                if base["median_step_ms"] and r["median_step_ms"]:
+                    v["ratio_to_baseline"] = r["median_step_ms"] / base["median_step_ms"]
+                v["grad_rel_l2_to_baseline"] = grad_rel_l2(r["grads"][0], base["grads"][0])
+                v["worst_params_to_baseline"] = worst_params(r["grads"][0], base["grads"][0])
+                v["indices_vs_baseline"] = index_agreement(r["indices"], base["indices"])
+            entry["variants"][variant] = v
+        report["cases"][case] = entry
+    return report
+
+
+def _fmt(x, spec=".3g", missing="-"):
+    return missing if x is None else format(x, spec)
+
+
+def print_report(report: dict) -> None:
+    base = report["baseline"]
+    print(f"\nTraining step (forward, loss, backward, SGD), median ms; ratio and gradient difference "
+          f"against {base}; 'self' = two gradient steps of the same variant")
+    head = f"{'case':14} {'variant':18} {'step ms':>9} {'ratio':>6} {'grad vs base':>12} {'self':>9} " \
+           f"{'first fwd':>9} {'first bwd':>9} {'import':>7}  index outputs vs base"
+    print(head)
+    print("-" * len(head))
+    for case, entry in report["cases"].items():
+        for variant, v in entry["variants"].items():
+            fc = v["first_call"]
+            idx = v.get("indices_vs_baseline")
+            idx_text = ", ".join(f"{op} {e['identical']}/{e['calls']}" for op, e in idx.items()) if idx else ""
+            print(f"{case:14} {variant:18} {_fmt(v['median_step_ms'], '.2f'):>9} "
+                  f"{_fmt(v.get('ratio_to_baseline'), '.2f'):>6} {_fmt(v.get('grad_rel_l2_to_baseline'), '.2e'):>12} "
+                  f"{_fmt(v['self_grad_rel_l2'], '.1e'):>9} {fc['fwd_ms']:9.0f} {fc['bwd_ms']:9.0f} "
+                  f"{fc['import_library_ms'] + fc['import_models_ms']:7.0f}  {idx_text}")
+    print("\nFirst calls in a fresh process, ms (plain torch model first, then the library):")
+    print(f"{'case':14} {'variant':18} {'torch':>6} {'init':>6} {'pt fwd1':>8} {'pt bwd1':>8} {'pt bwd2':>8} "
+          f"{'lib imp':>8} {'models':>7} {'build':>6} {'fwd':>7} {'bwd':>7} {'opt':>6} {'2nd step':>8}")
+    for case, entry in report["cases"].items():
+        for variant, v in entry["variants"].items():
+            fc, pt = v["first_call"], v["first_call"].get("plain_torch", {})
+            print(f"{case:14} {variant:18} {fc['import_torch_ms']:6.0f} {fc['device_init_ms']:6.0f} "
+                  f"{_fmt(pt.get('fwd1_ms'), '8.0f'):>8} {_fmt(pt.get('bwd1_ms'), '8.0f'):>8} "
+                  f"{_fmt(pt.get('bwd2_ms'), '8.1f'):>8} {fc['import_library_ms']:8.0f} "
+                  f"{fc['import_models_ms']:7.0f} {fc['build_model_ms']:6.0f} {fc['fwd_ms']:7.0f} "
+                  f"{fc['bwd_ms']:7.0f} {fc['opt_ms']:6.0f} {fc['second_step_ms']:8.1f}")
+    print("\nAudit: worst error of each op against plain torch in float64 (fwd/bwd relative L2; "
+          "index rows that differ from the reference's choice)")
+    for case, entry in report["cases"].items():
+        for variant, v in entry["variants"].items():
+            parts = []
+            for op, e in v["audit"].items():
+                fields = ", ".join(f"{k} {_fmt(val, '.1e') if isinstance(val, float) else val}"
+                                   for k, val in e.items() if k != "calls")
+                parts.append(f"{op}[{e['calls']}]: {fields}")
+            print(f"{case:14} {variant:18} " + "; ".join(parts))
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole run
+
+
+def run_all(args) -> int:
+    os.makedirs(args.out_dir, exist_ok=True)
+    variants = list(dict.fromkeys(args.variants))
+    if "pointnet2_ops" in variants and not args.pointnet2_ops and importlib.util.find_spec("pointnet2_ops") is None:
+        raise SystemExit("pointnet2_ops is not installed: pass --pointnet2-ops DIR (see build_peers.sh) or drop "
+                         "it from --variants")
+    me = [sys.executable, os.path.abspath(__file__), "run"]
+    common = ["--peer", args.peer, "--device", args.device, "--batch", str(args.batch), "--steps", str(args.steps),
+              "--warmup", str(args.warmup), "--seed", str(args.seed)]
+    if args.pointnet2_ops:
+        common += ["--pointnet2-ops", args.pointnet2_ops]
+    if not args.audit:
+        common.append("--no-audit")
+    results, failures = {}, []
+    for case in args.cases:
+        init = os.path.join(args.out_dir, "init", f"{case}-b{args.batch}.pt")
+        if os.path.exists(init) and not args.keep_init:
+            os.remove(init)
+        for variant in variants:
+            out = os.path.join(args.out_dir, f"{case}.{variant}.pt")
+            cmd = [*me, "--variant", variant, "--case", case, "--init", init, "--out", out, *common]
+            proc = subprocess.run(cmd)
+            if proc.returncode != 0:
+                failures.append(f"{case} {variant} rc={proc.returncode}")
+                continue
+            results.setdefault(case, {})[variant] = torch.load(out, weights_only=False)
+    baseline = args.baseline or variants[0]
+    report = compare(results, baseline)
+    report["config"] = {"device": args.device, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
+                        "seed": args.seed, "variants": variants, "failures": failures,
+                        "torch": torch.__version__,
+                        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None}
+    print_report(report)
+    if failures:
+        print("\nFAILED runs: " + "; ".join(failures))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 1 if failures else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for cmd in ("run", "all"):
+        s = sub.add_parser(cmd)
+        s.add_argument("--peer", required=True, help="Pointnet2_PyTorch checkout (holds pointnet2/ and pointnet2_ops_lib/)")
+        s.add_argument("--pointnet2-ops", help="directory pointnet2_ops was installed into (pip --target)")
+        s.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+        s.add_argument("--batch", type=int, default=16)
+        s.add_argument("--steps", type=int, default=50, help="timed steps (median reported)")
+        s.add_argument("--warmup", type=int, default=10, help="untimed steps after the first two")
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--no-audit", dest="audit", action="store_false",
+                       help="skip recording and checking every op call of the gradient step")
+        if cmd == "run":
+            s.add_argument("--variant", choices=VARIANTS, required=True)
+            s.add_argument("--case", choices=list(CASES), required=True)
+            s.add_argument("--out", required=True)
+            s.add_argument("--init", help="initial weights: loaded if the file exists, else saved there")
+            s.add_argument("--no-reference-model", dest="reference_model", action="store_false",
+                           help="skip the plain-torch model run before the library is imported")
+            s.add_argument("--profile-first", metavar="TRACE.json",
+                           help="profile the first step (torch.profiler) and write a chrome trace")
+        else:
+            s.add_argument("--variants", nargs="+", choices=VARIANTS, default=["pointnet2_ops", "pointops"])
+            s.add_argument("--baseline", choices=VARIANTS, help="the variant others are compared with (default: "
+                           "the first of --variants)")
+            s.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+            s.add_argument("--out-dir", required=True)
+            s.add_argument("--json", help="write the report here")
+            s.add_argument("--keep-init", action="store_true", help="reuse initial weights saved by an earlier run")
+    c = sub.add_parser("compare", help="re-read the runs of an out-dir")
+    c.add_argument("out_dir")
+    c.add_argument("--baseline", choices=VARIANTS, default="pointnet2_ops")
+    c.add_argument("--json")
+    args = p.parse_args()
+    if args.cmd == "run":
+        run(args)
+        return 0
+    if args.cmd == "all":
+        return run_all(args)
+    results = {}
+    for path in sorted(glob.glob(os.path.join(args.out_dir, "*.pt"))):
+        case, variant = os.path.basename(path)[:-3].split(".", 1)
+        results.setdefault(case, {})[variant] = torch.load(path, weights_only=False)
+    report = compare(results, args.baseline)
+    print_report(report)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
