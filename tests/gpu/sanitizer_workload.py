@@ -6,12 +6,17 @@ grid FPS); the 20000- and 300000-point cases reach the larger paths, and the dev
 this file a second time with POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1 so small
 clouds take the grid and non-cluster paths too."""
 
+import os
+
 import pointops
 import torch
 
+# cpu: a quick dry run of the same calls where there is no GPU
+DEVICE = os.environ.get("SANITIZER_WORKLOAD_DEVICE", "cuda")
+
 
 def run(dtype):
-    dev = "cuda"
+    dev = DEVICE
     g = torch.Generator().manual_seed(0)
     for B, N, M, k in [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40), (2, 20000, 64, 16)]:
         xyz = torch.rand(B, N, 3, generator=g).to(dev, dtype)
@@ -39,14 +44,15 @@ def run(dtype):
         pointops.furthest_point_sample(big, 8)
     run_packed(dtype, g)
     run_bad_values(dtype)
-    torch.cuda.synchronize()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def run_packed(dtype, g):
     """The packed ops: a few clouds of uneven size (one empty), the grid path and FPS plans."""
     from pointops import packed
 
-    dev = "cuda"
+    dev = DEVICE
     counts = torch.tensor([900, 0, 12000, 5, 3000], device=dev)
     ptr = packed.ptr_from_counts(counts)
     xyz = torch.rand(int(counts.sum()), 3, generator=g).to(dev, dtype).requires_grad_()
@@ -65,18 +71,22 @@ def run_packed(dtype, g):
 
 
 def run_bad_values(dtype):
-    """A bad value: the check kernel records it and the poison kernel overwrites the outputs."""
-    dev = "cuda"
-    xyz = torch.rand(2, 500, 3, device=dev).to(dtype)
+    """Bad values: the check kernel records each and the poison kernel overwrites the outputs.
+    Each is raised by the next pointops call, so check_errors() collects it before the next."""
+    xyz = torch.rand(2, 500, 3, device=DEVICE).to(dtype)
     xyz[1, 7, 2] = float("nan")
-    pointops.knn(xyz, xyz[:, :50], 8)
-    pointops.gather_points(torch.rand(2, 4, 500, device=dev).to(dtype), torch.full((2, 9), 600, device=dev))
+    _expect_value_error(lambda: pointops.knn(xyz, xyz[:, :50], 8))
+    feat = torch.rand(2, 4, 500, device=DEVICE).to(dtype)
+    _expect_value_error(lambda: pointops.gather_points(feat, torch.full((2, 9), 600, device=DEVICE)))
+
+
+def _expect_value_error(call):
     try:
-        pointops.check_errors()
+        call()  # CPU raises here; CUDA records the problem and returns
+        pointops.check_errors()  # CUDA raises here
     except ValueError:
-        pass
-    else:
-        raise SystemExit("the value checks did not report the bad values")
+        return
+    raise SystemExit("the value checks did not report a bad value")
 
 
 if __name__ == "__main__":

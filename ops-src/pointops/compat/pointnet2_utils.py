@@ -17,7 +17,6 @@ Deliberate differences (pointnet2_ops behaviour we do not reproduce):
 from __future__ import annotations
 
 import math
-import struct
 
 import torch
 from torch import Tensor, nn
@@ -77,11 +76,17 @@ def _pointnet2_radius(radius: float, dtype: torch.dtype) -> float:
 
 
 def _float32(x: float) -> float:
-    """x rounded to the nearest float32 (inf past its range)."""
-    try:
-        return struct.unpack("f", struct.pack("f", x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
+    """x rounded to the nearest float32, ties to even (inf past its range). Plain math, not struct,
+    so that torch.compile folds it as a constant."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    _, exponent = math.frexp(x)  # |x| = m * 2^exponent, 0.5 <= m < 1
+    step = max(exponent - 24, -149)  # 24 significand bits; below 2^-126 the spacing stays 2^-149
+    rounded = math.ldexp(round(math.ldexp(x, -step)), step)  # round() on a float ties to even
+    return rounded if abs(rounded) <= _FLOAT32_MAX else math.copysign(math.inf, x)
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 @ops._traceable
