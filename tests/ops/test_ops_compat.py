@@ -86,6 +86,33 @@ def test_ball_query_rounds_r2_as_pointnet2_ops(device, radius):
                      & (d2 < torch.maximum(native_r2, pn2_r2(radius)))).any())
 
 
+def test_float32_rounding_matches_torch_on_ties_subnormals_and_overflow():
+    # The compat layer rounds radii to float32 in plain Python (so that torch.compile can trace
+    # it); torch's own double -> float32 conversion is the reference.
+    gen = torch.Generator().manual_seed(0)
+    mantissa = torch.rand(4000, generator=gen, dtype=torch.float64) + 0.5
+    exponent = torch.randint(-160, 130, (4000,), generator=gen)
+    values = (mantissa * torch.pow(2.0, exponent.double())).tolist()
+    values += [(1 + (2 * k + 1) * 2.0**-24) * 2.0**e for k in range(64) for e in (-130, -20, 0, 60)]  # ties
+    values += [0.0, -0.2, 0.2, 0.3, 2.0**-149, 2.0**-150, 3 * 2.0**-151, 2.0**-126, 5e-324,
+               3.4028235e38, 3.4028235677973366e38, 3.4028236e38, 2.0**128, 1e300, -1e300]
+    got = torch.tensor([pn2._float32(v) for v in values], dtype=torch.float64)
+    expected = torch.tensor(values, dtype=torch.float64).float().double()
+    assert torch.equal(got, expected)
+
+
+def test_ball_query_radius_rounding_holds_under_dynamic_compile():
+    # QueryAndGroup keeps radius as a float attribute; dynamic=True makes it a symbolic float.
+    torch._dynamo.reset()
+    xyz, _ = _points_around_radius(0.2, torch.float32)
+    centre = torch.zeros(1, 1, 3)
+    group = pn2.QueryAndGroup(0.2, xyz.shape[1])
+    compiled = torch.compile(group, fullgraph=True, dynamic=True)
+    assert torch.equal(compiled(xyz, centre), group(xyz, centre))
+    assert torch.equal(pn2.ball_query(0.2, xyz.shape[1], xyz, centre),
+                       torch.compile(pn2.ball_query, fullgraph=True, dynamic=True)(0.2, xyz.shape[1], xyz, centre))
+
+
 def test_ball_query_float64_squares_the_radius_in_double():
     xyz, d2 = _points_around_radius(0.2, torch.float64)
     idx = pn2.ball_query(0.2, xyz.shape[1], xyz, torch.zeros(1, 1, 3, dtype=torch.float64))

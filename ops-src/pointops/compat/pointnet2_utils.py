@@ -72,18 +72,31 @@ def _pointnet2_radius(radius: float, dtype: torch.dtype) -> float:
     r = _float32(radius)
     r2 = _float32(r * r)  # the double product of two float32 values is exact: one rounding, as in float32
     # sqrt(r2)^2 in double is within 2 double ulps of r2, so it rounds back to the float32 r2 exactly
-    return math.sqrt(r2) if math.isfinite(r2) else radius
+    return math.sqrt(r2) if r2 < math.inf else radius
 
 
 def _float32(x: float) -> float:
-    """x rounded to the nearest float32, ties to even (inf past its range). Plain math, not struct,
-    so that torch.compile folds it as a constant."""
-    if x == 0 or not math.isfinite(x):
+    """x rounded to the nearest float32, ties to even (inf past its range). Comparisons, powers
+    of two and round() only: torch.compile(dynamic=True) turns a float module attribute into a
+    symbolic float, which supports these (math.frexp and math.isfinite it does not)."""
+    if x == 0 or x != x:
         return x
-    _, exponent = math.frexp(x)  # |x| = m * 2^exponent, 0.5 <= m < 1
+    magnitude = x if x > 0 else -x
+    if magnitude >= 2.0**128:
+        return math.inf if x > 0 else -math.inf
+    exponent = 0  # 2^(exponent - 1) <= magnitude < 2^exponent, as math.frexp gives it
+    while magnitude >= 2.0**exponent:
+        exponent += 1
+    while exponent > -148 and magnitude < 2.0 ** (exponent - 1):
+        exponent -= 1
     step = max(exponent - 24, -149)  # 24 significand bits; below 2^-126 the spacing stays 2^-149
-    rounded = math.ldexp(round(math.ldexp(x, -step)), step)  # round() on a float ties to even
-    return rounded if abs(rounded) <= _FLOAT32_MAX else math.copysign(math.inf, x)
+    scale = 2.0**-step
+    rounded = round(x * scale) / scale  # exact scalings by powers of two; round() ties to even
+    if rounded > _FLOAT32_MAX:
+        return math.inf
+    if rounded < -_FLOAT32_MAX:
+        return -math.inf
+    return rounded
 
 
 _FLOAT32_MAX = 3.4028234663852886e38
