@@ -12,7 +12,8 @@
 #   nohup bash benchmarks/peers/build_peers.sh out/peer-build > /dev/null 2>&1 &
 #   cat out/peer-build/status.txt            # "<peer> rc=<exit status> <seconds>s" per line
 #
-# Environment: TORCH_CUDA_ARCH_LIST (default 9.0), MAX_JOBS (default 16), PEERS (default .peers).
+# Environment: TORCH_CUDA_ARCH_LIST (default 9.0), MAX_JOBS (default 16, per peer), PEERS (default .peers),
+# ONLY (space-separated peer names to build; default all).
 # Needs the installed CUDA torch and nvcc; no network (pip --no-index --no-deps).
 set -u
 LOG_DIR=${1:?usage: build_peers.sh LOG_DIR}
@@ -69,8 +70,11 @@ PY
   echo "$name rc=$? $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
 }
 
-build pointcept_pointops "$PEERS/Pointcept/libs/pointops"
-build torch_cluster "$PEERS/pytorch_cluster"
-build pytorch3d "$PEERS/pytorch3d"
-build_pinned_arch pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib"
+# The peers build side by side (each nvcc run is single-threaded; MAX_JOBS applies to each).
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+wanted pointcept_pointops && build pointcept_pointops "$PEERS/Pointcept/libs/pointops" &
+wanted torch_cluster && build torch_cluster "$PEERS/pytorch_cluster" &
+wanted pytorch3d && build pytorch3d "$PEERS/pytorch3d" &
+wanted pointnet2_ops && build_pinned_arch pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib" &
+wait
 echo "done" >> "$LOG_DIR/status.txt"
