@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# The pointops GPU suite, run on a machine with an NVIDIA GPU from the repository root:
+# The pointops GPU release checks, run on a machine with an NVIDIA GPU from the repository root:
 #
 #   tests/gpu/run_device_suite.sh [SITE_DIR]
 #
 # SITE_DIR holds an installed pointops (e.g. built elsewhere with POINTOPS_CUDA=1 and
 # `pip install --target`); this proves one binary works under the torch found here. Without it,
 # pointops is built here first (pip install --no-build-isolation, arch list from
-# TORCH_CUDA_ARCH_LIST or the GPU's own capability). Runs:
-#   1. the whole tests/ops suite (CUDA-parametrized and CUDA-only tests included);
-#   2. compute-sanitizer memcheck and racecheck over tests/gpu/sanitizer_workload.py.
-# Logs go to ${OUT:-/tmp/pointops-gpu}; the exit status is non-zero if any step failed.
-# POINTOPS_PYTEST_ARGS adds pytest arguments, split on spaces with no quoting (so a -k
-# expression belongs in POINTOPS_PYTEST_K); PYTEST_TIMEOUT / SANITIZER_TIMEOUT bound each step (seconds);
-# SANITIZER_TOOLS (default 'memcheck racecheck') picks the compute-sanitizer tools;
-# POINTOPS_PYTEST_K selects tests by keyword (e.g. 'cuda or gpu' for the CUDA cases only).
+# TORCH_CUDA_ARCH_LIST or the GPU's own capability).
+#
+# Steps (STEPS, default "oracle pytest memcheck racecheck bench"):
+#   oracle     tests/gpu/kernel_oracle.cu `check`: every CUDA path against the CPU kernels, no torch
+#              (ORACLE names a prebuilt binary; otherwise nvcc builds one here)
+#   pytest     tests/ops, CUDA cases included (POINTOPS_PYTEST_K selects, POINTOPS_PYTEST_ARGS adds)
+#   memcheck   compute-sanitizer over tests/gpu/sanitizer_workload.py, default paths and again with
+#   racecheck  small clouds forced onto the grid and non-cluster FPS paths (SANITIZER_PATHS picks)
+#   bench      benchmarks/bench_gpu.py --quick
+# oracle and pytest run side by side, then memcheck and racecheck side by side, then bench alone
+# (timings need an idle GPU). Each step is bounded by STEP_TIMEOUT seconds (default 600) and by
+# DEADLINE (seconds since the start, default none). Logs go to ${OUT:-/tmp/pointops-gpu};
+# summary.txt there has one line per step: name, exit status, seconds, the log's last result line.
+# The exit status is non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS="${OUT:-/tmp/pointops-gpu}"
 mkdir -p "$LOGS"
 PY="${PYTHON:-python3}"
-status=0
+STEPS=" ${STEPS:-oracle pytest memcheck racecheck bench} "
+START=$SECONDS
+SUMMARY="$LOGS/summary.txt"
+: > "$SUMMARY"
 
 if [ $# -ge 1 ]; then
   export PYTHONPATH="$(cd "$1" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
@@ -34,6 +43,30 @@ else
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
+wanted() { [[ "$STEPS" == *" $1 "* ]]; }
+
+budget() {  # seconds a step may take: STEP_TIMEOUT, cut to what DEADLINE leaves
+  local limit=${STEP_TIMEOUT:-600}
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$((DEADLINE - (SECONDS - START)))
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  [ "$limit" -lt 1 ] && limit=1
+  echo "$limit"
+}
+
+step() {  # step NAME LOG COMMAND...: runs bounded, appends the summary line
+  local name=$1 log=$2 began=$SECONDS rc
+  shift 2
+  timeout "$(budget)" "$@" > "$log" 2>&1
+  rc=$?
+  local last
+  last=$(grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY|cases|PASS|MISS|error" "$log" | tail -1 | cut -c1-160)
+  echo "$name rc=$rc $((SECONDS - began))s ${last:-}" >> "$SUMMARY"
+  [ "$rc" -eq 0 ]
+}
+
+status=0
 echo "== environment"
 $PY - <<'PY' | tee "$LOGS/env.txt"
 import torch, pointops
@@ -42,22 +75,43 @@ print("pointops", pointops.__file__)
 print("build_info", pointops.build_info())
 PY
 
-echo "== pytest tests/ops"
-# shellcheck disable=SC2086
-timeout "${PYTEST_TIMEOUT:-1200}" $PY -m pytest -q -p no:cacheprovider tests/ops -rs \
-  ${POINTOPS_PYTEST_K:+-k "$POINTOPS_PYTEST_K"} ${POINTOPS_PYTEST_ARGS:-} 2>&1 | tee "$LOGS/pytest.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+ORACLE_BIN=${ORACLE:-}
+if wanted oracle && [ -z "$ORACLE_BIN" ]; then
+  ORACLE_BIN="$LOGS/kernel_oracle"
+  nvcc -O3 -std=c++17 -arch=native -Iops-src/csrc tests/gpu/kernel_oracle.cu \
+    ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp ops-src/csrc/tuning.cpp -o "$ORACLE_BIN" \
+    > "$LOGS/oracle-build.log" 2>&1 || { echo "oracle build-failed" >> "$SUMMARY"; status=1; STEPS=${STEPS/ oracle / }; }
+fi
 
-# Second pass: force the spatial-grid search and the non-cluster FPS paths on small clouds.
-for paths in default small-clouds-on-large-paths; do
-  if [ "$paths" = default ]; then knobs=(); else knobs=(POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1); fi
-  for tool in ${SANITIZER_TOOLS-memcheck racecheck}; do
-    echo "== compute-sanitizer --tool $tool ($paths)"
-    env "${knobs[@]}" timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      --target-processes all $PY tests/gpu/sanitizer_workload.py > "$LOGS/sanitizer-$tool-$paths.log" 2>&1
-    rc=$?
-    tail -5 "$LOGS/sanitizer-$tool-$paths.log"
-    [ "$rc" -eq 0 ] || { echo "compute-sanitizer $tool ($paths): exit $rc"; status=1; }
+pids=()
+if wanted oracle; then
+  step oracle "$LOGS/oracle.log" "$ORACLE_BIN" check &
+  pids+=($!)
+fi
+if wanted pytest; then
+  # shellcheck disable=SC2086
+  step pytest "$LOGS/pytest.log" $PY -m pytest -q -p no:cacheprovider tests/ops -rs \
+    ${POINTOPS_PYTEST_K:+-k "$POINTOPS_PYTEST_K"} ${POINTOPS_PYTEST_ARGS:-} &
+  pids+=($!)
+fi
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+
+pids=()
+for tool in memcheck racecheck; do
+  wanted "$tool" || continue
+  for paths in ${SANITIZER_PATHS:-default small-clouds-on-large-paths}; do
+    if [ "$paths" = default ]; then knobs=(); else knobs=(POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1); fi
+    step "$tool-$paths" "$LOGS/sanitizer-$tool-$paths.log" env "${knobs[@]}" compute-sanitizer --tool "$tool" \
+      --error-exitcode 3 --target-processes all $PY tests/gpu/sanitizer_workload.py &
+    pids+=($!)
   done
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+
+if wanted bench; then
+  step bench "$LOGS/bench_gpu.txt" $PY benchmarks/bench_gpu.py --quick --json "$LOGS/bench_gpu.json" || status=1
+fi
+
+echo "== summary ($((SECONDS - START)) s)"
+cat "$SUMMARY"
 exit $status

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The peer comparisons, on the GPU host after benchmarks/peers/build_peers.sh (from the repository
+# root, with pointops importable, e.g. PYTHONPATH=<pip --target dir>):
+#
+#   bash benchmarks/peers/run_peer_comparisons.sh LOG_DIR
+#
+# Clients first (their own code and tests against pointops; correctness, side by side), then the
+# timed comparisons one at a time on an idle GPU:
+#   torch_cluster_tests  torch_cluster's test/ against pointops.compat.torch_cluster
+#   pointcept            Pointcept's PTv1/PTv2 forward+backward and knn_query(1): pointops vs its library
+#   openpoints           openpoints 0.1.2's PointNeXt-S forward+backward on pointnet2_batch_cuda
+#   packed               bench_packed.py: the packed rows against Pointcept's library
+#   torch_cluster        bench_torch_cluster.py: fps/knn/radius/grid against torch_cluster
+#   pointnet2            Pointnet2_PyTorch's six cases, a training step: pointnet2_ops vs pointops
+#   chamfer              bench_chamfer.py (pytorch3d's column only where it was built)
+# STEPS picks a subset; DEADLINE (seconds since the start) bounds the whole run, STEP_TIMEOUT each
+# step. summary.txt in LOG_DIR has one line per step.
+set -uo pipefail
+LOG_DIR=${1:?usage: run_peer_comparisons.sh LOG_DIR}
+mkdir -p "$LOG_DIR"
+PY="${PYTHON:-python3}"
+PEERS=${PEERS:-.peers}
+BUILT="$PEERS/build"
+STEPS=" ${STEPS:-torch_cluster_tests pointcept openpoints packed torch_cluster pointnet2 chamfer} "
+START=$SECONDS
+SUMMARY="$LOG_DIR/summary.txt"
+: > "$SUMMARY"
+
+wanted() { [[ "$STEPS" == *" $1 "* ]]; }
+budget() {
+  local limit=${STEP_TIMEOUT:-600}
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$((DEADLINE - (SECONDS - START)))
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  [ "$limit" -lt 1 ] && limit=1
+  echo "$limit"
+}
+step() {  # step NAME COMMAND...: output in LOG_DIR/NAME.log, a summary line
+  local name=$1 began=$SECONDS rc
+  shift
+  timeout "$(budget)" "$@" > "$LOG_DIR/$name.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc $((SECONDS - began))s $(grep -E 'passed|failed|"ok"|x[0-9.]+|ratio' "$LOG_DIR/$name.log" | tail -1 | cut -c1-160)" >> "$SUMMARY"
+}
+
+pids=()
+wanted torch_cluster_tests && { step torch_cluster_tests $PY benchmarks/clients/torch_cluster_tests/run_peer_tests.py \
+  --src "$PEERS/pytorch_cluster" --json "$LOG_DIR/torch_cluster_tests.json" -- -q & pids+=($!); }
+wanted pointcept && { step pointcept $PY benchmarks/clients/pointcept_models.py all --pointcept "$PEERS/Pointcept" \
+  --pointcept-lib "$BUILT/pointcept_pointops" --device cuda --out-dir "$LOG_DIR/pointcept" & pids+=($!); }
+wanted openpoints && { step openpoints $PY benchmarks/clients/openpoints_pointnext.py \
+  --openpoints "$PEERS/openpoints-0.1.2" --device cuda & pids+=($!); }
+for pid in "${pids[@]}"; do wait "$pid"; done
+
+wanted packed && step packed $PY benchmarks/bench_packed.py --pointcept-lib "$BUILT/pointcept_pointops" \
+  --json "$LOG_DIR/bench_packed.json"
+wanted torch_cluster && step torch_cluster $PY benchmarks/bench_torch_cluster.py \
+  --torch-cluster-lib "$BUILT/torch_cluster" --json "$LOG_DIR/bench_torch_cluster.json"
+wanted pointnet2 && step pointnet2 $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
+  --pointnet2-ops "$BUILT/pointnet2_ops" --device cuda --steps "${PN2_STEPS:-20}" --warmup "${PN2_WARMUP:-5}" \
+  --out-dir "$LOG_DIR/pointnet2" --json "$LOG_DIR/pointnet2.json"
+wanted chamfer && step chamfer $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
+  --json "$LOG_DIR/bench_chamfer.json"
+
+echo "== peer comparisons ($((SECONDS - START)) s)"
+cat "$SUMMARY"
