@@ -12,8 +12,8 @@
 #   oracle     tests/gpu/kernel_oracle.cu `check`: every CUDA path against the CPU kernels, no torch
 #              (ORACLE names a prebuilt binary; otherwise nvcc builds one here)
 #   pytest     tests/ops, CUDA cases included (POINTOPS_PYTEST_K selects, POINTOPS_PYTEST_ARGS adds)
-#   memcheck   compute-sanitizer over tests/gpu/sanitizer_workload.py, default paths and again with
-#   racecheck  small clouds forced onto the grid and non-cluster FPS paths (SANITIZER_PATHS picks)
+#   memcheck   compute-sanitizer over tests/gpu/sanitizer_workload.py (default paths, and small
+#   racecheck  clouds forced onto the grid and non-cluster FPS paths) and over the oracle
 #   bench      benchmarks/bench_gpu.py --quick
 # oracle and pytest run side by side, then memcheck and racecheck side by side, then bench alone
 # (timings need an idle GPU). Each step is bounded by STEP_TIMEOUT seconds (default 600) and by
@@ -61,7 +61,7 @@ step() {  # step NAME LOG COMMAND...: runs bounded, appends the summary line
   timeout "$(budget)" "$@" > "$log" 2>&1
   rc=$?
   local last
-  last=$(grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY|cases|PASS|MISS|error" "$log" | tail -1 | cut -c1-160)
+  last=$(grep -E "passed|failed|failure|ERROR SUMMARY|RACECHECK SUMMARY|PASS|MISS|error" "$log" | tail -1 | cut -c1-160)
   echo "$name rc=$rc $((SECONDS - began))s ${last:-}" >> "$SUMMARY"
   [ "$rc" -eq 0 ]
 }
@@ -96,16 +96,28 @@ if wanted pytest; then
 fi
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 
+# memcheck: the whole workload on both path sets, and the oracle's `small` run. racecheck is far
+# slower (159 s did not finish the whole workload on an H200): the small-cloud pass without the
+# large clouds, and the oracle's `tiny` run.
 pids=()
-for tool in memcheck racecheck; do
-  wanted "$tool" || continue
-  for paths in ${SANITIZER_PATHS:-default small-clouds-on-large-paths}; do
-    if [ "$paths" = default ]; then knobs=(); else knobs=(POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1); fi
-    step "$tool-$paths" "$LOGS/sanitizer-$tool-$paths.log" env "${knobs[@]}" compute-sanitizer --tool "$tool" \
-      --error-exitcode 3 --target-processes all $PY tests/gpu/sanitizer_workload.py &
-    pids+=($!)
-  done
-done
+sanitize() {  # sanitize TOOL NAME COMMAND...
+  local tool=$1 name=$2
+  shift 2
+  step "$tool-$name" "$LOGS/sanitizer-$tool-$name.log" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+    --target-processes all "$@" &
+  pids+=($!)
+}
+SMALL_ON_LARGE=(env POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1)
+if wanted memcheck; then
+  sanitize memcheck default $PY tests/gpu/sanitizer_workload.py
+  sanitize memcheck small-clouds-on-large-paths "${SMALL_ON_LARGE[@]}" $PY tests/gpu/sanitizer_workload.py
+  [ -n "$ORACLE_BIN" ] && sanitize memcheck oracle-small "$ORACLE_BIN" small
+fi
+if wanted racecheck; then
+  sanitize racecheck small-clouds-on-large-paths "${SMALL_ON_LARGE[@]}" SANITIZER_WORKLOAD_LARGE=0 \
+    $PY tests/gpu/sanitizer_workload.py
+  [ -n "$ORACLE_BIN" ] && sanitize racecheck oracle-tiny "$ORACLE_BIN" tiny
+fi
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 
 if wanted bench; then

@@ -4,7 +4,8 @@ inputs, for compute-sanitizer memcheck/racecheck. Exits non-zero if an op raises
 The kernels pick a path by size (scan vs spatial grid from 8192 points, one block / cluster /
 grid FPS); the 20000- and 300000-point cases reach the larger paths, and the device script runs
 this file a second time with POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1 so small
-clouds take the grid and non-cluster paths too."""
+clouds take the grid and non-cluster paths too. SANITIZER_WORKLOAD_LARGE=0 leaves the large
+clouds out (racecheck, which is much slower, runs the small-cloud pass that way)."""
 
 import os
 
@@ -13,12 +14,14 @@ import torch
 
 # cpu: a quick dry run of the same calls where there is no GPU
 DEVICE = os.environ.get("SANITIZER_WORKLOAD_DEVICE", "cuda")
+LARGE = os.environ.get("SANITIZER_WORKLOAD_LARGE", "1") != "0"
 
 
 def run(dtype):
     dev = DEVICE
     g = torch.Generator().manual_seed(0)
-    for B, N, M, k in [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40), (2, 20000, 64, 16)]:
+    shapes = [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40)] + ([(2, 20000, 64, 16)] if LARGE else [])
+    for B, N, M, k in shapes:
         xyz = torch.rand(B, N, 3, generator=g).to(dev, dtype)
         q = torch.rand(B, M, 3, generator=g).to(dev, dtype)
         lengths = torch.tensor([N] + [N // 2] * (B - 1), device=dev) if B > 1 else None
@@ -39,7 +42,7 @@ def run(dtype):
         ball, _ = pointops.ball_query(xyz, q, 0.3, k)
         pointops.group_points(feat, ball).float().sum().backward()
         pointops.gather_points(feat, pointops.furthest_point_sample(xyz, k)).float().sum().backward()
-    if dtype != torch.float64:
+    if dtype != torch.float64 and LARGE:
         big = torch.rand(1, 300_000, 3, generator=g).to(dev, dtype)
         pointops.furthest_point_sample(big, 8)
     run_packed(dtype, g)
@@ -53,7 +56,7 @@ def run_packed(dtype, g):
     from pointops import packed
 
     dev = DEVICE
-    counts = torch.tensor([900, 0, 12000, 5, 3000], device=dev)
+    counts = torch.tensor([900, 0, 12000 if LARGE else 1200, 5, 3000], device=dev)
     ptr = packed.ptr_from_counts(counts)
     xyz = torch.rand(int(counts.sum()), 3, generator=g).to(dev, dtype).requires_grad_()
     query_ptr = packed.ptr_from_counts(torch.tensor([40, 3, 100, 0, 30], device=dev))
@@ -62,9 +65,11 @@ def run_packed(dtype, g):
     _, _, bd2 = packed.ball_query(xyz, ptr, query, query_ptr, 0.1, 32, return_dist2=True)
     packed.ball_query(xyz, ptr, query, query_ptr, 0.1, 8, inclusive=False)
     (torch.where(torch.isinf(d2), 0, d2).sum() + torch.where(torch.isinf(bd2), 0, bd2).sum()).backward()
-    sample_ptr = packed.ptr_from_counts(torch.tensor([100, 4, 3000, 9, 750], device=dev))
-    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=3863, max_points=12000)
-    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=3863)
+    samples = torch.tensor([100, 4, 3000 if LARGE else 300, 9, 750], device=dev)
+    sample_ptr = packed.ptr_from_counts(samples)
+    total = int(samples.sum())
+    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=total, max_points=int(counts.max()))
+    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=total)
     feat = torch.randn(xyz.shape[0], 24, generator=g).to(dev, dtype).requires_grad_()
     w = torch.rand(173, 16, generator=g).to(dev, dtype).requires_grad_()
     (packed.interpolate(feat, idx, w).float().sum() + packed.gather(feat, idx).float().sum()).backward()
@@ -90,6 +95,7 @@ def _expect_value_error(call):
 
 
 if __name__ == "__main__":
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64) if DEVICE == "cuda" else (torch.float32, torch.float64)
+    for dtype in dtypes:
         run(dtype)
     print("sanitizer workload: all ops ran")
