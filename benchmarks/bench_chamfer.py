@@ -3,7 +3,11 @@ and pytorch3d's chamfer_distance (when importable, e.g. built by benchmarks/peer
 into .peers/build/pytorch3d), at B32 N2048 and B8 N16384 (issue 20).
 
     python benchmarks/bench_chamfer.py --pytorch3d-lib .peers/build/pytorch3d \
-        --json benchmarks/results/bench_chamfer_h200.json
+        --json out/bench_chamfer.json
+    python benchmarks/update_baseline.py h200 chamfer out/bench_chamfer.json
+
+The second command records the run as section chamfer of benchmarks/baseline_h200.json (out/ is
+not tracked; older runs live in git history).
 
 The cdist formulation: d = cdist(x, y)^2, loss = d.min(2).mean + d.min(1).mean (squared L2,
 pytorch3d's default). Values are checked against it. Without pytorch3d its column is skipped.

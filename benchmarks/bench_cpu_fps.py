@@ -1,7 +1,11 @@
 """CPU farthest point sampling: pointops against fpsample, side by side in one run.
 
     pip install fpsample   # not a test dependency: only this benchmark uses it
-    python benchmarks/bench_cpu_fps.py [--n 100000] [--k 10000] [--json out.json]
+    python benchmarks/bench_cpu_fps.py [--n 100000] [--k 10000] [--json out/bench_cpu_fps.json]
+    python benchmarks/update_baseline.py cpu_2core cpu_fps out/bench_cpu_fps.json
+
+The second command records the run as section cpu_fps of benchmarks/baseline_cpu_2core.json
+(bench_cpu_neighbors.py's section neighbors already holds the default case against fpsample).
 
 Times pointops' CPU kernel (all of torch's threads; its default kd-tree sampler, and the
 brute-force scan forced with POINTOPS_CPU_FPS_PATH=brute) and fpsample's samplers (exact

@@ -1,7 +1,11 @@
 """CPU neighbour search and FPS: pointops against the kd-trees a CPU user would pick instead.
 
     pip install pykdtree scipy fpsample   # not test dependencies: only this benchmark uses them
-    python3 benchmarks/bench_cpu_neighbors.py [--reps 5] [--json out.json] [--only knn,ball] [--degenerate]
+    python3 benchmarks/bench_cpu_neighbors.py [--reps 5] [--json out/bench_cpu_neighbors.json] [--only knn,ball] [--degenerate]
+    python3 benchmarks/update_baseline.py cpu_2core neighbors out/bench_cpu_neighbors.json
+
+The second command records the run as section neighbors of benchmarks/baseline_cpu_2core.json
+(a full run, --degenerate included, on the 2-core machine; docs/performance-cpu.md).
 
 Each row of issue 21 is timed in this one process, median of --reps runs after a warm-up:
 pointops' CPU kernels on all of torch's threads and on one thread (thread scaling), against

@@ -1,10 +1,14 @@
 """GPU benchmark of pointops against the targets of issue 5 (and a few CPU cases).
 
-    python benchmarks/bench_gpu.py --json results.json [--cpu] [--quick]
+    python benchmarks/bench_gpu.py --json out/bench_gpu.json [--cpu] [--quick]
+    python benchmarks/update_baseline.py h200 ops out/bench_gpu.json
+
+The second command records a full run (not --quick) on an idle GPU as section ops of
+benchmarks/baseline_h200.json; method and targets: docs/performance.md.
 
 Every shape of the issue's table runs through the registered ops (torch.ops.pointops.*, the
-same kernels the Python API calls, without its input-value checks, which synchronize) on
-float32 points uniform in [1, 2]^3 with queries = the first M points of each cloud. Times are
+same kernels the Python API calls; the binding's asynchronous value checks are on, the default)
+on float32 points uniform in [1, 2]^3 with queries = the first M points of each cloud. Times are
 the median of CUDA-event timings after warm-up, one call at a time with the GPU idle before it
 (so the host's enqueueing counts); rows ending in _b2b time calls queued back to back, as in a
 training step, against the baseline timed the same way, and gather_points_api times the public

@@ -1,6 +1,10 @@
 """Host overhead per call of the pointops layers, on CPU with tiny inputs.
 
-    python benchmarks/bench_host_overhead.py [--calls 2000] [--reps 15] [--json out.json]
+    python benchmarks/bench_host_overhead.py [--calls 2000] [--reps 15] [--json out/bench_host_overhead.json]
+    python benchmarks/update_baseline.py cpu_2core host_overhead out/bench_host_overhead.json
+
+The second command records the run as section host_overhead of benchmarks/baseline_cpu_2core.json
+(docs/performance-cpu.md).
 
 With tiny tensors the kernels do next to no work, so the time per call is the host path: the
 dispatcher, the autograd wrapper, the Python checks and the binding's checks and allocations.

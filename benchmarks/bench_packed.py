@@ -3,7 +3,11 @@ in one run. Both are imported as `pointops`, so Pointcept's side runs in a child
 script with --side pointcept) on the same seeded data; the parent compares results and times.
 
     python benchmarks/bench_packed.py --pointcept-lib .peers/build/pointcept_pointops \
-        --json benchmarks/results/bench_packed_h200.json
+        --json out/bench_packed.json
+    python benchmarks/update_baseline.py h200 packed out/bench_packed.json
+
+The second command records the run as section packed of benchmarks/baseline_h200.json (out/ is
+not tracked; older runs live in git history).
 
 Rows (8 scenes of 40k-120k points, CUDA): kNN k=16 with every point a query; FPS to a quarter
 of each scene; ball query r=0.1 k=32 (Pointcept's semantics); grouping C=64 k=16 forward and

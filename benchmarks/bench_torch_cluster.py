@@ -3,7 +3,11 @@ names do not collide): fps, knn, radius and grid_cluster at PyG-like shapes, a b
 of 10k points and one cloud of 1M points (issue 20).
 
     python benchmarks/bench_torch_cluster.py --torch-cluster-lib .peers/build/torch_cluster \
-        --json benchmarks/results/bench_torch_cluster_h200.json
+        --json out/bench_torch_cluster.json
+    python benchmarks/update_baseline.py h200 torch_cluster out/bench_torch_cluster.json
+
+The second command records the run as section torch_cluster of benchmarks/baseline_h200.json
+(out/ is not tracked; older runs live in git history).
 
 Rows: fps ratio 0.25 (random_start=False); knn k=16, every point a query; radius r such that
 about 20 points fall in a ball, max_num_neighbors=32; grid_cluster voxel 1/50 of the extent.
