@@ -11,11 +11,11 @@ if "%MAX_JOBS%"=="" (
 echo pointops build: MAX_JOBS=!MAX_JOBS!
 
 if "%POINTOPS_CUDA%"=="1" (
-    :: nvcc runs from the build prefix; the static CUDA runtime (cudart_static.lib, from
-    :: cuda-cudart-dev's dependencies) is linked from the host prefix.
+    rem nvcc runs from the build prefix; the static CUDA runtime, cudart_static.lib from
+    rem cuda-cudart-dev's dependencies, is linked from the host prefix.
     set "CUDA_HOME=%BUILD_PREFIX%\Library"
     set "POINTOPS_CUDA_TARGET_ROOT=%LIBRARY_PREFIX%"
-    :: The arch list from ops-src's arch table (build.sh says why it is set explicitly).
+    rem The arch list comes from ops-src's arch table; build.sh says why it is set explicitly.
     "%PYTHON%" "%RECIPE_DIR%\cuda_arch_list.py" pointops %cuda_compiler_version% %target_platform% --output arch_list.txt
     if errorlevel 1 exit 1
     set /p TORCH_CUDA_ARCH_LIST=<arch_list.txt
