@@ -10,6 +10,8 @@ See docs/ops.md for semantics. `pointops.compat.pointnet2_utils` mirrors pointne
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import torch
 
 from ._loader import ExtensionLoadError, load_extension
@@ -56,7 +58,10 @@ from .ops import (  # noqa: E402
     value_checks_enabled,
 )
 
-__version__ = "0.1.0"
+try:  # the one version number is ops-src/pyproject.toml's; the installed metadata carries it
+    __version__ = importlib.metadata.version("pointops")
+except importlib.metadata.PackageNotFoundError:  # imported from a tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ExtensionLoadError",
