@@ -23,7 +23,7 @@ constexpr int64_t kInnerParallelMinN = 262144;
 // The kd-tree costs a build (~180 ns a point at N = 1e5, less for small clouds that fit in
 // cache) and then saves most of the brute-force scan's ~1.4 ns per point and pick. Measured
 // crossover on one thread: about 64 picks up to 2048 points, about 128 picks beyond (see
-// docs/performance.md). A brute-force scan split over threads does not lower it: its per-pick
+// docs/performance-cpu.md). A brute-force scan split over threads does not lower it: its per-pick
 // barriers cost more than the split saves (N = 3e5, 100 picks: 650 ms split vs 176 ms kd-tree).
 constexpr int64_t kKdTreeMinN = 512;
 constexpr int64_t kKdTreeMinPicksSmall = 64;  // clouds of up to kKdTreeSmallN points
