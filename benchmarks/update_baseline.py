@@ -20,7 +20,7 @@ from bench_common import write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # columns worth a glance, in order, when a row has them (every script names its own)
-COLUMNS = ("op", "case", "shape", "ms", "pointops_ms", "peer_ms", "peers_ms", "ratio_to_best_peer",
+COLUMNS = ("op", "case", "layer", "shape", "ms", "us", "pointops_ms", "peer_ms", "peers_ms", "ratio_to_best_peer",
            "target_ms", "status", "note")
 
 
@@ -41,6 +41,16 @@ def _cell(value) -> str:
     return "" if value is None else str(value).replace("|", "/")
 
 
+def _latest_run_rows(section: dict) -> list:
+    """Scripts that keep several runs (e.g. host_overhead's before/after lists of runs, each with
+    results): the rows of the last run of the last list."""
+    for key in ("after", "runs"):
+        runs = section.get(key)
+        if isinstance(runs, list) and runs and isinstance(runs[-1], dict):
+            return runs[-1].get("results") or runs[-1].get("rows") or []
+    return []
+
+
 def render(baseline: dict, kind: str) -> str:
     lines = [f"# Baseline: {kind}", "",
              f"Rendered from `baseline_{kind}.json` by `benchmarks/update_baseline.py`; each section is "
@@ -50,7 +60,7 @@ def render(baseline: dict, kind: str) -> str:
                                         not isinstance(v, (list, dict))}
         lines += [f"## {name}", "", "; ".join(f"{k}: {_cell(v)}" for k, v in meta.items()
                                              if not isinstance(v, dict)), ""]
-        rows = section.get("rows") or []
+        rows = section.get("rows") or _latest_run_rows(section)
         if not rows:
             lines += ["(no rows)", ""]
             continue
