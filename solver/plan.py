@@ -8,10 +8,13 @@ Rules (newest pytorch first, then newest CUDA, unless flags pin them):
 - the GPU is covered by SASS of its major (lower minor is fine; on a Jetson only its exact
   compute capability) or by PTX of a lower arch;
 - the driver must know the GPU: a generation first supported by CUDA X.Y needs the driver branch
-  of X.Y (Blackwell 10.0/12.0 -> R570); GPUs a branch no longer supports (Kepler after R470;
-  Maxwell/Pascal/Volta after R580) are refused with the driver to install;
-- a Jetson is planned from its JetPack stack: JetPack 6 gets conda-forge's tegra builds, JetPack
-  7.2 (Orin) and 7 (Thor) the sbsa ones; modules without a CUDA 12 stack are refused;
+  of X.Y (Blackwell 10.0/12.0 -> R570), and a GPU NVIDIA names its own minimum for needs that
+  build (HGX B200: 570.133.20, a Linux number); GPUs a branch no longer supports (Kepler after
+  R470; Maxwell/Pascal/Volta after R580) are refused with the driver to install;
+- a Jetson is planned from its JetPack stack: JetPack 7.2 (Orin) and 7 (Thor) get the sbsa
+  builds; JetPack 6 runs only conda-forge's tegra builds, which pointops does not publish, so it
+  is refused before any --cuda/--torch choice, naming the JetPack that works; modules without a
+  CUDA 12 stack are refused;
 - on linux-aarch64 `arm-variant` is pinned, since sbsa and tegra builds share build strings.
 """
 
@@ -180,15 +183,22 @@ def _driver_text(target: Target) -> str:
     return "the driver"
 
 
-def _min_driver_text(minimum: str, os_name: str) -> str:
-    """'570.26' -> ' (570.26 or later on Linux)'; a bare branch ('615') needs no parenthesis."""
-    return f" ({minimum} or later on {os_word(os_name)})" if "." in minimum else ""
+def _min_driver_text(minimum: str, os_name: str, gpu: str | None = None) -> str:
+    """'570.26' -> ' (570.26 or later on Linux)'; a bare branch ('615') needs no parenthesis; with
+    `gpu`, the minimum is that GPU's own."""
+    if "." not in minimum:
+        return ""
+    own = f": NVIDIA's minimum for the {gpu}" if gpu else ""
+    return f" ({minimum} or later on {os_word(os_name)}{own})"
 
 
 def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
     """Refuse GPUs the driver does not know yet or no longer supports, and GPUs no CUDA 12+ build targets."""
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
+    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
+    if floor is not None and kb.gpu_compute_capability(floor.gpu) != cc:
+        floor = None  # a name given with another compute capability is not that product
     if target.driver_version and arch and arch.last_branch:
         branch = kb.driver_branch(target.driver_version)
         if branch and branch.branch > arch.last_branch:
@@ -209,13 +219,26 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
             and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]:
         first = kb.first_branch_for_cuda(arch.first_cuda)
         minimum = kb.cuda_min_driver(arch.first_cuda, target.os)
+        install = first.branch
+        own = floor.minimum(target.os) if floor else None
+        if own is not None:  # the GPU's own minimum replaces the branch's first build
+            minimum, install = own, max(first.branch, kb.driver_branch(own).branch)
         branch = kb.driver_branch(target.driver_version) if target.driver_version else None
         which = f"{_driver_text(target)} (R{branch.branch})" if branch else \
             f"{_driver_text(target)} (CUDA {target.driver_cuda})"
         raise PlanError(
             f"{which} cannot drive {_describe_gpu(kb, target)}: compute capability {cc} first appears in CUDA "
-            f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{first.branch} or "
-            f"newer driver{_min_driver_text(minimum, target.os)}, or pass --gpu none for a CPU environment.")
+            f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{install} or "
+            f"newer driver{_min_driver_text(minimum, target.os, floor.gpu if own else None)}, "
+            "or pass --gpu none for a CPU environment.")
+    own = floor.minimum(target.os) if floor else None
+    if own is not None and target.driver_version \
+            and parse_version(target.driver_version) < parse_version(own):
+        branch = kb.driver_branch(target.driver_version)
+        raise PlanError(
+            f"driver {target.driver_version} (R{branch.branch}) is too old for {_describe_gpu(kb, target)}: "
+            f"NVIDIA names driver {own} or later for it on {os_word(target.os)} ({floor.source}). Install "
+            f"driver {own} or later, or pass --gpu none for a CPU environment.")
     if cc and parse_version(cc) < (5, 0):
         family = arch.family if arch else "This"
         raise PlanError(
@@ -234,15 +257,41 @@ def _check_jetson(kb: Knowledge, target: Target) -> JetsonStack:
             "and pointops' GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
     if target.jetson_stack is not None:
         return kb.jetson_stacks[target.jetson_stack]
-    offered = " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
-                          for key in module.stacks)
     if target.driver_version:
+        offered = " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
+                              for key in module.stacks)
         raise PlanError(
             f"driver {target.driver_version} is not a {module.name} driver: {module.name} runs {offered}. "
             "Check --driver (nvidia-smi on the Jetson prints it), or pass --gpu none for a CPU environment.")
     raise PlanError(
-        f"the driver runs CUDA <= {target.driver_cuda}, and {module.name} has CUDA 12 or 13 only with {offered}. "
-        "Upgrade JetPack, or pass --gpu none for a CPU environment.")
+        f"the driver runs CUDA <= {target.driver_cuda}, and {module.name} runs pointops only on "
+        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or pass --gpu none for a CPU environment.")
+
+
+def _has_pointops(kb: Knowledge, platform: str, arm_variant: str) -> bool:
+    """Whether pointops publishes any CUDA build for this arm variant."""
+    return any(b.cuda_version and b.arm_variant in (None, arm_variant) for b in kb.pointops_builds(platform))
+
+
+def _stacks_with_pointops(kb: Knowledge, target: Target) -> str:
+    """'JetPack 7.2 (L4T r39.2) or newer (driver 580 or newer)': the module's stacks pointops has builds for."""
+    module = kb.jetson_module(target.compute_capability)
+    working = [key for key in module.stacks if _has_pointops(kb, target.platform, kb.jetson_stacks[key].arm_variant)]
+    return " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
+                       for key in working) or "no JetPack release"
+
+
+def _refuse_stack_without_pointops(kb: Knowledge, target: Target, stack: JetsonStack, cuda: str | None) -> None:
+    """JetPack 6: conda-forge has tegra pytorch builds, pointops none. Refused whatever --cuda/--torch say,
+    so the fix named is one that works."""
+    if _has_pointops(kb, target.platform, stack.arm_variant):
+        return
+    module = kb.jetson_module(target.compute_capability)
+    cpu = "pass --gpu none without --cuda" if cuda else "pass --gpu none"
+    raise PlanError(
+        f"pointops publishes no build for the {stack.arm_variant} CUDA stack of {module.name} on {stack.label}, "
+        f"the only CUDA builds its driver runs; {module.name} runs pointops on "
+        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or {cpu} for a CPU environment.")
 
 
 def _jetson_driver_text(stack: JetsonStack) -> str:
@@ -259,7 +308,8 @@ def _where(kb: Knowledge, target: Target, stack: JetsonStack | None) -> str:
     """Where builds are looked for: 'linux-64', or 'Jetson Orin on JetPack 6 (L4T r36)'."""
     if stack is None:
         return target.platform
-    return f"{kb.jetson_module(target.compute_capability).name} on {stack.label}"
+    module = kb.jetson_module(target.compute_capability)
+    return f"{module.name} on {module.stacks.get(stack.key, stack.label)}"
 
 
 def _coverage(cc: str | None, build: TorchBuild, tegra: bool) -> tuple[str | None, int | None]:
@@ -283,6 +333,8 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
     stack = _check_jetson(kb, target) if tegra else None
     if stack is None:
         _check_driver_supports_gpu(kb, target)
+    else:
+        _refuse_stack_without_pointops(kb, target, stack, cuda)
     arm_variant = _allowed_arm_variant(target, stack)
     # A Jetson's own driver (JetPack 6) is not held to the desktop minor-version minimums.
     mvc_driver = None if stack is not None and stack.driver_series is not None else target.driver_version
@@ -303,10 +355,8 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
             cuda_version = cuda_of_variant(variant)
             build = kb.pointops_build(target.platform, variant, arm_variant)
             if build is None:
-                reason = ("pointops publishes no build for Jetson's tegra CUDA stack (JetPack 6); Orin runs "
-                          "pointops from JetPack 7.2 on (the SBSA CUDA 13 stack): upgrade JetPack"
-                          if arm_variant == "tegra" else f"pointops has no {torch_build.key} build for {target.platform}")
-                rejections.append(_Rejection(release.version, variant, "build", reason))
+                rejections.append(_Rejection(release.version, variant, "build",
+                                             f"pointops has no {torch_build.key} build for {target.platform}"))
                 continue
             min_glibc = kb.glibc_floor(torch_build)
             if target.os == "linux" and target.glibc and min_glibc and \
@@ -348,11 +398,34 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
     if python_missing and python is not None:
         raise _no_python(python, releases)
     if wanted_variant and not variant_seen:
-        offered = sorted({b.cuda_version for r in releases for b in r.cuda_builds(target.platform)
-                          if b.arm_variant == arm_variant}, key=parse_version)
-        raise PlanError(f"conda-forge pytorch has no CUDA {cuda} build for {_where(kb, target, stack)} "
-                        f"(it has {', '.join(offered) or 'none'}). Pass one of those to --cuda, or drop --cuda.")
+        raise _no_such_cuda(kb, target, releases, python, cuda, arm_variant, stack)
     raise PlanError(_explain(kb, target, rejections, cuda, stack))
+
+
+def _no_such_cuda(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str,
+                  arm_variant: str | None, stack: JetsonStack | None) -> PlanError:
+    """--cuda names a version conda-forge lacks here: name the ones it has, and the ones among them
+    that plan for this GPU and driver (the fix must work); none: the refusal without --cuda."""
+    built = sorted({b.cuda_version for r in releases for b in r.cuda_builds(target.platform)
+                    if b.arm_variant == arm_variant
+                    and kb.pointops_build(target.platform, b.variant, arm_variant) is not None}, key=parse_version)
+    fitting = []
+    for version in built:
+        try:
+            _gpu_plan(kb, target, releases, python, version)
+        except PlanError:
+            continue
+        fitting.append(version)
+    if not fitting:
+        try:
+            _gpu_plan(kb, target, releases, python, None)
+        except PlanError as refusal:
+            return refusal
+    have = f"conda-forge pytorch has no CUDA {cuda} build for {_where(kb, target, stack)} (it has {', '.join(built)})"
+    if fitting == built:
+        return PlanError(f"{have}. Pass one of those to --cuda, or drop --cuda.")
+    return PlanError(f"{have}; {' and '.join(fitting)} {'fits' if len(fitting) == 1 else 'fit'} this GPU and driver. "
+                     f"Pass --cuda {fitting[-1]}, or drop --cuda.")
 
 
 def _flavour(build: TorchBuild) -> str:
@@ -375,9 +448,13 @@ def _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, t
     plan.reasons.append(f"pytorch {plan.pytorch_minor} {torch_build.key}: newest pytorch and CUDA that fit"
                         + (f"; skipped CUDA {'; '.join(skipped)}" if skipped else ""))
     if stack is not None:
-        plan.reasons.append(f"Jetson on {stack.label}: conda-forge's {stack.arm_variant} builds, the ones its CUDA "
-                            f"driver runs (arm-variant={stack.arm_variant} pinned); only SASS for exactly "
-                            f"{target.compute_capability} or PTX counts on a Jetson")
+        module = kb.jetson_module(target.compute_capability)
+        plan.reasons.append(f"{module.name} on {module.stacks.get(stack.key, stack.label)}: conda-forge's "
+                            f"{stack.arm_variant} builds, the ones its CUDA driver runs (arm-variant="
+                            f"{stack.arm_variant} pinned); only SASS for exactly {target.compute_capability} or "
+                            "PTX counts on a Jetson")
+        if stack.key in module.assumed and target.driver_version is not None:
+            plan.reasons.append(f"assumed: {module.assumed[stack.key]}")
     elif torch_build.arm_variant:
         plan.reasons.append(f"arm-variant={torch_build.arm_variant} pinned: {target.platform} servers run the "
                             f"{torch_build.arm_variant} builds, never the Jetson (tegra) ones that share their "
@@ -401,6 +478,7 @@ def _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, t
     if torch_cov == "unknown":
         plan.warnings.append("the GPU's compute capability is unknown, so arch coverage was not checked; "
                              "pass --gpu 'NAME:X.Y' to check it")
+    plan.warnings.extend(_driver_floor_warnings(kb, target))
     arch = kb.architecture(target.compute_capability) if target.compute_capability else None
     if arch and arch.last_branch and arch.last_branch >= 580 and stack is None:
         plan.warnings.append(f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
@@ -408,6 +486,29 @@ def _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, t
     plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
                         f"newest Python that pytorch {plan.pytorch_minor} is built for"))
     return plan
+
+
+def _driver_floor_warnings(kb: Knowledge, target: Target) -> list[str]:
+    """A GPU's own minimum driver that could not be checked: none named for Windows, or a driver
+    known only by the CUDA version it reports (a CONDA_OVERRIDE_CUDA or a detection without a version)."""
+    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
+    if floor is None or kb.gpu_compute_capability(floor.gpu) != target.compute_capability or target.driver_assumed:
+        return []
+    own = floor.minimum(target.os)
+    if own is None:
+        named = "; ".join(f"{v} on {os_word(o)}" for o, v in (("linux", floor.linux), ("windows", floor.windows)) if v)
+        first = kb.first_branch_for_cuda(kb.architecture(target.compute_capability).first_cuda)
+        other = "Linux" if target.os == "windows" else "Windows"
+        return [f"NVIDIA names a minimum driver for the {floor.gpu} only as {named} ({floor.source}); "
+                f"{os_word(target.os)} drivers of a branch are numbered apart from {other} ones, so only the "
+                f"R{first.branch} branch was checked here"]
+    branch = kb.driver_branch(own)
+    if target.driver_version is None and target.driver_cuda \
+            and parse_version(target.driver_cuda)[:2] <= parse_version(branch.max_cuda)[:2]:
+        return [f"the driver's version is unknown (it reports CUDA {target.driver_cuda}, an R{branch.branch} "
+                f"driver or older): NVIDIA names driver {own} or later for the {floor.gpu} ({floor.source}); "
+                "check the version nvidia-smi prints"]
+    return []
 
 
 def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: str | None,

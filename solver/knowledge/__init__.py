@@ -13,6 +13,7 @@ Stable API (also used by `solver doctor`):
     kb.mvc_min_driver(12, "windows")         # -> "528.33" (minor-version compatibility)
     kb.driver_runs_cuda("12.4", "12.9", "550.54.14", "linux")  # -> "mvc" | "full" | None
     kb.gpu_compute_capability("NVIDIA GeForce RTX 4090")        # -> "8.9" (None if unknown)
+    kb.gpu_driver_floor("NVIDIA B200").minimum("linux")         # -> "570.133.20" (one GPU's own floor)
     kb.architecture("12.0")                  # -> Architecture(family="Blackwell", first_cuda="12.8", ...)
     kb.is_compute_capability("13.5")         # -> False (no GPU has it)
     kb.jetson_module("8.7")                  # -> JetsonModule(name="Jetson Orin", stacks=...)
@@ -45,7 +46,7 @@ from solver.vocabulary import (
 )
 
 __all__ = [
-    "PLATFORMS", "ArchList", "Architecture", "DriverBranch", "GpuEntry", "JetsonModule", "JetsonStack",
+    "PLATFORMS", "ArchList", "Architecture", "DriverBranch", "DriverFloor", "GpuEntry", "JetsonModule", "JetsonStack",
     "Knowledge", "KnowledgeError", "PointopsBuild", "PytorchRelease", "Toolkit", "TorchBuild", "arch_coverage",
     "cuda_of_variant", "load", "os_of_platform", "parse_version", "read_raw", "variant_of_cuda",
 ]
@@ -163,10 +164,24 @@ class PointopsBuild:
 
 
 @dataclass(frozen=True)
+class DriverFloor:
+    """A minimum driver NVIDIA names for one GPU product, above its generation's first branch."""
+
+    gpu: str                      # the table name it belongs to ("NVIDIA B200")
+    linux: str | None             # "570.133.20"
+    windows: str | None           # None: NVIDIA names no Windows build (numbered apart from Linux)
+    source: str
+
+    def minimum(self, os_name: str) -> str | None:
+        return self.windows if os_name == "windows" else self.linux
+
+
+@dataclass(frozen=True)
 class GpuEntry:
     name: str
     compute_capability: str
     tokens: tuple[str, ...] = field(repr=False)
+    driver_floor: DriverFloor | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,7 @@ class JetsonModule:
     name: str
     stacks: dict[str, str]        # stack key -> the JetPack releases it covers for this module
     last_stack: str | None        # for modules without a CUDA 12/13 stack: the last one there is
+    assumed: dict[str, str] = field(default_factory=dict)  # stack key -> how its driver is recognised, unsourced
 
 
 _IGNORED_NAME_WORDS = {"nvidia", "geforce", "tesla", "quadro", "generation"}
@@ -210,7 +226,7 @@ class Knowledge:
         self.branches = _parse_branches(raw["drivers"])
         self.mvc = _parse_mvc(raw["drivers"])
         self.toolkits = _parse_toolkits(raw["toolkits"])
-        self.architectures, self.gpus = _parse_gpus(raw["gpus"], self.toolkits)
+        self.architectures, self.gpus = _parse_gpus(raw["gpus"], self.toolkits, self.branches)
         self.jetson_stacks, self.jetson_modules = _parse_jetson(raw["jetson"], self.architectures)
         self.pytorch_releases, self.min_glibc = _parse_pytorch(raw["pytorch"])
         self.pointops = raw["pointops_builds"]
@@ -295,6 +311,11 @@ class Knowledge:
     def gpu_compute_capability(self, name: str) -> str | None:
         entry = self.gpu_lookup(name)
         return entry.compute_capability if entry else None
+
+    def gpu_driver_floor(self, name: str) -> DriverFloor | None:
+        """The minimum driver NVIDIA names for this GPU product, if any (HGX B200: 570.133.20)."""
+        entry = self.gpu_lookup(name)
+        return entry.driver_floor if entry else None
 
     def architecture(self, compute_capability: str) -> Architecture | None:
         """Family and driver support of a compute capability (an unknown minor falls back to its major)."""
@@ -434,7 +455,34 @@ def _parse_toolkits(raw: dict) -> dict[str, Toolkit]:
     return result
 
 
-def _parse_gpus(raw: dict, toolkits: dict[str, Toolkit]) -> tuple[dict[str, Architecture], list[GpuEntry]]:
+def _parse_driver_floor(item, name: str, cc: str, arch: Architecture, branches: list[DriverBranch],
+                        where: str) -> DriverFloor:
+    """min_driver of a GPU entry: {linux: X.Y.Z, windows: X.Y, src: ...}; at least the generation's first branch."""
+    where = f"{where}.min_driver"
+    source = str(_need(item, "src", where))
+    values = {}
+    for os_name in ("linux", "windows"):
+        if item.get(os_name) is None:
+            values[os_name] = None
+            continue
+        value = _version_str(item[os_name], f"{where}.{os_name}")
+        if len(parse_version(value)) < 2:
+            raise KnowledgeError(f"{where}.{os_name}: {value!r} is a branch, not a driver build")
+        values[os_name] = value
+    if values["linux"] is None and values["windows"] is None:
+        raise KnowledgeError(f"{where}: give linux or windows")
+    if arch.first_cuda is not None:
+        wanted = parse_version(arch.first_cuda)[:2]
+        first = next((b for b in branches if parse_version(b.max_cuda)[:2] >= wanted), None)
+        for os_name, value in values.items():
+            if first is not None and value is not None and parse_version(value)[0] < first.branch:
+                raise KnowledgeError(f"{where}.{os_name}: {value} is older than R{first.branch}, the first "
+                                     f"branch of compute capability {cc} (CUDA {arch.first_cuda})")
+    return DriverFloor(gpu=name, linux=values["linux"], windows=values["windows"], source=source)
+
+
+def _parse_gpus(raw: dict, toolkits: dict[str, Toolkit],
+                branches: list[DriverBranch]) -> tuple[dict[str, Architecture], list[GpuEntry]]:
     architectures = {}
     for cc, item in _need(raw, "architectures", "gpus.yaml").items():
         where = f"gpus.yaml architectures.{cc}"
@@ -459,7 +507,9 @@ def _parse_gpus(raw: dict, toolkits: dict[str, Toolkit]) -> tuple[dict[str, Arch
             raise KnowledgeError(f"{where}: compute capability {cc} of {name!r} has no entry in architectures")
         if not _name_tokens(name):
             raise KnowledgeError(f"{where}: {name!r} has no word left to match")
-        gpus.append(GpuEntry(name=name, compute_capability=cc, tokens=_name_tokens(name)))
+        floor = (_parse_driver_floor(item["min_driver"], name, cc, architectures[cc], branches, where)
+                 if item.get("min_driver") is not None else None)
+        gpus.append(GpuEntry(name=name, compute_capability=cc, tokens=_name_tokens(name), driver_floor=floor))
     seen: dict[tuple[str, ...], GpuEntry] = {}
     for entry in gpus:
         other = seen.setdefault(entry.tokens, entry)
@@ -498,8 +548,12 @@ def _parse_jetson(raw: dict, architectures: dict[str, Architecture]) -> tuple[di
                 raise KnowledgeError(f"{where}.stacks: unknown stack {key!r}")
         if not module_stacks and not item.get("last_stack"):
             raise KnowledgeError(f"{where}: give stacks, or last_stack for a module without one")
+        assumed = {str(key): " ".join(str(text).split()) for key, text in (item.get("assumed") or {}).items()}
+        for key in assumed:
+            if key not in module_stacks:
+                raise KnowledgeError(f"{where}.assumed: {key!r} is not one of this module's stacks")
         modules[cc] = JetsonModule(compute_capability=cc, name=str(_need(item, "name", where)),
-                                   stacks=module_stacks, last_stack=item.get("last_stack"))
+                                   stacks=module_stacks, last_stack=item.get("last_stack"), assumed=assumed)
     return stacks, modules
 
 

@@ -1,6 +1,7 @@
 """linux-aarch64 end to end: real py-rattler solves against a local channel holding conda-forge's
-sbsa and tegra builds, which share build strings. A server GPU must get sbsa, Jetson Orin on
-JetPack 6 tegra, Orin on JetPack 7.2 a pytorch build that carries 8.7."""
+sbsa and tegra builds, which share build strings. A server GPU must get sbsa; Jetson Orin on
+JetPack 6 is refused before the solve (its driver runs only the tegra builds, and pointops
+publishes none), naming JetPack 7.2; Orin on JetPack 7.2 gets a pytorch build that carries 8.7."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def test_orin_on_jetpack6_is_refused_with_the_jetpack_that_works(solver_cli, aar
     result = solver_cli("make-env", "--gpu", "Orin (nvgpu)", "--driver", "540.4.0", "--platform", "linux-aarch64",
                         "--channel", str(aarch64_channel))
     assert result.returncode == 1 and result.stdout == ""
-    assert "no build for Jetson's tegra CUDA stack (JetPack 6)" in result.stderr and "JetPack 7.2" in result.stderr
+    assert "no build for the tegra CUDA stack of Jetson Orin on JetPack 6" in result.stderr
+    assert "JetPack 7.2" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_orin_on_jetpack72_gets_a_cuda13_build_with_sm87(solver_cli, aarch64_channel):

@@ -187,6 +187,30 @@ def test_first_driver_branch_of_each_new_generation(kb, cc, first_cuda, branch):
     assert kb.first_branch_for_cuda(first_cuda).branch == branch
 
 
+def test_windows_numbers_stay_in_their_branch(kb):
+    """drivers.yaml's rule: Windows builds are numbered apart from Linux ones (not always higher:
+    CUDA 11.8 is 520.06 on Windows, 520.61.05 on Linux) but stay in the same branch."""
+    pairs = [(t.linux_min, t.windows_min) for t in kb.toolkits.values()]
+    pairs += [(kb.mvc_min_driver(major, "linux"), kb.mvc_min_driver(major, "windows")) for major in (11, 12)]
+    pairs = [(linux, windows) for linux, windows in pairs if "." in windows]  # "580": no Windows build published
+    assert len(pairs) >= 10
+    for linux, windows in pairs:
+        assert kb.driver_branch(windows) == kb.driver_branch(linux), (linux, windows)
+    assert parse_version(kb.toolkit("11.8").windows_min) < parse_version(kb.toolkit("11.8").linux_min)
+
+
+def test_gpu_own_minimum_driver(kb):
+    """HGX B200: 570.133.20 or later (NVIDIA/cloud-native-docs#184), a Linux build; none for Windows,
+    whose R570 drivers are numbered apart (570.65, 572.61)."""
+    floor = kb.gpu_driver_floor("NVIDIA B200")
+    assert (floor.gpu, floor.minimum("linux"), floor.minimum("windows")) == ("NVIDIA B200", "570.133.20", None)
+    assert "cloud-native-docs#184" in floor.source
+    assert kb.gpu_driver_floor("NVIDIA HGX B200") == floor
+    assert kb.driver_branch(floor.linux).branch == kb.first_branch_for_cuda("12.8").branch == 570
+    for other in ("NVIDIA GB200", "NVIDIA B300", "NVIDIA GeForce RTX 5090", "NVIDIA H100", "no such GPU"):
+        assert kb.gpu_driver_floor(other) is None, other
+
+
 def test_driver_facts_from_the_reference(kb):
     assert kb.driver_max_cuda("620.70.06") == "13.5"      # R620: CUDA 13.5
     assert kb.toolkit("11.8").windows_min == "520.06"     # release notes Table 3 (meson: 522.06)
@@ -223,6 +247,9 @@ def test_jetson_stacks(kb):
     assert kb.jetson_stack_of_driver(thor, "540.4.0", None) is None
     assert kb.jetson_stack_of_driver(thor, "580.00", None).key == "unified"
     assert kb.jetson_module("7.2").stacks == {} and "CUDA 11.4" in kb.jetson_module("7.2").last_stack
+    # Orin's JetPack 7.2 driver number is not in any source read: the rule used is stated as assumed
+    assert set(orin.assumed) == {"unified"} and "580 or newer" in orin.assumed["unified"]
+    assert thor.assumed == {}
     assert kb.jetson_module("8.6") is None
 
 
@@ -338,6 +365,10 @@ def test_knowledge_loads_fast_enough_to_be_cached_once(kb):
 
 # -- validation: a broken file is named with its field --------------------------------------
 
+def _entry(gpus: dict, name: str) -> dict:
+    return next(item for item in gpus["gpus"] if item["name"] == name)
+
+
 def _broken_copy(tmp_path: Path, name: str, edit) -> Path:
     target = tmp_path / "knowledge"
     shutil.copytree(KNOWLEDGE_DIR, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
@@ -367,6 +398,11 @@ def _broken_copy(tmp_path: Path, name: str, edit) -> Path:
     ("pytorch", lambda d: d["releases"][0]["cuda"]["linux-64"].update({"cuda129-tegra": "tegra129"}),
      "no arm variants"),
     ("pointops_builds", lambda d: d.update(tegra={"cuda127": {"sass": ["8.7"]}}), "not a CUDA variant"),
+    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="565.57.01"), "older than R570"),
+    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="570"), "a branch, not a driver build"),
+    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("src"), "missing field 'src'"),
+    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("linux"), "give linux or windows"),
+    ("jetson", lambda d: d["modules"]["11.0"].update(assumed={"jetpack6": "x"}), "not one of this module's stacks"),
 ])
 def test_validation_names_the_problem(tmp_path, name, edit, message):
     directory = _broken_copy(tmp_path, name, edit)

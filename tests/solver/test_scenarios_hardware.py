@@ -4,10 +4,15 @@ sources give (not what the solver happened to print).
 - Driver floors per GPU generation: a GPU needs a driver of at least the branch of the first CUDA
   toolkit that knows it (Blackwell 10.0/12.0: CUDA 12.8 -> R570; 10.3/12.1: 12.9 -> R575; Thor
   11.0: 13.0 -> R580; Rubin 10.7: 13.4 -> R615). NVIDIA architecture matrix, meson cuda.py,
-  NVIDIA/cloud-native-docs#184 (B200 needs 570.133.20+), pytorch#190654 (Rubin).
+  pytorch#190654 (Rubin).
+- Driver floors per GPU: NVIDIA names 570.133.20 or later for HGX B200 (NVIDIA/cloud-native-docs#184,
+  a Linux driver-container version), a later build than R570's first (570.26) and than CUDA
+  12.8.1's own driver (570.124.06). It names no Windows build, and R570's Windows drivers are
+  numbered apart (570.65, 572.61: CUDA 12.8's Windows minimums), so on Windows only the branch
+  is checked, with a warning. GB200 has no such number of its own.
 - Jetson: JetPack 6 prints 540.4.0 / CUDA 12.6 / "Orin (nvgpu)" and runs only conda-forge's tegra
   builds (CUDA 12.9, 8.7+PTX, glibc 2.34), for which pointops publishes no build (refused, naming
-  JetPack 7.2); JetPack 7.2 puts Orin on the SBSA stack, where only
+  JetPack 7.2, also when --cuda asks for 12.9 or 13.0); JetPack 7.2 puts Orin on the SBSA stack, where only
   pytorch 2.13.0 builds >= 2 (package build number 202) carry 8.7; Thor (JetPack 7) prints
   580.00 / 13.0 / "NVIDIA Thor"; Xavier, TX2 and Nano have no CUDA 12 stack. Tegra GPUs need
   SASS of their exact compute capability (CUDA C++ Programming Guide, binary compatibility).
@@ -48,8 +53,16 @@ PLANS = [
     ("NVIDIA GeForce RTX 5090", "570.86.16", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
     # 570.65 is CUDA 12.8's Windows driver, the Windows pytorch is 12.8: full compatibility
     ("NVIDIA GeForce RTX 5080", "570.65", "win-64", {}, {}, ("cuda128", "12.8", None, "full", None)),
-    # HGX B200 with the driver NVIDIA names for it (570.133.20 or later)
+    # HGX B200 with the driver NVIDIA names for it (570.133.20 or later), and newer ones
     ("NVIDIA B200", "570.133.20", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    ("NVIDIA B200", "575.51.03", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
+    ("NVIDIA B200", "580.65.06", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
+    # as DGX/HGX systems name it: still the B200
+    ("NVIDIA DGX B200", "570.133.20", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
+    # Windows: no B200 build number is named, CUDA 12.8's Windows driver is R570's floor there
+    ("NVIDIA B200", "572.61", "win-64", {}, {}, ("cuda128", "12.8", None, "full", None)),
+    # GB200 (also 10.0) has no minimum of its own: R570 from its first build
+    ("NVIDIA GB200", "570.124.06", "linux-aarch64", {}, {}, ("cuda129", "12.9", "sbsa", "mvc", None)),
     # 10.3 needs CUDA 12.9's branch, R575; 575.51.03 is 12.9's own driver
     ("NVIDIA B300", "575.51.03", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
     # DGX Spark (GB10, 12.1) is linux-aarch64: sbsa builds, arm-variant pinned
@@ -115,7 +128,17 @@ REFUSALS = [
     ("NVIDIA GeForce RTX 5090", "566.03", "win-64", {}, {}, 1, ["R565", "R570", "570.65 or later on Windows"]),
     ("NVIDIA GeForce RTX 5070 Ti", "565.57.01", "linux-64", {}, {}, 1, ["R565", "R570"]),
     ("NVIDIA GeForce RTX 5060", "561.09", "win-64", {}, {}, 1, ["R560", "570.65 or later on Windows"]),
-    ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "R570", "570.26"]),
+    # B200: the generation's refusal names the GPU's own minimum, not R570's first build (570.26)
+    ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "R570", "570.133.20 or later on Linux"]),
+    ("NVIDIA B200", "565.57.01", "linux-64", {}, {}, 1, ["R565", "570.133.20 or later on Linux"]),
+    # R570 builds before 570.133.20: the first one, and CUDA 12.8.1's own driver
+    ("NVIDIA B200", "570.26", "linux-64", {}, {}, 1, ["too old", "570.133.20 or later", "cloud-native-docs#184"]),
+    ("NVIDIA B200", "570.124.06", "linux-64", {}, {}, 1,
+     ["driver 570.124.06 (R570) is too old", "Install driver 570.133.20 or later", "--gpu none"]),
+    ("NVIDIA HGX B200", "570.124.06", "linux-64", {}, {}, 1, ["570.133.20"]),
+    ("NVIDIA B200", "570.124.06", "linux-64", {"cuda": "12.8"}, {}, 1, ["570.133.20"]),
+    # Windows: no B200 number is named, so R565 is told R570's Windows floor
+    ("NVIDIA B200", "566.03", "win-64", {}, {}, 1, ["R565", "570.65 or later on Windows"]),
     ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "552.22", "win-64", {}, {}, 1, ["R550", "R570"]),
     ("NVIDIA B300", "570.124.06", "linux-64", {}, {}, 1, ["R570", "CUDA 12.9", "R575", "575.51.03 or later on Linux"]),
     ("NVIDIA GB300", "570.148.08", "linux-aarch64", {}, {}, 1, ["R575"]),
@@ -130,21 +153,28 @@ REFUSALS = [
     ("Jetson Nano", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack"]),
     ("Jetson AGX Orin", "550.54.14", "linux-aarch64", {}, {}, 1,
      ["not a Jetson Orin driver", "540.x", "580 or newer"]),
+    # older than JetPack 6: the JetPack to upgrade to is one pointops runs on (7.2), not JetPack 6
     ("Jetson AGX Orin", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "11.4"}, 1,
-     ["CUDA <= 11.4", "JetPack 6", "Upgrade JetPack"]),
+     ["CUDA <= 11.4", "only on JetPack 7.2", "Upgrade JetPack"]),
     ("Jetson T5000", "575.57.08", "linux-aarch64", {}, {}, 1, ["not a Jetson Thor driver", "580 or newer"]),
+    # --cuda on JetPack 6: no CUDA version plans there, so the fix is JetPack 7.2 (or a CPU env
+    # without --cuda), never another --cuda
     ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "13.0"}, {}, 1,
-     ["no CUDA 13.0 build for Jetson Orin on JetPack 6", "12.9"]),
+     ["JetPack 7.2", "Upgrade JetPack", "--gpu none without --cuda"]),
+    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "12.9"}, {}, 1, ["JetPack 7.2", "without --cuda"]),
+    # JetPack 7.2 and a CUDA conda-forge lacks: only 13.0 carries 8.7 (sbsa 12.9 has sm_86, which Orin cannot run)
+    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"cuda": "12.6"}, {}, 1, ["13.0 fits", "Pass --cuda 13.0"]),
     # JetPack 7.2, pytorch 2.12: its CUDA 13 builds lack 8.7, and sm_86 SASS does not count on Tegra
     ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"torch": "2.12"}, {}, 1,
      ["exactly 8.7", "--gpu none"]),
     # JetPack 6 (tegra CUDA stack): conda-forge has tegra pytorch builds, pointops publishes none, so
     # the plan refuses and names the JetPack that works: as nvidia-smi prints it, by the CUDA
     # version its driver reports, with flags
-    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, 1, ["tegra CUDA stack (JetPack 6)", "JetPack 7.2"]),
+    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, 1,
+     ["no build for the tegra CUDA stack of Jetson Orin on JetPack 6", "JetPack 7.2"]),
     ("Jetson Orin Nano", "540.4.0", "linux-aarch64", {"python": "3.10"}, {}, 1, ["JetPack 7.2", "--gpu none"]),
     ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"}, 1, ["JetPack 7.2"]),
-    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {}, 1, ["no build for Jetson's tegra"]),
+    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {}, 1, ["no build for the tegra"]),
     ("Orin (nvgpu)", "540.4.0", "linux-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
     ("Jetson AGX Thor", "580.00", "win-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
     # -- names: "Tesla K40m" is a K40 (Kepler), not an unknown GPU ------------------------------
@@ -232,3 +262,86 @@ def test_future_gpu_the_driver_reports_runs_through_ptx(monkeypatch):
     assert any("only PTX" in warning for warning in plan.warnings)
     with pytest.raises(PlanError, match="cannot JIT"):
         make_plan(kb, build_target(kb, gpu="auto", detector=detector("12.6")))
+
+
+# -- a GPU's own minimum driver (HGX B200: 570.133.20, NVIDIA/cloud-native-docs#184) ---------------
+
+def test_b200_refusal_names_its_own_minimum_not_the_branch_floor(monkeypatch):
+    with pytest.raises(PlanError) as info:
+        plan_for(monkeypatch, "NVIDIA B200", "550.54.15", "linux-64")
+    assert "570.133.20" in str(info.value) and "570.26" not in str(info.value)
+
+
+def test_b200_minimum_is_checked_on_a_detected_machine(monkeypatch):
+    from solver.detect import Detection, GpuInfo
+
+    def detector(driver):
+        return lambda: Detection(platform="linux-64", glibc="2.35", driver_version=driver, driver_cuda="12.8",
+                                 gpus=[GpuInfo(i, "NVIDIA B200", "10.0") for i in range(8)], source="nvml")
+
+    kb = load()
+    with pytest.raises(PlanError, match="570.133.20"):
+        make_plan(kb, build_target(kb, gpu="auto", detector=detector("570.124.06")))
+    assert make_plan(kb, build_target(kb, gpu="auto", detector=detector("570.133.20"))).variant == "cuda129"
+
+
+def test_b200_on_windows_warns_that_only_the_branch_was_checked(monkeypatch):
+    plan = plan_for(monkeypatch, "NVIDIA B200", "572.61", "win-64")
+    assert any("570.133.20 on Linux" in w and "R570 branch" in w for w in plan.warnings), plan.warnings
+    linux = plan_for(monkeypatch, "NVIDIA B200", "570.133.20", "linux-64")
+    assert not any("570.133.20" in w for w in linux.warnings)
+
+
+@pytest.mark.parametrize("reported,warned", [("12.8", True), ("12.9", False), ("13.0", False)])
+def test_b200_driver_known_only_by_its_cuda(monkeypatch, reported, warned):
+    """CONDA_OVERRIDE_CUDA=12.8 is an R570 driver of unknown build: it may be older than 570.133.20.
+    12.9 and newer are R575 and newer, all above it."""
+    plan = plan_for(monkeypatch, "NVIDIA B200", None, "linux-64", env={"CONDA_OVERRIDE_CUDA": reported})
+    assert any("570.133.20" in w and "unknown" in w for w in plan.warnings) is warned, plan.warnings
+
+
+# -- refusals whose fix is another flag: following the fix plans ----------------------------------
+
+def test_jetpack6_with_cuda_the_fixes_named_work(monkeypatch):
+    """JetPack 6 with --cuda 13.0 used to say "pass --cuda 12.9", which was refused too."""
+    with pytest.raises(PlanError) as info:
+        plan_for(monkeypatch, "Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "13.0"})
+    message = str(info.value)
+    assert "--cuda 12.9" not in message and "one of those to --cuda" not in message
+    # Upgrade JetPack: on JetPack 7.2 (CUDA 13.2) the same --cuda plans
+    plan = plan_for(monkeypatch, "Jetson AGX Orin", None, "linux-aarch64", {"cuda": "13.0"},
+                    {"CONDA_OVERRIDE_CUDA": "13.2"})
+    assert (plan.variant, plan.arm_variant, plan.pytorch_min_build_number) == ("cuda130", "sbsa", 202)
+    # or --gpu none without --cuda
+    assert plan_for(monkeypatch, "none", None, "linux-aarch64").variant == "cpu"
+
+
+@pytest.mark.parametrize("gpu,driver,platform,cuda", [
+    ("NVIDIA GeForce RTX 4090", "550.54.14", "linux-64", "12.6"),
+    ("NVIDIA GeForce RTX 4090", "550.54.14", "win-64", "12.6"),
+    ("NVIDIA GeForce GTX 1080", "580.65.06", "linux-64", "12.6"),   # Pascal: CUDA 13 builds lack 6.1
+    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", "12.6"),     # Orin: sbsa 12.9 lacks 8.7
+    ("NVIDIA H100", "580.65.06", "linux-64", "12.4"),
+])
+def test_a_cuda_the_channel_lacks_names_versions_that_plan(monkeypatch, gpu, driver, platform, cuda):
+    import re
+
+    with pytest.raises(PlanError) as info:
+        plan_for(monkeypatch, gpu, driver, platform, {"cuda": cuda})
+    message = str(info.value)
+    named = re.search(r"Pass --cuda ([\d.]+)", message)
+    versions = [named.group(1)] if named else re.search(r"it has ([\d., ]+)\)", message).group(1).split(", ")
+    for version in versions:
+        assert plan_for(monkeypatch, gpu, driver, platform, {"cuda": version}).cuda_version == version, message
+
+
+# -- what is assumed when a Jetson's driver picks its stack --------------------------------------
+
+def test_orin_driver_580_or_newer_is_taken_as_jetpack72_and_the_plan_says_so(monkeypatch):
+    """No source gives JetPack 7.2's driver number on Orin; Thor's JetPack 7 prints 580.00 / 13.0."""
+    plan = plan_for(monkeypatch, "Jetson AGX Orin", "595.45.04", "linux-aarch64")
+    assert any("JetPack 7.2 (L4T r39.2) or newer" in r for r in plan.reasons)
+    assumed = [r for r in plan.reasons if r.startswith("assumed:")]
+    assert len(assumed) == 1 and "580 or newer" in assumed[0] and "580.00" in assumed[0]
+    thor = plan_for(monkeypatch, "NVIDIA Thor", "580.00", "linux-aarch64")
+    assert not any(r.startswith("assumed:") for r in thor.reasons)
