@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not contact the channels: emit the plan alone, marked as not verified")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write env.yml to FILE instead of stdout (a symlink is written through, a FIFO or "
-                             "device written to, a regular file replaced whole)")
+                             "device written to, a regular file replaced whole; /dev/stdout, /dev/fd/N are written "
+                             "to the open descriptor, so `>> log` appends)")
     parser.add_argument("--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)")
     parser.add_argument("--lock", metavar="FILE", help="also write a rattler lock file (needs a solve)")
 

@@ -5,8 +5,11 @@ anything the user had.
   is never left half written. A new file gets the umask's permissions, a replaced one keeps its mode
   (and owner, when allowed).
 - A symlink is written through: the file it points to is replaced, the link stays.
-- A special file (/dev/null, a FIFO, a terminal, `>(cmd)`) is opened and written to, never replaced.
-  A FIFO nobody reads is an error, not a hang.
+- A special file (/dev/null, a FIFO, a terminal) is opened and written to, never replaced. A FIFO
+  nobody reads is an error, not a hang.
+- A name of one of this process's own descriptors (/dev/stdout, /dev/stderr, /dev/fd/N,
+  /proc/self/fd/N, `>(cmd)`, or a symlink to one) is written through that open descriptor, whatever
+  it is: `>> log` appends, and what the shell wrote around the command stays where it was.
 - `check_destinations` runs before any work: an empty name, a directory, or two flags naming one
   file are usage errors. `write_files` stages every file first and writes none if one cannot be
   staged; if a later step fails, the error says exactly which files were written.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
 import sys
@@ -87,6 +91,48 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+# Names of a process's descriptors: /dev/fd/N (a directory of its own on macOS and the BSDs, a
+# symlink to /proc/self/fd on Linux) and /proc/PID/fd/N, /proc/PID/task/TID/fd/N.
+_FD_NAME = re.compile(r"^/(?:dev/fd|proc/(self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$")
+_STANDARD = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _fd_of_name(path: str) -> int | None:
+    if path in _STANDARD:
+        return _STANDARD[path]
+    match = _FD_NAME.match(path)
+    if match is None:
+        return None
+    owner = match.group(1)
+    if owner is not None and owner not in ("self", "thread-self") and int(owner) != os.getpid():
+        return None  # another process's descriptor: an ordinary path here
+    return int(match.group(2))
+
+
+def own_descriptor(path: str) -> int | None:
+    """The descriptor number when `path` names one of this process's open files (directly or
+    through symlinks), else None. Opening such a name would start a new open file (offset 0, no
+    O_APPEND on Linux), and renaming over it would replace the file the shell opened."""
+    if os.name != "posix":
+        return None
+    current = os.path.normpath(os.path.abspath(path))
+    for _ in range(40):  # the kernel's own limit on a chain of symlinks
+        fd = _fd_of_name(current)
+        if fd is not None:
+            return fd
+        directory, name = os.path.split(current)
+        resolved = os.path.join(os.path.realpath(directory), name)
+        fd = _fd_of_name(resolved)
+        if fd is not None:
+            return fd
+        try:
+            link = os.readlink(resolved)
+        except OSError:
+            return None  # not a symlink, or not there: an ordinary path
+        current = os.path.normpath(os.path.join(os.path.dirname(resolved), link))
+    return None
+
+
 class _Staged:
     """A file ready to be committed: a temporary file to rename, or a special file to write."""
 
@@ -95,6 +141,11 @@ class _Staged:
         self.data = data
         self.temp: str | None = None
         self.target = dest.path
+        self.fd = own_descriptor(dest.path)
+        if self.fd is not None:
+            self.special = True
+            self._check_descriptor()
+            return
         try:
             st = os.stat(dest.path)  # follows symlinks, including /dev/fd/N and /proc/self/fd/N
         except FileNotFoundError:
@@ -111,6 +162,26 @@ class _Staged:
         # A regular file, or a new one: write through symlinks to the file they name.
         self.target = os.path.realpath(dest.path) if os.path.islink(dest.path) else dest.path
         self._write_temp(st)
+
+    def _check_descriptor(self) -> None:
+        """The descriptor must be open, and open for writing (a check, so that nothing is renamed
+        before a write that cannot succeed)."""
+        try:
+            st = os.fstat(self.fd)
+        except OSError:
+            raise OutputError(f"cannot write {self.dest.path}: file descriptor {self.fd} is not open",
+                              f"open it in the shell ({self.fd}> FILE), or name a file") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {self.dest.path}: it is a directory")
+        try:
+            import fcntl
+
+            readonly = fcntl.fcntl(self.fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+        except (ImportError, OSError):
+            readonly = False
+        if readonly:
+            raise OutputError(f"cannot write {self.dest.path}: file descriptor {self.fd} is open for reading only",
+                              "name a file, or a descriptor opened for writing")
 
     def _write_temp(self, old: os.stat_result | None) -> None:
         directory, name = os.path.split(self.target)
@@ -139,11 +210,26 @@ class _Staged:
             raise _cannot(self.dest, exc) from None
 
     def commit(self) -> None:
-        if self.special:
+        if self.fd is not None:
+            self._write_descriptor()
+        elif self.special:
             self._write_special()
         else:
             os.replace(self.temp, self.target)
             self.temp = None
+
+    def _write_descriptor(self) -> None:
+        """Write through the open descriptor, after whatever Python buffered for it."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None and stream.fileno() == self.fd:
+                    stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        try:
+            _write_all(self.fd, self.data)
+        except OSError as exc:
+            raise _cannot(self.dest, exc) from None
 
     def _write_special(self) -> None:
         path = self.dest.path

@@ -106,6 +106,88 @@ def test_process_substitution(tmp_path):
     assert "wrote /dev/fd/" in done.stderr
 
 
+# -- this process's own descriptors: written through the open file, never replaced ---------------
+
+ENV_START = "# Environment for linux-64, CPU only"
+
+
+def _shell(command: str, **paths: Path):
+    """SOLVER in `command` is the make-env command line; {name} the quoted paths."""
+    return cli_process(*OFFLINE_CPU, stdout=None,
+                       shell_prefix=command.format(**{k: f"'{v}'" for k, v in paths.items()}))
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "link"])
+def test_standard_output_appended_by_the_shell_keeps_what_was_there(tmp_path, name):
+    """`>> log`: the file the shell opened is appended to, not replaced (same inode, lines kept)."""
+    if name.startswith("/proc/") and not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc")
+    log = tmp_path / "log"
+    log.write_text("keep\n")
+    log.chmod(0o640)
+    inode = log.stat().st_ino
+    if name == "link":  # a symlink to /dev/stdout is the same descriptor
+        (tmp_path / "link").symlink_to("/dev/stdout")
+        name = str(tmp_path / "link")
+    for _ in range(2):
+        done = _shell(f"SOLVER -o {name} >> {{log}}", log=log)
+        assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    assert text.startswith("keep\n" + ENV_START) and text.count(ENV_START) == 2
+    assert log.stat().st_ino == inode and stat.S_IMODE(log.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["log"] + (["link"] if "link" in name else []))
+
+
+@pytest.mark.parametrize("name,fd", [("/dev/stdout", 1), ("/dev/stderr", 2), ("/dev/fd/3", 3),
+                                     ("/proc/self/fd/1", 1)])
+def test_output_around_the_command_in_a_group_is_kept(tmp_path, name, fd):
+    """`{ echo header; solver make-env -o /dev/stdout; echo footer; } > f`: all three, in order."""
+    if name.startswith("/proc/") and not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc")
+    out = tmp_path / "f"
+    quiet = "--quiet " if fd == 2 else ""  # stderr's notes would land in the file too
+    done = _shell(f"{{{{ echo header >&{fd}; SOLVER {quiet}-o {name}; echo footer >&{fd}; }}}} {fd}> {{out}}", out=out)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert text.startswith("header\n" + ENV_START) and text.endswith("  - pointops=0.1.0=cpu*\nfooter\n"), text
+    assert text.count(ENV_START) == 1
+
+
+def test_a_descriptor_that_is_not_open_or_only_read(tmp_path):
+    env_yml = tmp_path / "env.yml"
+    done = cli_process(*OFFLINE_CPU, "-o", "/dev/fd/9")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("solver make-env: error: cannot write /dev/fd/9: file descriptor 9 is not open")
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("-o", str(env_yml)), "a\n"), (Destination("--lock", "/dev/fd/987"), "b\n")])
+    assert str(info.value).startswith("cannot write /dev/fd/987: file descriptor 987 is not open; nothing was written")
+    assert not env_yml.exists()
+    source = tmp_path / "in.txt"
+    source.write_text("input\n")
+    done = _shell("SOLVER -o /dev/stdin < {source}", source=source)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("solver make-env: error: cannot write /dev/stdin: file descriptor 0 is open for "
+                           "reading only; nothing was written")
+    assert source.read_text() == "input\n" and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_another_processes_descriptor_is_an_ordinary_path(tmp_path):
+    """/proc/PID/fd/N of another process is not this one's descriptor."""
+    from solver.output import own_descriptor
+
+    assert own_descriptor("/dev/stdout") == 1 and own_descriptor("/dev/fd/7") == 7
+    assert own_descriptor(f"/proc/{os.getpid()}/fd/4") == 4 and own_descriptor("/proc/thread-self/fd/5") == 5
+    assert own_descriptor(f"/proc/{os.getppid()}/fd/1") is None
+    assert own_descriptor(str(tmp_path / "env.yml")) is None
+    (tmp_path / "link").symlink_to(tmp_path / "env.yml")
+    assert own_descriptor(str(tmp_path / "link")) is None
+    (tmp_path / "err").symlink_to("/dev/stderr")
+    (tmp_path / "chain").symlink_to("err")
+    assert own_descriptor(str(tmp_path / "chain")) == 2
+
+
 # -- symlinks and permissions --------------------------------------------------------------------
 
 def test_a_symlink_is_written_through_and_the_mode_kept(capsys, tmp_path):
@@ -271,3 +353,4 @@ def test_standard_output_not_open_at_all(tmp_path):
     assert line.startswith("solver make-env: error: standard output is closed")
     done = cli_process(*OFFLINE_CPU, "-o", str(tmp_path / "env.yml"), stdout=None, shell_prefix="SOLVER >&-")
     assert done.returncode == 0, done.stderr  # nothing goes to stdout with -o
+
