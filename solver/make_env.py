@@ -171,7 +171,7 @@ def make_env(args) -> int:
     if args.json:
         _print_json(json_document(outcome))
     elif args.output is None:
-        write_stdout(text)
+        write_stdout(text, "pass -o FILE")
     for reason in plan.reasons:
         notes.say(reason)
     for warning in outcome.warnings:

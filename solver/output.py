@@ -296,27 +296,34 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     write_files([(Destination("file", os.fspath(path)), text)])
 
 
-def write_stdout(text: str) -> None:
+def write_stdout(text: str, alternative: str = "") -> None:
     """Write to standard output as UTF-8 whatever the locale, and flush; OutputError if it is closed,
-    full or a broken pipe."""
+    full or a broken pipe. Text UTF-8 cannot hold (a command-line argument that was not UTF-8
+    arrives as lone surrogates) is written escaped (backslashreplace), never mistaken for a closed
+    stream. `alternative` completes the closed-stream advice for commands that have one ("pass -o
+    FILE")."""
+    fix = "redirect it to a file" + (f", or {alternative}" if alternative else "")
     stream = sys.stdout
     if stream is None:
-        raise OutputError("standard output is closed", "redirect it to a file, or pass -o FILE")
+        raise OutputError("standard output is closed", fix)
     try:
         stream.flush()
         binary = getattr(stream, "buffer", None)
         if binary is not None:
-            binary.write(text.encode("utf-8"))
+            binary.write(text.encode("utf-8", "backslashreplace"))
             binary.flush()
         else:
-            stream.write(text)
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
             stream.flush()
     except BrokenPipeError:
         raise OutputError("standard output was closed before everything was written (broken pipe)") from None
     except OSError as exc:
         raise OutputError(f"cannot write to standard output: {_strerror(exc)}") from None
-    except ValueError:  # "I/O operation on closed file"
-        raise OutputError("standard output is closed", "redirect it to a file, or pass -o FILE") from None
+    except ValueError:
+        if not getattr(stream, "closed", True):
+            raise  # not "I/O operation on closed file": a bug, reported as one
+        raise OutputError("standard output is closed", fix) from None
 
 
 def silence_stdout() -> None:

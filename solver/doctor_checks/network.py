@@ -192,6 +192,8 @@ def inspect_ca_files(facts: NetworkFacts) -> dict[str, str]:
 
 def probe_url_problem(url: str) -> str:
     """Why a --probe-url value cannot be probed ("" when it can)."""
+    if any("\udc80" <= c <= "\udcff" for c in url):  # argv bytes that were not UTF-8
+        return "it is not a URL (it has bytes that are not UTF-8 text)"
     try:
         parsed = urllib.parse.urlsplit(url)
         parsed.port  # noqa: B018 - raises ValueError on a bad port

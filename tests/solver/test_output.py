@@ -354,3 +354,32 @@ def test_standard_output_not_open_at_all(tmp_path):
     done = cli_process(*OFFLINE_CPU, "-o", str(tmp_path / "env.yml"), stdout=None, shell_prefix="SOLVER >&-")
     assert done.returncode == 0, done.stderr  # nothing goes to stdout with -o
 
+
+def test_text_that_is_not_utf8_is_escaped_not_taken_for_a_closed_stdout(tmp_path):
+    """argv bytes that are not UTF-8 arrive as lone surrogates; written, they are escaped."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"
+    code = "import sys; from solver.output import write_stdout; write_stdout(sys.argv[1] + '\\n')"
+    done = subprocess.run([sys.executable, "-c", code, os.fsdecode(b"a\xffb")], capture_output=True, cwd=REPO,
+                          env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"a\\udcffb\n", b"")
+    odd = os.fsdecode(b"Lab \xff GPU:8.6")
+    output = tmp_path / os.fsdecode(b"env-\xff.yml")
+    for args in ([], ["--json"], ["-o", str(output)]):
+        done = subprocess.run([sys.executable, "-m", "solver", "make-env", "--offline", "--platform", "linux-64",
+                               "--gpu", odd, "--driver", "550.54.14", *args], capture_output=True, cwd=REPO,
+                              env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        err = done.stderr.decode()  # UTF-8: stderr escapes what it cannot write
+        assert "closed" not in err and "Traceback" not in err and "internal error" not in err
+        text = output.read_text() if args[:1] == ["-o"] else done.stdout.decode()
+        assert "sm_86" in text or "8.6" in text
+    assert "wrote " in err and "\\udcff" in err
+
+
+def test_the_closed_stdout_advice_fits_the_command(tmp_path):
+    done = cli_process(*OFFLINE_CPU, stdout=None, shell_prefix="SOLVER >&-")
+    assert done.stderr.splitlines() == ["solver make-env: error: standard output is closed; redirect it to a file, "
+                                        "or pass -o FILE"]
+    done = cli_process(*OFFLINE_CPU, "--json", stdout=None, shell_prefix="SOLVER >&-")  # -o does not take JSON
+    assert done.stderr.splitlines() == ["solver make-env: error: standard output is closed; redirect it to a file"]
