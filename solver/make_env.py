@@ -127,7 +127,7 @@ def make_env(args) -> int:
     from solver.overrides import read_overrides
     from solver.plan import make_plan
     from solver.solve import channel_for_env_file
-    from solver.target import build_target
+    from solver.target import build_target, check_overrides
 
     check_flags(args)
     read_overrides(os.environ)  # a malformed CONDA_OVERRIDE_* is a usage error, here and everywhere
@@ -137,6 +137,7 @@ def make_env(args) -> int:
         kb = load()
     except KnowledgeError as exc:
         raise SolverError(f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver") from None
+    check_overrides(kb)  # CONDA_OVERRIDE_CUDA_ARCH=13.5 is refused as --gpu 13.5 is, before detection
 
     outcome = Outcome(plan=None, target=None, channels=channels, name=args.name,
                       env_channels=[channel_for_env_file(c) for c in channels])

@@ -1,5 +1,12 @@
 """The machine to plan for: detected (`--gpu auto`) or given by flags (`--gpu`, `--driver`,
-`--platform`), so a laptop can plan for a cluster node without a GPU of its own."""
+`--platform`), so a laptop can plan for a cluster node without a GPU of its own.
+
+CONDA_OVERRIDE_CUDA and CONDA_OVERRIDE_CUDA_ARCH do what they do in conda: they replace what
+detection finds (`--gpu auto`); CONDA_OVERRIDE_CUDA also stands in for a `--driver` not given with
+`--gpu NAME`. A flag that states the same thing wins (`--driver` over CONDA_OVERRIDE_CUDA; `--gpu
+NAME`, a compute capability or `none` over CONDA_OVERRIDE_CUDA_ARCH), with one note saying the
+variable was ignored when its value differs. A CONDA_OVERRIDE_CUDA_ARCH no GPU has (13.5) is a
+usage error, as `--gpu 13.5` is, whatever the flags."""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from dataclasses import dataclass, field
 
 from solver.errors import EXIT_USAGE, SolverError
 from solver.knowledge import Knowledge
-from solver.overrides import read_overrides
+from solver.overrides import Overrides, read_overrides
 from solver.vocabulary import (
     ARM_VARIANT_PLATFORM,
     DEFAULT_GLIBC,
@@ -98,15 +105,32 @@ def _glibc_override() -> str | None:
     return read_overrides(os.environ).glibc
 
 
+def check_overrides(kb: Knowledge) -> Overrides:
+    """CONDA_OVERRIDE_*, read (a malformed value is a UsageError) and checked against the tables: a
+    compute capability no NVIDIA GPU has is refused as `--gpu 13.5` is (TargetError, exit 2)."""
+    overrides = read_overrides(os.environ)
+    arch = overrides.cuda_arch
+    if arch is not None and not kb.is_compute_capability(arch):
+        known = ", ".join(kb.known_compute_capabilities())
+        raise TargetError(f"CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute capability {arch}; set it "
+                          f"as major.minor to one that exists ({known}; nvidia-smi --query-gpu=compute_cap "
+                          "--format=csv prints the GPU's), or unset it")
+    return overrides
+
+
 def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
                  platform: str | None = None, detector=None) -> Target:
     """Resolve the flags (and, for --gpu auto, this machine) into a Target."""
     kind, name, cc = parse_gpu_flag(gpu)
     driver = parse_driver_flag(driver) if driver is not None else None
     platform = parse_platform_flag(platform) if platform is not None else None
+    overrides = check_overrides(kb)
 
     if kind == "auto":
-        return _detected_target(kb, driver, platform, detector)
+        target = _detected_target(kb, driver, platform, detector)
+        if driver is not None and target.has_gpu:
+            _note_driver_override(kb, target, overrides, driver)
+        return target
 
     from solver.detect import host_platform
 
@@ -123,6 +147,10 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
         target.notes.append("--gpu none: CPU environment")
         if driver:
             target.notes.append(f"--driver {driver} ignored: no GPU was asked for")
+        ignored = [f"CONDA_OVERRIDE_CUDA={overrides.cuda}"] if overrides.cuda else []
+        ignored += [f"CONDA_OVERRIDE_CUDA_ARCH={overrides.cuda_arch}"] if overrides.cuda_arch else []
+        if ignored:
+            target.notes.append(f"{' and '.join(ignored)} ignored: --gpu none plans a CPU environment")
         return target
 
     entry = kb.gpu_lookup(name) if name else None
@@ -139,9 +167,34 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
     target.gpu_name = entry.name if entry else (name or f"sm_{cc.replace('.', '')} GPU")
     target.compute_capability = cc
     _check_jetson_platform(kb, target)
+    _note_arch_override(kb, target, overrides, gpu)
     _set_driver(kb, target, driver)
+    if driver is not None:
+        _note_driver_override(kb, target, overrides, driver)
+    elif overrides.cuda == "":
+        target.notes.append(f"CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu {gpu.strip()!r} asks for a GPU: "
+                            "the variable was ignored")
     _set_jetson_stack(kb, target)
     return target
+
+
+def _note_arch_override(kb: Knowledge, target: Target, overrides: Overrides, gpu: str) -> None:
+    """--gpu NAME or a compute capability: CONDA_OVERRIDE_CUDA_ARCH stands in for detection only."""
+    arch = overrides.cuda_arch
+    if arch is None or target.compute_capability in (arch, kb.architecture(arch).renamed_to):
+        return
+    target.notes.append(f"CONDA_OVERRIDE_CUDA_ARCH={arch} ignored: --gpu {gpu.strip()!r} gives compute capability "
+                        f"{target.compute_capability} (the variable replaces detection, --gpu auto)")
+
+
+def _note_driver_override(kb: Knowledge, target: Target, overrides: Overrides, driver: str) -> None:
+    """--driver: CONDA_OVERRIDE_CUDA stands in for a driver that is not given."""
+    cuda = overrides.cuda
+    if not cuda or cuda == target.driver_cuda:
+        return
+    target.notes = [n for n in target.notes if not n.startswith(f"CONDA_OVERRIDE_CUDA={cuda}:")]  # detection's
+    target.notes.append(f"CONDA_OVERRIDE_CUDA={cuda} ignored: --driver {driver} runs CUDA <= "
+                        f"{target.driver_cuda or 'unknown'}")
 
 
 def _checked_compute_capability(kb: Knowledge, flag: str, name: str | None, cc: str, entry, target: Target) -> str:
@@ -262,6 +315,8 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         target.driver_version = target.driver_cuda = None
         target.notes = [f"no usable NVIDIA GPU found ({why}): CPU environment; "
                         "pass --gpu NAME --driver VERSION to plan for another machine"]
+        if driver is not None:
+            target.notes.append(f"--driver {driver} ignored: there is no GPU to plan for")
         return target
     lowest = info.min_compute_capability
     chosen = next((g for g in info.gpus if g.compute_capability == lowest), info.gpus[0])

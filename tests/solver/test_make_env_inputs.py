@@ -136,6 +136,75 @@ def test_glibc_override_is_used(capsys, monkeypatch):
     assert code == 0 and json.loads(out)["pytorch_build"] == "cuda129*"  # CUDA 13 builds need glibc 2.28
 
 
+@pytest.mark.parametrize("arch", ["13.5", "99.9", "9.9"])
+@pytest.mark.parametrize("gpu", [["--gpu", "auto"], ["--gpu", "none"], ["--gpu", "RTX 4090"], GPU])
+def test_an_override_no_gpu_has_is_refused_as_the_flag_is(capsys, monkeypatch, tmp_path, arch, gpu):
+    """CONDA_OVERRIDE_CUDA_ARCH=13.5 is refused (exit 2, one line) as --gpu 13.5 is, on every path."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "13.0")
+    monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", arch)
+    code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *gpu)
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert line.startswith(f"solver make-env: error: CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute "
+                           f"capability {arch}; set it as major.minor") and "unset it" in line
+    monkeypatch.delenv("CONDA_OVERRIDE_CUDA_ARCH")
+    code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", "--gpu", arch)
+    assert code == 2 and f"no NVIDIA GPU has compute capability {arch}" in one_line(err)
+
+
+# flags, CONDA_OVERRIDE_*, the note make-env prints, and what the plan follows (the flags): compute
+# capability and driver CUDA ("assumed": no driver given, the newest for the GPU is assumed).
+PRECEDENCE = [
+    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+     "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu 'RTX 4090' gives compute capability 8.9", "8.9", "12.4"),
+    (["--gpu", "8.0"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+     "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu '8.0' gives compute capability 8.0", "8.0", "12.8"),
+    (["--gpu", "RTX 4090", "--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.8"},
+     "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4", "8.9", "12.4"),
+    (["--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+     "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4", "8.6", "12.4"),
+    (["--gpu", "none"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+     "CONDA_OVERRIDE_CUDA=12.8 and CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu none plans a CPU environment",
+     None, None),
+    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA": ""},
+     "CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu 'RTX 4090' asks for a GPU: the variable was ignored",
+     "8.9", "assumed"),
+]
+
+
+@pytest.mark.parametrize("flags,env,note,cc,cuda", PRECEDENCE, ids=[" ".join(p[0]) + " " + " ".join(
+    f"{k[15:]}={v}" for k, v in p[1].items()) for p in PRECEDENCE])
+def test_a_flag_wins_over_the_override_and_says_so(capsys, monkeypatch, tmp_path, flags, env, note, cc, cuda):
+    """CONDA_OVERRIDE_CUDA / _ARCH replace detection, as in conda; a flag stating the same wins, with a note."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *flags, "--json")
+    assert code == 0, err
+    assert err.count(note) == 1 and err.count("ignored") == 1, err
+    doc = json.loads(out)
+    assert doc["gpu"]["compute_capability"] == cc
+    assert doc["driver"]["assumed"] if cuda == "assumed" else doc["driver"]["cuda"] == cuda
+    assert note in " ".join(doc["reasons"])
+    code, _, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *flags, "--quiet")
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("flags,env", [
+    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA_ARCH": "8.9"}),
+    (["--gpu", "RTX 4090", "--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.4"}),
+    (["--gpu", "none"], {"CONDA_OVERRIDE_CUDA": ""}),
+    (["--gpu", "auto"], {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"}),
+])
+def test_no_note_when_the_override_agrees_or_is_what_is_used(capsys, monkeypatch, tmp_path, flags, env):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *flags)
+    assert code == 0 and "ignored" not in err, err
+
+
 # -- the command itself --------------------------------------------------------------------------
 
 def test_version(capsys):
