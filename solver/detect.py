@@ -273,10 +273,13 @@ def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo], li
 
 
 def detect(env: Mapping[str, str] | None = None, use_nvml: bool = True,
-           nvidia_smi_timeout: float = NVIDIA_SMI_TIMEOUT_S) -> Detection:
+           nvidia_smi_timeout: float | None = None) -> Detection:
     """Detect this machine's GPUs and driver. Never raises; failures end up in `notes`, a broken
-    driver in `problem`, a malformed CONDA_OVERRIDE_* in `override_error`."""
+    driver in `problem`, a malformed CONDA_OVERRIDE_* in `override_error`. Each of NVML and
+    nvidia-smi gets `nvidia_smi_timeout` seconds (default NVIDIA_SMI_TIMEOUT_S, read at call time)."""
     env = os.environ if env is None else env
+    if nvidia_smi_timeout is None:
+        nvidia_smi_timeout = NVIDIA_SMI_TIMEOUT_S
     info = Detection(platform=host_platform(), glibc=host_glibc(), driver_version=None, driver_cuda=None)
 
     if info.platform.startswith("osx"):

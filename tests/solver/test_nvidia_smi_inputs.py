@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import fake_nvidia_smi as fake
 import pytest
@@ -101,3 +105,58 @@ def test_make_env_with_overrides_does_not_need_the_driver(solver_cli, tmp_path):
         "PATH": fake.driver_not_loaded(tmp_path), "CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"})
     assert result.returncode == 0, result.stderr
     assert result.json["gpu"]["compute_capability"] == "8.0" and result.json["driver"]["cuda"] == "12.8"
+
+
+# -- make-env --gpu auto on a machine whose driver hangs -----------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+# The command line as users run it, with detection's time limit (10 s) shortened for the test.
+SHORT_LIMIT = ("import sys, solver.detect; solver.detect.NVIDIA_SMI_TIMEOUT_S = 2.0; "
+               "from solver.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def make_env_with_short_limit(tmp_path, path: str, pynvml: str, *args: str):
+    """make-env in a child process: PATH as given, and a stand-in pynvml module with this source."""
+    modules = tmp_path / "modules"
+    modules.mkdir(exist_ok=True)
+    (modules / "pynvml.py").write_text(pynvml)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
+    env.update(PATH=path, PYTHONPATH=os.pathsep.join([str(modules), str(REPO)]))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SHORT_LIMIT, "make-env", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+    return done, time.monotonic() - started
+
+
+NO_NVML = "raise ImportError('no NVML here')\n"
+# nvmlInit never returns, as on a wedged driver (the C call blocks; here a sleep that holds no lock).
+HANGING_NVML = "import time\nclass NVMLError(Exception):\n    pass\ndef nvmlInit():\n    time.sleep(300)\n" \
+               "def nvmlShutdown():\n    pass\n"
+
+
+@pytest.mark.parametrize("args", [["--offline"], ["--offline", "--json"], ["--channel", "./no-such-channel"]])
+def test_make_env_with_a_hanging_nvidia_smi_gives_up_in_one_line(tmp_path, args):
+    """The stand-in also starts a child that would hold the pipes open: it is killed with it."""
+    done, elapsed = make_env_with_short_limit(tmp_path, fake.hanging(tmp_path / "bin"), NO_NVML, *args)
+    assert elapsed < 60 and done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("solver make-env: error: nvidia-smi does not answer (no reply within 2 s)")
+    assert "--gpu NAME --driver VERSION" in line and "Traceback" not in done.stderr
+    assert done.stdout == "" or '"errors"' in done.stdout  # --json: the document says why
+
+
+def test_make_env_with_a_hanging_nvml_gives_up_in_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done, elapsed = make_env_with_short_limit(tmp_path, str(empty), HANGING_NVML, "--offline")
+    assert elapsed < 60 and done.returncode == 1 and done.stdout == "", done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("solver make-env: error: NVML does not answer (no reply within 2 s)")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_hanging_nvml_falls_back_to_a_working_nvidia_smi(tmp_path):
+    path = fake.answering(tmp_path / "bin", [{"name": "NVIDIA H200", "compute_cap": "9.0"}])
+    done, elapsed = make_env_with_short_limit(tmp_path, path, HANGING_NVML, "--offline", "--json")
+    assert elapsed < 60 and done.returncode == 0, done.stderr
+    assert '"name": "NVIDIA H200"' in done.stdout and "NVML did not answer within 2 s" in done.stderr
