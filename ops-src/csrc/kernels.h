@@ -47,12 +47,12 @@ struct CudaPlan {
 // idx[b,0] = min(start, n-1); each next pick is the point with the largest squared distance to
 // the picked set (float accumulation as above); ties go to the lowest index. Positions i >= n
 // (cloud too small, including n == 0) are -1.
-Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
-                                 int64_t N, int64_t K, int64_t start, int64_t* idx);
+Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B, int64_t N,
+                                 int64_t K, int64_t start, int64_t* idx);
 CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t K);
-Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
-                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
-                                  int64_t start, int64_t* idx, void* workspace, void* stream);
+Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* lengths,
+                                  int64_t B, int64_t N, int64_t K, int64_t start, int64_t* idx,
+                                  void* workspace, void* stream);
 
 // Packed clouds: cloud b is rows ptr[b] .. ptr[b+1]-1 of xyz [P,3] and gets the rows
 // sample_ptr[b] .. sample_ptr[b+1]-1 of idx [S] (as many picks as that range holds). Picks are
@@ -76,29 +76,27 @@ Status furthest_point_sample_packed_cuda(const CudaPlan& plan, Dtype dt, const v
 // A ball with 0 < count < K is padded by repeating its first hit (and its dist2). An empty ball,
 // and every query m >= query_lengths[b], gives idx -1, count 0, dist2 +inf.
 Status ball_query_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-                      const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
-                      double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
-                      void* dist2);
+                      const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, double radius,
+                      bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2);
 CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
 Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
-                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
-                       int64_t M, double radius, bool inclusive, int64_t K, int64_t* idx,
-                       int64_t* count, void* dist2, void* workspace, void* stream);
+                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
+                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2,
+                       void* workspace, void* stream);
 // Packed layout: every cloud's points are rows of one xyz [P,3], cloud b being rows
 // ptr[b]..ptr[b+1]-1 (int64 row pointer ptr [B+1]); queries likewise, query [Q,3] with qptr
 // [B+1]. Outputs follow the query rows: idx [Q,K], count [Q], optional dist2 [Q,K]; indices are
 // global rows of xyz. Same hits, order, padding and counts as above. ptr and qptr are clamped to
 // 0..P and 0..Q and made non-decreasing, so a bad row pointer never reads out of bounds; query
 // rows outside every cloud give idx -1, count 0, dist2 +inf.
-Status ball_query_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
-                             const void* query, const int64_t* qptr, int64_t Q, int64_t B,
-                             double radius, bool inclusive, int64_t K, int64_t* idx,
-                             int64_t* count, void* dist2);
+Status ball_query_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P, const void* query,
+                             const int64_t* qptr, int64_t Q, int64_t B, double radius, bool inclusive,
+                             int64_t K, int64_t* idx, int64_t* count, void* dist2);
 CudaPlan ball_query_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K);
 Status ball_query_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
-                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, double radius,
-                              bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2, void* workspace,
-                              void* stream);
+                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B,
+                              double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
+                              void* dist2, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // k nearest neighbours (three_nn is knn with K = 3, query = unknown, xyz = known).
@@ -106,23 +104,22 @@ Status ball_query_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, c
 // Sorted by ascending d2; equal d2 ordered by ascending index. Slots beyond the cloud's n points
 // (and every slot of a query m >= query_lengths[b]) hold idx -1 and dist2 +inf.
 Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-               const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
-               void* dist2, int64_t* idx);
+               const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K, void* dist2,
+               int64_t* idx);
 CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K);
-Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
-                const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
-                int64_t M, int64_t K, void* dist2, int64_t* idx, void* workspace, void* stream);
+Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K, void* dist2,
+                int64_t* idx, void* workspace, void* stream);
 // Packed layout (see ball_query_packed_cpu): xyz [P,3] with ptr [B+1], query [Q,3] with qptr
 // [B+1] -> dist2 [Q,K], idx [Q,K] holding global rows of xyz. Same neighbours and order as
 // above; ptr/qptr clamped and made non-decreasing; query rows outside every cloud get idx -1,
 // dist2 +inf.
 Status knn_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P, const void* query,
-                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2,
-                      int64_t* idx);
+                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2, int64_t* idx);
 CudaPlan knn_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t K);
 Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
-                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K, void* dist2,
-                       int64_t* idx, void* workspace, void* stream);
+                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K,
+                       void* dist2, int64_t* idx, void* workspace, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Weighted gather: one kernel family serves gather_points (T = 1, no weight), group_points
@@ -130,56 +127,53 @@ Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const in
 //   out[b,c,p] = sum_t w[b,p,t] * feat[b,c,idx[b,p,t]]     (w = 1 when weight is null)
 // feat [B,C,N], idx [B,P,T], weight [B,P,T] or null, out [B,C,P]. idx -1 contributes 0.
 // Indices outside -1..N-1 are the binding layer's to reject; kernels treat them as -1.
-Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
-                          int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out);
+Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t B,
+                          int64_t C, int64_t N, int64_t P, int64_t T, void* out);
 // With `checks` (CUDA): an index outside -1..N-1 is recorded (checks->code) and makes its output
 // NaN, and while any problem is recorded on the device every output is NaN: the kernel checks
 // its own input, so the gather needs no separate check and poison kernels.
 struct InKernelChecks;
-Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
-                           int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out,
+Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t B,
+                           int64_t C, int64_t N, int64_t P, int64_t T, void* out,
                            const InKernelChecks* checks, void* stream);
 
 // Gradient w.r.t. feat:  grad_feat[b,c,n] = sum over (p,t) with idx[b,p,t] == n of
 //   w[b,p,t] * grad_out[b,c,p]. grad_feat [B,C,N] is fully written (zeros where nothing maps).
 // Deterministic: the sum for each n is taken in ascending (p,t) order, no float atomics.
-Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx,
-                                const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                                int64_t T, void* grad_feat);
-CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P,
-                                        int64_t T);
-Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
-                                 const int64_t* idx, const void* weight, int64_t B, int64_t C,
-                                 int64_t N, int64_t P, int64_t T, void* grad_feat, void* workspace,
-                                 void* stream);
+Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
+                                int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_feat);
+CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T);
+Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
+                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
+                                 void* grad_feat, void* workspace, void* stream);
 
 // Gradient w.r.t. weight: grad_w[b,p,t] = sum_c grad_out[b,c,p] * feat[b,c,idx[b,p,t]]
 // (0 where idx is -1). grad_w [B,P,T].
-Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat,
-                                  const int64_t* idx, int64_t B, int64_t C, int64_t N, int64_t P,
-                                  int64_t T, void* grad_weight);
-Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat,
-                                   const int64_t* idx, int64_t B, int64_t C, int64_t N,
-                                   int64_t P, int64_t T, void* grad_weight, void* stream);
+Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                  int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight);
+Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                   int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight,
+                                   void* stream);
 
 // Rows of channels-last features (packed batches): feat [P,C], idx [Q,T] (global rows, -1 adds
 // nothing), weight [Q,T] or null -> out [Q,C], out[q,c] = sum_t w[q,t] * feat[idx[q,t],c] in
 // ascending t. The feature gradient grad_feat [P,C] sums each row's entries in ascending (q,t)
 // order (deterministic); the weight gradient grad_w [Q,T] sums over c in ascending order.
-Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
-                       int64_t Q, int64_t T, void* out);
-Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
-                        int64_t Q, int64_t T, void* out, void* stream);
+Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
+                       int64_t C, int64_t Q, int64_t T, void* out);
+Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
+                        int64_t C, int64_t Q, int64_t T, void* out, void* stream);
 Status gather_rows_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
                                      int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_feat);
 CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T);
-Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
-                                      const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
-                                      void* grad_feat, void* workspace, void* stream);
+Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
+                                      const int64_t* idx, const void* weight, int64_t P, int64_t C, int64_t Q,
+                                      int64_t T, void* grad_feat, void* workspace, void* stream);
 Status gather_rows_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight);
 Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
-                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight, void* stream);
+                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
+                                        void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Asynchronous value checks (CUDA): the default CUDA path never waits for the device, so input
@@ -199,8 +193,8 @@ struct ValueCheck {
   int32_t code;  // recorded when this check fails
   const void* data;
   int64_t count;
-  Dtype dt;  // Coordinates: the element type
-  double limit;  // Coordinates
+  Dtype dt;           // Coordinates: the element type
+  double limit;       // Coordinates
   int64_t low, high;  // Range / RowPointer
 };
 

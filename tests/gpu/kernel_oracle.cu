@@ -106,10 +106,25 @@ static std::vector<unsigned char> encode(const std::vector<double>& v, Dtype dt)
   std::vector<unsigned char> out(v.size() * elem_size(dt));
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dt) {
-      case Dtype::Float32: { float f = static_cast<float>(v[i]); std::memcpy(&out[i * 4], &f, 4); break; }
-      case Dtype::Float64: { std::memcpy(&out[i * 8], &v[i], 8); break; }
-      case Dtype::Float16: { __half h = __float2half_rn(static_cast<float>(v[i])); std::memcpy(&out[i * 2], &h, 2); break; }
-      case Dtype::BFloat16: { __nv_bfloat16 h = __float2bfloat16_rn(static_cast<float>(v[i])); std::memcpy(&out[i * 2], &h, 2); break; }
+      case Dtype::Float32: {
+        float f = static_cast<float>(v[i]);
+        std::memcpy(&out[i * 4], &f, 4);
+        break;
+      }
+      case Dtype::Float64: {
+        std::memcpy(&out[i * 8], &v[i], 8);
+        break;
+      }
+      case Dtype::Float16: {
+        __half h = __float2half_rn(static_cast<float>(v[i]));
+        std::memcpy(&out[i * 2], &h, 2);
+        break;
+      }
+      case Dtype::BFloat16: {
+        __nv_bfloat16 h = __float2bfloat16_rn(static_cast<float>(v[i]));
+        std::memcpy(&out[i * 2], &h, 2);
+        break;
+      }
     }
   }
   return out;
@@ -118,10 +133,28 @@ static std::vector<double> decode(const unsigned char* p, size_t n, Dtype dt) {
   std::vector<double> out(n);
   for (size_t i = 0; i < n; ++i) {
     switch (dt) {
-      case Dtype::Float32: { float f; std::memcpy(&f, p + i * 4, 4); out[i] = f; break; }
-      case Dtype::Float64: { std::memcpy(&out[i], p + i * 8, 8); break; }
-      case Dtype::Float16: { __half h; std::memcpy(&h, p + i * 2, 2); out[i] = __half2float(h); break; }
-      case Dtype::BFloat16: { __nv_bfloat16 h; std::memcpy(&h, p + i * 2, 2); out[i] = __bfloat162float(h); break; }
+      case Dtype::Float32: {
+        float f;
+        std::memcpy(&f, p + i * 4, 4);
+        out[i] = f;
+        break;
+      }
+      case Dtype::Float64: {
+        std::memcpy(&out[i], p + i * 8, 8);
+        break;
+      }
+      case Dtype::Float16: {
+        __half h;
+        std::memcpy(&h, p + i * 2, 2);
+        out[i] = __half2float(h);
+        break;
+      }
+      case Dtype::BFloat16: {
+        __nv_bfloat16 h;
+        std::memcpy(&h, p + i * 2, 2);
+        out[i] = __bfloat162float(h);
+        break;
+      }
     }
   }
   return out;
@@ -177,7 +210,9 @@ static std::vector<int64_t> random_lengths(int64_t B, int64_t N) {
 struct HostPoints {
   std::vector<float> f;
   std::vector<double> d;
-  const void* ptr(Dtype dt) const { return dt == Dtype::Float64 ? static_cast<const void*>(d.data()) : f.data(); }
+  const void* ptr(Dtype dt) const {
+    return dt == Dtype::Float64 ? static_cast<const void*>(d.data()) : f.data();
+  }
 };
 static HostPoints host_copy(const std::vector<double>& v) {
   HostPoints h;
@@ -225,13 +260,15 @@ static void check_fps(Dtype dt, int64_t B, int64_t N, int64_t K, bool with_lengt
   DeviceBuffer d_idx(B * K * 8), ws(plan.workspace_bytes);
   poison(d_idx);
   check_status(furthest_point_sample_cuda(plan, dt, d_xyz.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
-                                          B, N, K, start, d_idx.as<int64_t>(), ws.ptr, nullptr), "fps");
+                                          B, N, K, start, d_idx.as<int64_t>(), ws.ptr, nullptr),
+               "fps");
   CK(cudaDeviceSynchronize());
   const auto got = download_i64(d_idx, B * K);
   const HostPoints h = host_copy(pts);
   std::vector<int64_t> ref(B * K);
-  check_status(furthest_point_sample_cpu(ref_dt(dt), h.ptr(dt), with_lengths ? lengths.data() : nullptr,
-                                         B, N, K, start, ref.data()), "fps_cpu");
+  check_status(furthest_point_sample_cpu(ref_dt(dt), h.ptr(dt), with_lengths ? lengths.data() : nullptr, B, N,
+                                         K, start, ref.data()),
+               "fps_cpu");
   const int64_t bad = idx_mismatch(got, ref);
   char name[200];
   std::snprintf(name, sizeof name, "fps %s B%lld N%lld K%lld len=%d start=%lld quant=%d %s%s%s", dt_name(dt),
@@ -257,8 +294,9 @@ static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int6
   poison(d_idx), poison(d_cnt), poison(d_dist);
   const int64_t* lp = with_lengths ? d_len.as<int64_t>() : nullptr;
   const int64_t* qp = with_lengths ? d_qlen.as<int64_t>() : nullptr;
-  check_status(ball_query_cuda(ball_query_cuda_plan(dt, B, N, M, K), dt, d_xyz.ptr, d_q.ptr, lp, qp, B, N, M, r, inclusive, K, d_idx.as<int64_t>(),
-                               d_cnt.as<int64_t>(), with_dist ? d_dist.ptr : nullptr, ws.ptr, nullptr),
+  check_status(ball_query_cuda(ball_query_cuda_plan(dt, B, N, M, K), dt, d_xyz.ptr, d_q.ptr, lp, qp, B, N, M,
+                               r, inclusive, K, d_idx.as<int64_t>(), d_cnt.as<int64_t>(),
+                               with_dist ? d_dist.ptr : nullptr, ws.ptr, nullptr),
                "ball_query");
   CK(cudaDeviceSynchronize());
   const HostPoints hp = host_copy(pts), hq = host_copy(qv);
@@ -268,8 +306,10 @@ static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int6
   void* rd = dt == Dtype::Float64 ? static_cast<void*>(rdd.data()) : rdf.data();
   check_status(ball_query_cpu(ref_dt(dt), hp.ptr(dt), hq.ptr(dt), with_lengths ? lengths.data() : nullptr,
                               with_lengths ? qlengths.data() : nullptr, B, N, M, r, inclusive, K, ridx.data(),
-                              rcnt.data(), rd), "ball_query_cpu");
-  int64_t bad = idx_mismatch(download_i64(d_idx, B * M * K), ridx) + idx_mismatch(download_i64(d_cnt, B * M), rcnt);
+                              rcnt.data(), rd),
+               "ball_query_cpu");
+  int64_t bad =
+      idx_mismatch(download_i64(d_idx, B * M * K), ridx) + idx_mismatch(download_i64(d_cnt, B * M), rcnt);
   double err = 0;
   if (with_dist) {
     std::vector<double> ref = dt == Dtype::Float64 ? rdd : std::vector<double>(rdf.begin(), rdf.end());
@@ -277,11 +317,13 @@ static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int6
   }
   char name[200];
   std::snprintf(name, sizeof name, "ball %s B%lld N%lld M%lld r%g K%lld incl=%d len=%d dist=%d", dt_name(dt),
-                (long long)B, (long long)N, (long long)M, r, (long long)K, inclusive, with_lengths, with_dist);
+                (long long)B, (long long)N, (long long)M, r, (long long)K, inclusive, with_lengths,
+                with_dist);
   report(name, bad, err, bad == 0 && err == 0);
 }
 
-static void check_knn(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K, bool with_lengths, bool quantized) {
+static void check_knn(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K, bool with_lengths,
+                      bool quantized) {
   const auto pts = representable(uniform_points(B * N * 3, quantized), dt);
   auto qv = representable(uniform_points(B * M * 3, quantized), dt);
   const auto lengths = with_lengths ? random_lengths(B, N) : std::vector<int64_t>();
@@ -293,7 +335,8 @@ static void check_knn(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K, bool
   poison(d_idx), poison(d_dist);
   check_status(knn_cuda(plan, dt, d_xyz.ptr, d_q.ptr, with_lengths ? d_len.as<int64_t>() : nullptr,
                         with_lengths ? d_qlen.as<int64_t>() : nullptr, B, N, M, K, d_dist.ptr,
-                        d_idx.as<int64_t>(), ws.ptr, nullptr), "knn");
+                        d_idx.as<int64_t>(), ws.ptr, nullptr),
+               "knn");
   CK(cudaDeviceSynchronize());
   const HostPoints hp = host_copy(pts), hq = host_copy(qv);
   std::vector<int64_t> ridx(B * M * K);
@@ -301,13 +344,14 @@ static void check_knn(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K, bool
   std::vector<double> rdd(B * M * K);
   void* rd = dt == Dtype::Float64 ? static_cast<void*>(rdd.data()) : rdf.data();
   check_status(knn_cpu(ref_dt(dt), hp.ptr(dt), hq.ptr(dt), with_lengths ? lengths.data() : nullptr,
-                       with_lengths ? qlengths.data() : nullptr, B, N, M, K, rd, ridx.data()), "knn_cpu");
+                       with_lengths ? qlengths.data() : nullptr, B, N, M, K, rd, ridx.data()),
+               "knn_cpu");
   const int64_t bad = idx_mismatch(download_i64(d_idx, B * M * K), ridx);
   std::vector<double> ref = dt == Dtype::Float64 ? rdd : std::vector<double>(rdf.begin(), rdf.end());
   const double err = dist_error(download(d_dist, B * M * K, dt), ref, dt);
   char name[200];
-  std::snprintf(name, sizeof name, "knn %s B%lld N%lld M%lld K%lld len=%d quant=%d", dt_name(dt), (long long)B,
-                (long long)N, (long long)M, (long long)K, with_lengths, quantized);
+  std::snprintf(name, sizeof name, "knn %s B%lld N%lld M%lld K%lld len=%d quant=%d", dt_name(dt),
+                (long long)B, (long long)N, (long long)M, (long long)K, with_lengths, quantized);
   report(name, bad, err, bad == 0 && err == 0);
 }
 
@@ -322,21 +366,25 @@ static std::vector<int64_t> random_indices(size_t count, int64_t N, double missi
 static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, bool weighted) {
   const auto feat = representable(uniform_points(B * C * N, false), dt);
   const auto idx = random_indices(B * P * T, N, 0.1);
-  std::vector<double> w = weighted ? representable(uniform_points(B * P * T, false), dt) : std::vector<double>();
+  std::vector<double> w =
+      weighted ? representable(uniform_points(B * P * T, false), dt) : std::vector<double>();
   const auto grad = representable(uniform_points(B * C * P, false), dt);
   auto d_feat = upload(encode(feat, dt)), d_w = upload(encode(w, dt)), d_g = upload(encode(grad, dt));
   auto d_idx = upload_i64(idx);
-  DeviceBuffer d_out(B * C * P * elem_size(dt)), d_gf(B * C * N * elem_size(dt)), d_gw(B * P * T * elem_size(dt)),
-      ws(gather_backward_feat_cuda_plan(dt, B, C, N, P, T).workspace_bytes);
+  DeviceBuffer d_out(B * C * P * elem_size(dt)), d_gf(B * C * N * elem_size(dt)),
+      d_gw(B * P * T * elem_size(dt)), ws(gather_backward_feat_cuda_plan(dt, B, C, N, P, T).workspace_bytes);
   poison(d_out), poison(d_gf), poison(d_gw);
   const void* wp = weighted ? d_w.ptr : nullptr;
-  check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr, nullptr), "gather");
+  check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr,
+                                   nullptr),
+               "gather");
   check_status(gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
                                          d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr),
                "gather_backward_feat");
   if (weighted)
-    check_status(gather_backward_weight_cuda(dt, d_g.ptr, d_feat.ptr, d_idx.as<int64_t>(), B, C, N, P, T, d_gw.ptr,
-                                             nullptr), "gather_backward_weight");
+    check_status(gather_backward_weight_cuda(dt, d_g.ptr, d_feat.ptr, d_idx.as<int64_t>(), B, C, N, P, T,
+                                             d_gw.ptr, nullptr),
+                 "gather_backward_weight");
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
   const Dtype rdt = ref_dt(dt);
@@ -348,9 +396,11 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   };
   const void* hwp = weighted ? hw.ptr(dt) : nullptr;
   auto ref_out = run_ref(B * C * P, [&](void* o) {
-    return gather_forward_cpu(rdt, hf.ptr(dt), idx.data(), hwp, B, C, N, P, T, o); });
+    return gather_forward_cpu(rdt, hf.ptr(dt), idx.data(), hwp, B, C, N, P, T, o);
+  });
   auto ref_gf = run_ref(B * C * N, [&](void* o) {
-    return gather_backward_feat_cpu(rdt, hg.ptr(dt), idx.data(), hwp, B, C, N, P, T, o); });
+    return gather_backward_feat_cpu(rdt, hg.ptr(dt), idx.data(), hwp, B, C, N, P, T, o);
+  });
   // Reduced precision accumulates in float32 but rounds once at the end: compare within one ulp
   // of the output type (the CPU reference rounds the same float32 sum).
   const double e1 = dist_error(download(d_out, B * C * P, dt), ref_out, dt);
@@ -358,12 +408,13 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   double e3 = 0;
   if (weighted) {
     auto ref_gw = run_ref(B * P * T, [&](void* o) {
-      return gather_backward_weight_cpu(rdt, hg.ptr(dt), hf.ptr(dt), idx.data(), B, C, N, P, T, o); });
+      return gather_backward_weight_cpu(rdt, hg.ptr(dt), hf.ptr(dt), idx.data(), B, C, N, P, T, o);
+    });
     e3 = dist_error(download(d_gw, B * P * T, dt), ref_gw, dt);
   }
   char name[200];
-  std::snprintf(name, sizeof name, "gather fwd/bwd_feat/bwd_w %s B%lld C%lld N%lld P%lld T%lld w=%d", dt_name(dt),
-                (long long)B, (long long)C, (long long)N, (long long)P, (long long)T, weighted);
+  std::snprintf(name, sizeof name, "gather fwd/bwd_feat/bwd_w %s B%lld C%lld N%lld P%lld T%lld w=%d",
+                dt_name(dt), (long long)B, (long long)C, (long long)N, (long long)P, (long long)T, weighted);
   const double err = std::max(e1, std::max(e2, e3));
   report(name, 0, err, err == 0);
   if (err != 0) std::printf("     forward %.3g backward_feat %.3g backward_weight %.3g\n", e1, e2, e3);
@@ -392,11 +443,11 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 1, 40, 100, 50000, 1, false);  // transposed backward
   check_gather(Dtype::Float32, 2, 5, 5000, 300, 1, false);    // fused sparse backward
   check_gather(Dtype::Float16, 1, 3, 4100, 200, 3, true);
-  check_gather(Dtype::Float16, 1, 3, 4100, 300, 1, false);    // rows not a multiple of 16 bytes
-  knob("POINTOPS_GATHER_SPARSE", "3");                    // fused, long rows
+  check_gather(Dtype::Float16, 1, 3, 4100, 300, 1, false);  // rows not a multiple of 16 bytes
+  knob("POINTOPS_GATHER_SPARSE", "3");                      // fused, long rows
   check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
-  check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);   // more summed targets than slots
-  check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);     // two chunks per block
+  check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);  // more summed targets than slots
+  check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
   knob("POINTOPS_GATHER_SPARSE", nullptr);
 }
 
@@ -404,25 +455,27 @@ static void run_checks(bool small) {
   const Dtype all[] = {Dtype::Float32, Dtype::Float16, Dtype::BFloat16, Dtype::Float64};
   // FPS: every path (block, cluster, grid, stream, general) and the edge cases.
   for (Dtype dt : all) check_fps(dt, 3, 700, 100, true, 5, false);
-  check_fps(Dtype::Float32, 2, 10, 20, false, 50, false);   // K > N, start past the end
-  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true);   // ties on a coarse lattice
+  check_fps(Dtype::Float32, 2, 10, 20, false, 50, false);  // K > N, start past the end
+  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true);  // ties on a coarse lattice
   check_fps(Dtype::Float32, 16, 4096, 256, false, 0, false);
   check_fps(Dtype::Float32, 2, 20000, 300, true, 7, false);
   check_fps(Dtype::Float32, 1, 100000, 200, false, 0, false);
   check_fps(Dtype::Float16, 1, 100000, 200, false, 0, false);
-  for (const char* g : {"1", "2", "4", "8", "16"}) check_fps(Dtype::Float32, 3, 8000, 150, true, 0, false, "POINTOPS_FPS_GROUP", g);
-  check_fps(Dtype::Float32, 2, 15000, 150, true, 3, false, "POINTOPS_FPS_GROUP", "1");   // registers + smem tail
-  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true, "POINTOPS_FPS_LEAN", "0");      // classic block path
-  check_fps(Dtype::BFloat16, 5, 7000, 300, true, 2, false);  // lean path, 256 threads
+  for (const char* g : {"1", "2", "4", "8", "16"})
+    check_fps(Dtype::Float32, 3, 8000, 150, true, 0, false, "POINTOPS_FPS_GROUP", g);
+  check_fps(Dtype::Float32, 2, 15000, 150, true, 3, false, "POINTOPS_FPS_GROUP",
+            "1");                                                                    // registers + smem tail
+  check_fps(Dtype::Float32, 4, 3000, 500, true, 0, true, "POINTOPS_FPS_LEAN", "0");  // classic block path
+  check_fps(Dtype::BFloat16, 5, 7000, 300, true, 2, false);                          // lean path, 256 threads
   // Lean path in 128-thread blocks: every pick of a lattice cloud (ties at each step, decided
   // by the slot tree and the warp fold), and the smallest blocks (2 slots a thread).
   check_fps(Dtype::Float32, 2, 4096, 4096, true, 0, true);
   check_fps(Dtype::Float16, 3, 200, 200, true, 1, true);
-  check_fps(Dtype::Float32, 2, 60000, 150, true, 0, true, "POINTOPS_FPS_GROUP", "4");    // hybrid clusters
+  check_fps(Dtype::Float32, 2, 60000, 150, true, 0, true, "POINTOPS_FPS_GROUP", "4");  // hybrid clusters
   check_fps(Dtype::BFloat16, 2, 100000, 100, false, 0, false, "POINTOPS_FPS_GROUP", "8");
   check_fps(Dtype::Float32, 3, 30000, 150, true, 0, true, "POINTOPS_FPS_NO_CLUSTER", "1");  // grid path
-  check_fps(Dtype::Float32, 1, 300000, 100, false, 0, false);                                // grid path
-  check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);             // stream path
+  check_fps(Dtype::Float32, 1, 300000, 100, false, 0, false);                               // grid path
+  check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);              // stream path
   check_fps(Dtype::Float32, 2, 5000, 100, false, 0, false, "POINTOPS_FPS_GENERAL", "1");
   // Ball query: tiled and grid paths, lengths, inclusive/exclusive, K past 32.
   for (Dtype dt : all) check_ball(dt, 3, 2000, 300, 0.2, 16, true, true, true);
@@ -449,13 +502,13 @@ static void run_checks(bool small) {
     check_gather(dt, 2, 7, 300, 100, 3, true);
     check_gather(dt, 2, 3, 200, 64, 32, false);
   }
-  check_gather(Dtype::Float32, 1, 2, 10, 5000, 4, true);    // many entries per target
-  check_gather(Dtype::Float32, 2, 6, 400, 300, 5, true);     // general T, weighted
-  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true); // staged: channel groups, p chunks
+  check_gather(Dtype::Float32, 1, 2, 10, 5000, 4, true);      // many entries per target
+  check_gather(Dtype::Float32, 2, 6, 400, 300, 5, true);      // general T, weighted
+  check_gather(Dtype::Float32, 2, 37, 3000, 20000, 3, true);  // staged: channel groups, p chunks
   check_gather(Dtype::Float16, 2, 37, 3000, 20000, 3, true);
-  check_gather(Dtype::Float32, 2, 3, 30000, 40000, 1, false); // rows too long to stage
-  check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);      // rows of ~10^4 entries (heap sort)
-  check_gather(Dtype::Float32, 1, 600, 9000, 40, 2, true);    // many channels, few entries
+  check_gather(Dtype::Float32, 2, 3, 30000, 40000, 1, false);        // rows too long to stage
+  check_gather(Dtype::Float32, 1, 3, 7, 40000, 2, true);             // rows of ~10^4 entries (heap sort)
+  check_gather(Dtype::Float32, 1, 600, 9000, 40, 2, true);           // many channels, few entries
   for (Dtype dt : all) check_gather(dt, 8, 301, 500, 300, 2, true);  // channel groups, every dtype
   for (Dtype dt : {Dtype::Float32, Dtype::Float16}) {
     check_gather(dt, 1, 2, 300000, 30000, 1, false);  // sparse rows, direct forward
@@ -507,11 +560,11 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float16, 2, 3, 5, 300, 1, false);
   check_gather(Dtype::Float32, 1, 3, 7, 2000, 2, true);
   check_gather(Dtype::Float32, 1, 4, 9000, 9000, 1, false);
-  check_gather(Dtype::Float32, 1, 5, 8000, 8000, 1, false);  // more summed targets than slots
+  check_gather(Dtype::Float32, 1, 5, 8000, 8000, 1, false);    // more summed targets than slots
   check_gather(Dtype::Float32, 64, 40, 4096, 1000, 1, false);  // two chunks per block (double buffer)
   check_gather(Dtype::Float16, 40, 128, 4000, 900, 1, false);
-  check_gather(Dtype::Float16, 2, 6, 300, 2000, 1, false);   // rows of ~7: slot sums from registers and looped
-  check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);   // the same, weighted
+  check_gather(Dtype::Float16, 2, 6, 300, 2000, 1, false);  // rows of ~7: slot sums from registers and looped
+  check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);  // the same, weighted
   knob("POINTOPS_GATHER_SPARSE", "0");
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
@@ -575,15 +628,17 @@ static double copy_bandwidth() {  // bytes read + written per second, device to 
   const size_t bytes = size_t(1) << 31;
   DeviceBuffer a(bytes), b(bytes);
   CK(cudaMemset(a.ptr, 1, bytes));
-  const double ms = time_ms([&] { CK(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice)); }, 2, 10);
+  const double ms =
+      time_ms([&] { CK(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice)); }, 2, 10);
   return 2.0 * bytes / (ms * 1e-3);
 }
 
 template <class T>
-__global__ void atomic_scatter_kernel(const T* g, const int64_t* idx, const T* w, int64_t B, int64_t C, int64_t N,
-                                      int64_t P, int64_t T_, float* out) {
+__global__ void atomic_scatter_kernel(const T* g, const int64_t* idx, const T* w, int64_t B, int64_t C,
+                                      int64_t N, int64_t P, int64_t T_, float* out) {
   const int64_t total = B * C * P;
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total;
+       o += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = o % P, bc = o / P, b = bc / C;
     const float v = float(g[o]);
     for (int64_t t = 0; t < T_; ++t) {
@@ -606,14 +661,19 @@ static void write_json(const char* json_path, double bw) {
       std::fprintf(stderr, "cannot write %s\n", json_path);
       std::exit(2);
     }
-    std::fprintf(f, "{\n  \"tool\": \"kernel_oracle\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
-                 "  \"cuda_runtime\": %d,\n  \"copy_GBps\": %.1f,\n  \"rows\": [\n", prop.name, prop.multiProcessorCount,
-                 driver, runtime, bw / 1e9);
+    std::fprintf(
+        f,
+        "{\n  \"tool\": \"kernel_oracle\",\n  \"gpu\": \"%s\",\n  \"sms\": %d,\n  \"cuda_driver_api\": %d,\n"
+        "  \"cuda_runtime\": %d,\n  \"copy_GBps\": %.1f,\n  \"rows\": [\n",
+        prop.name, prop.multiProcessorCount, driver, runtime, bw / 1e9);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::fprintf(f, "    {\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"target_ms\": %.5f, \"peer_ms\": %.5f, "
-                   "\"floor_ms\": %.5f, \"note\": \"%s\"}%s\n", r.op.c_str(), r.shape.c_str(), r.ms, r.target, r.peer,
-                   r.floor_ms, r.note.c_str(), i + 1 < rows.size() ? "," : "");
+      std::fprintf(
+          f,
+          "    {\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"target_ms\": %.5f, \"peer_ms\": %.5f, "
+          "\"floor_ms\": %.5f, \"note\": \"%s\"}%s\n",
+          r.op.c_str(), r.shape.c_str(), r.ms, r.target, r.peer, r.floor_ms, r.note.c_str(),
+          i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
@@ -628,7 +688,10 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
 
-  struct FpsShape { int64_t B, N, K; double peer, target; };
+  struct FpsShape {
+    int64_t B, N, K;
+    double peer, target;
+  };
   for (const FpsShape& s : {FpsShape{1, 1000000, 4096, 756.3, 25}, FpsShape{1, 100000, 1024, 20.40, 3},
                             FpsShape{8, 16384, 4096, 17.03, 6}, FpsShape{32, 100000, 1024, 41.45, 10},
                             FpsShape{16, 4096, 1024, 1.309, 0.65}}) {
@@ -638,11 +701,16 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
       auto d_xyz = upload(encode(pts, dt));
       const CudaPlan plan = furthest_point_sample_cuda_plan(dt, s.B, s.N, s.K);
       DeviceBuffer d_idx(s.B * s.K * 8), ws(plan.workspace_bytes);
-      const double ms = time_ms([&] {
-        check_status(furthest_point_sample_cuda(plan, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0, d_idx.as<int64_t>(), ws.ptr,
-                                                nullptr), "fps"); }, 2, s.N >= 1000000 ? 3 : 10);
+      const double ms = time_ms(
+          [&] {
+            check_status(furthest_point_sample_cuda(plan, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0,
+                                                    d_idx.as<int64_t>(), ws.ptr, nullptr),
+                         "fps");
+          },
+          2, s.N >= 1000000 ? 3 : 10);
       char shape[100];
-      std::snprintf(shape, sizeof shape, "B%lld N%lld K%lld %s", (long long)s.B, (long long)s.N, (long long)s.K, dt_name(dt));
+      std::snprintf(shape, sizeof shape, "B%lld N%lld K%lld %s", (long long)s.B, (long long)s.N,
+                    (long long)s.K, dt_name(dt));
       char note[100];
       std::snprintf(note, sizeof note, "%.2f us/step", ms * 1e3 / s.K);
       add_row("fps", shape, ms, s.target, s.peer, 0, note);
@@ -651,9 +719,13 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
           knob("POINTOPS_FPS_GROUP", g);
           const CudaPlan forced = furthest_point_sample_cuda_plan(dt, s.B, s.N, s.K);
           DeviceBuffer ws_forced(forced.workspace_bytes);
-          const double alt = time_ms([&] {
-            check_status(furthest_point_sample_cuda(forced, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0,
-                                                    d_idx.as<int64_t>(), ws_forced.ptr, nullptr), "fps"); }, 1, 3);
+          const double alt = time_ms(
+              [&] {
+                check_status(furthest_point_sample_cuda(forced, dt, d_xyz.ptr, nullptr, s.B, s.N, s.K, 0,
+                                                        d_idx.as<int64_t>(), ws_forced.ptr, nullptr),
+                             "fps");
+              },
+              1, 3);
           knob("POINTOPS_FPS_GROUP", nullptr);
           std::snprintf(note, sizeof note, "variant POINTOPS_FPS_GROUP=%s, %.2f us/step", g, alt * 1e3 / s.K);
           add_row("fps_variant", shape, alt, s.target, s.peer, 0, note);
@@ -669,7 +741,13 @@ static void bench_all(const char* json_path, bool sweep, bool sweep_all) {
 // Neighbour searches and gathers.
 static void bench_rest(double bw, bool sweep) {
   auto floor_of = [&](double bytes) { return bytes / bw * 1e3; };
-  struct NbShape { const char* op; int64_t B, N, M; double r; int64_t K; double peer, target; };
+  struct NbShape {
+    const char* op;
+    int64_t B, N, M;
+    double r;
+    int64_t K;
+    double peer, target;
+  };
   for (const NbShape& s : {NbShape{"ball_query", 1, 1000000, 65536, 0.01, 16, 78.44, 5},
                            NbShape{"ball_query", 8, 16384, 4096, 0.05, 32, 1.406, 0.5},
                            NbShape{"ball_query", 16, 4096, 1024, 0.2, 32, 0.911, 0.45},
@@ -696,18 +774,25 @@ static void bench_rest(double bw, bool sweep) {
       DeviceBuffer ws(plan.workspace_bytes);
       auto search = [&](const CudaPlan& plan, void* workspace) {
         if (ball)
-          check_status(ball_query_cuda(plan, dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.r, true, s.K,
-                                       d_idx.as<int64_t>(), d_cnt.as<int64_t>(), nullptr, workspace, nullptr), "ball");
+          check_status(
+              ball_query_cuda(plan, dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.r, true, s.K,
+                              d_idx.as<int64_t>(), d_cnt.as<int64_t>(), nullptr, workspace, nullptr),
+              "ball");
         else
           check_status(knn_cuda(plan, dt, d_xyz.ptr, d_q.ptr, nullptr, nullptr, s.B, s.N, s.M, s.K, d_d.ptr,
-                                d_idx.as<int64_t>(), workspace, nullptr), "knn");
+                                d_idx.as<int64_t>(), workspace, nullptr),
+                       "knn");
       };
       const double ms = time_ms([&] { search(plan, ws.ptr); }, 3, 10);
       const double bytes = (s.B * s.N * 3.0 + s.B * s.M * 3.0) * elem_size(dt) + s.B * s.M * s.K * 8.0 +
                            (ball ? s.B * s.M * 8.0 : s.B * s.M * s.K * double(elem_size(dt)));
       char shape[100];
-      if (ball) std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld r%g k%lld %s", (long long)s.B, (long long)s.N, (long long)s.M, s.r, (long long)s.K, dt_name(dt));
-      else std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld k%lld %s", (long long)s.B, (long long)s.N, (long long)s.M, (long long)s.K, dt_name(dt));
+      if (ball)
+        std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld r%g k%lld %s", (long long)s.B, (long long)s.N,
+                      (long long)s.M, s.r, (long long)s.K, dt_name(dt));
+      else
+        std::snprintf(shape, sizeof shape, "B%lld N%lld M%lld k%lld %s", (long long)s.B, (long long)s.N,
+                      (long long)s.M, (long long)s.K, dt_name(dt));
       add_row(s.op, shape, ms, s.target, s.peer, floor_of(bytes));
       if (sweep && dt == Dtype::Float32 && s.N <= 16384) {  // the other neighbour-search path
         knob("POINTOPS_GRID_MIN_POINTS", s.N >= 8192 ? "1000000000" : "1");
@@ -721,7 +806,12 @@ static void bench_rest(double bw, bool sweep) {
     }
   }
 
-  struct GShape { const char* op; int64_t B, C, N, P, T; bool weighted; double peer, target; };
+  struct GShape {
+    const char* op;
+    int64_t B, C, N, P, T;
+    bool weighted;
+    double peer, target;
+  };
   for (const GShape& s : {GShape{"gather_points", 8, 128, 16384, 4096, 1, false, 0.057, 0.057 * 1.2},
                           GShape{"group_points", 8, 64, 16384, 4096 * 32, 1, false, 0.425, 0.2},
                           GShape{"three_interpolate", 8, 128, 4096, 16384, 3, true, 1.519, 0.1},
@@ -741,9 +831,13 @@ static void bench_rest(double bw, bool sweep) {
       char shape[120];
       std::snprintf(shape, sizeof shape, "B%lld C%lld N%lld P%lld T%lld %s", (long long)s.B, (long long)s.C,
                     (long long)s.N, (long long)s.P, (long long)s.T, dt_name(dt));
-      const double fwd = time_ms([&] {
-        check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr, nullptr, nullptr),
-                     "gather"); }, 3, 20);
+      const double fwd = time_ms(
+          [&] {
+            check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T,
+                                             d_out.ptr, nullptr, nullptr),
+                         "gather");
+          },
+          3, 20);
       // Floor: write out, read idx/weight, read the gathered features (each at most once).
       const double gathered = std::min<double>(s.B * s.C * s.N, s.B * s.C * s.P * s.T) * es;
       add_row(s.op, shape, fwd, s.target, s.peer,
@@ -751,40 +845,56 @@ static void bench_rest(double bw, bool sweep) {
       if (sweep && dt == Dtype::Float32) {
         for (const char* v : {"0", "1"}) {
           knob("POINTOPS_GATHER_STAGED", v);
-          const double alt = time_ms([&] {
-            check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T, d_out.ptr,
-                                             nullptr, nullptr), "gather"); }, 2, 5);
+          const double alt = time_ms(
+              [&] {
+                check_status(gather_forward_cuda(dt, d_f.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T,
+                                                 d_out.ptr, nullptr, nullptr),
+                             "gather");
+              },
+              2, 5);
           knob("POINTOPS_GATHER_STAGED", nullptr);
           add_row(std::string(s.op) + "_variant", shape, alt, s.target, s.peer,
                   floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + (s.weighted ? es : 0)) + gathered),
                   std::string("variant POINTOPS_GATHER_STAGED=") + v);
         }
       }
-      const double bwd = time_ms([&] {
-        check_status(gather_backward_feat_cuda(bwd_plan, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N, s.P, s.T,
-                                               d_gf.ptr, ws.ptr, nullptr), "bwd"); }, 3, 20);
+      const double bwd = time_ms(
+          [&] {
+            check_status(gather_backward_feat_cuda(bwd_plan, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C,
+                                                   s.N, s.P, s.T, d_gf.ptr, ws.ptr, nullptr),
+                         "bwd");
+          },
+          3, 20);
       double atomic_ms = 0;
       if (dt == Dtype::Float32) {
-        atomic_ms = time_ms([&] {
-          CK(cudaMemsetAsync(d_acc.ptr, 0, d_acc.bytes));
-          atomic_scatter_kernel<float><<<4096, 256>>>(d_out.as<float>(), d_i.as<int64_t>(), s.weighted ? d_w.as<float>() : nullptr,
-                                                     s.B, s.C, s.N, s.P, s.T, d_acc.as<float>());
-          CK(cudaGetLastError()); }, 3, 20);
+        atomic_ms = time_ms(
+            [&] {
+              CK(cudaMemsetAsync(d_acc.ptr, 0, d_acc.bytes));
+              atomic_scatter_kernel<float><<<4096, 256>>>(d_out.as<float>(), d_i.as<int64_t>(),
+                                                          s.weighted ? d_w.as<float>() : nullptr, s.B, s.C,
+                                                          s.N, s.P, s.T, d_acc.as<float>());
+              CK(cudaGetLastError());
+            },
+            3, 20);
       }
       char note[100];
-      std::snprintf(note, sizeof note, "atomicAdd scatter %.4f ms (x%.2f)", atomic_ms, atomic_ms > 0 ? atomic_ms / bwd : 0);
+      std::snprintf(note, sizeof note, "atomicAdd scatter %.4f ms (x%.2f)", atomic_ms,
+                    atomic_ms > 0 ? atomic_ms / bwd : 0);
       add_row(std::string(s.op) + "_bwd", shape, bwd, atomic_ms > 0 ? atomic_ms / 2 : 0, 0,
               floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * 8.0 + s.B * s.C * s.N * es), note);
       if (s.weighted) {
-        const double bw_ms = time_ms([&] {
-          check_status(gather_backward_weight_cuda(dt, d_out.ptr, d_f.ptr, d_i.as<int64_t>(), s.B, s.C, s.N, s.P, s.T,
-                                                   d_gw.ptr, nullptr), "bwd_w"); }, 3, 20);
+        const double bw_ms = time_ms(
+            [&] {
+              check_status(gather_backward_weight_cuda(dt, d_out.ptr, d_f.ptr, d_i.as<int64_t>(), s.B, s.C,
+                                                       s.N, s.P, s.T, d_gw.ptr, nullptr),
+                           "bwd_w");
+            },
+            3, 20);
         add_row(std::string(s.op) + "_bwd_w", shape, bw_ms, 0, 0,
                 floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * (8.0 + es) + gathered));
       }
     }
   }
-
 }
 
 int main(int argc, char** argv) {
@@ -795,7 +905,10 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
   const auto t0 = std::chrono::steady_clock::now();
   if (mode == "check" || mode == "small" || mode == "tiny") {
-    if (mode == "tiny") run_tiny(); else run_checks(mode == "small");
+    if (mode == "tiny")
+      run_tiny();
+    else
+      run_checks(mode == "small");
     std::printf("%s: %d failure(s) in %.1f s\n", mode.c_str(), failures,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return failures == 0 ? 0 : 1;

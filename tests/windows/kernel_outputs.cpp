@@ -98,12 +98,18 @@ void report(const std::string& name, const Hash& hash) {
 template <class T>
 Dtype dtype_of();
 template <>
-Dtype dtype_of<float>() { return Dtype::Float32; }
+Dtype dtype_of<float>() {
+  return Dtype::Float32;
+}
 template <>
-Dtype dtype_of<double>() { return Dtype::Float64; }
+Dtype dtype_of<double>() {
+  return Dtype::Float64;
+}
 
 template <class T>
-std::string suffix() { return sizeof(T) == 4 ? "_f32" : "_f64"; }
+std::string suffix() {
+  return sizeof(T) == 4 ? "_f32" : "_f64";
+}
 
 // Every index written and within -1..n-1.
 void check_indices(const std::string& name, const std::vector<int64_t>& idx, int64_t n) {
@@ -167,9 +173,9 @@ template <class T>
 std::vector<int64_t> fps(const std::string& name, const T* xyz, const std::vector<int64_t>& lengths,
                          int64_t B, int64_t N, int64_t K, int64_t start) {
   std::vector<int64_t> idx = unwritten_indices(B * K);
-  if (ok(name, pointops::furthest_point_sample_cpu(dtype_of<T>(), xyz,
-                                                   lengths.empty() ? nullptr : lengths.data(), B,
-                                                   N, K, start, idx.data()))) {
+  if (ok(name,
+         pointops::furthest_point_sample_cpu(dtype_of<T>(), xyz, lengths.empty() ? nullptr : lengths.data(),
+                                             B, N, K, start, idx.data()))) {
     check_indices(name, idx, N);
   }
   return idx;
@@ -183,13 +189,12 @@ struct Neighbours {
 
 template <class T>
 Neighbours<T> knn(const std::string& name, const T* xyz, const std::vector<T>& query,
-                  const std::vector<int64_t>& lengths, const std::vector<int64_t>& query_lengths,
-                  int64_t B, int64_t N, int64_t M, int64_t K) {
+                  const std::vector<int64_t>& lengths, const std::vector<int64_t>& query_lengths, int64_t B,
+                  int64_t N, int64_t M, int64_t K) {
   Neighbours<T> out{unwritten_indices(B * M * K), {}, nan_filled<T>(B * M * K)};
-  if (ok(name, pointops::knn_cpu(dtype_of<T>(), xyz, query.data(),
-                                 lengths.empty() ? nullptr : lengths.data(),
-                                 query_lengths.empty() ? nullptr : query_lengths.data(), B, N, M,
-                                 K, out.dist2.data(), out.idx.data()))) {
+  if (ok(name, pointops::knn_cpu(dtype_of<T>(), xyz, query.data(), lengths.empty() ? nullptr : lengths.data(),
+                                 query_lengths.empty() ? nullptr : query_lengths.data(), B, N, M, K,
+                                 out.dist2.data(), out.idx.data()))) {
     check_indices(name, out.idx, N);
     check_written(name, out.dist2);
   }
@@ -198,17 +203,15 @@ Neighbours<T> knn(const std::string& name, const T* xyz, const std::vector<T>& q
 
 template <class T>
 Neighbours<T> ball_query(const std::string& name, const T* xyz, const std::vector<T>& query,
-                         const std::vector<int64_t>& lengths,
-                         const std::vector<int64_t>& query_lengths, int64_t B, int64_t N,
-                         int64_t M, double radius, bool inclusive, int64_t K, bool with_dist2) {
+                         const std::vector<int64_t>& lengths, const std::vector<int64_t>& query_lengths,
+                         int64_t B, int64_t N, int64_t M, double radius, bool inclusive, int64_t K,
+                         bool with_dist2) {
   Neighbours<T> out{unwritten_indices(B * M * K), unwritten_indices(B * M),
                     with_dist2 ? nan_filled<T>(B * M * K) : std::vector<T>()};
-  if (ok(name, pointops::ball_query_cpu(dtype_of<T>(), xyz, query.data(),
-                                        lengths.empty() ? nullptr : lengths.data(),
-                                        query_lengths.empty() ? nullptr : query_lengths.data(), B,
-                                        N, M, radius, inclusive, K, out.idx.data(),
-                                        out.count.data(),
-                                        with_dist2 ? out.dist2.data() : nullptr))) {
+  if (ok(name, pointops::ball_query_cpu(
+                   dtype_of<T>(), xyz, query.data(), lengths.empty() ? nullptr : lengths.data(),
+                   query_lengths.empty() ? nullptr : query_lengths.data(), B, N, M, radius, inclusive, K,
+                   out.idx.data(), out.count.data(), with_dist2 ? out.dist2.data() : nullptr))) {
     check_indices(name, out.idx, N);
     check_indices(name, out.count, K + 1);
     check_written(name, out.dist2);
@@ -218,12 +221,11 @@ Neighbours<T> ball_query(const std::string& name, const T* xyz, const std::vecto
 
 template <class T>
 std::vector<T> gather(const std::string& name, const T* feat, const std::vector<int64_t>& idx,
-                      const std::vector<T>& weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                      int64_t T_) {
+                      const std::vector<T>& weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_) {
   std::vector<T> out = nan_filled<T>(B * C * P);
   if (ok(name, pointops::gather_forward_cpu(dtype_of<T>(), feat, idx.data(),
-                                            weight.empty() ? nullptr : weight.data(), B, C, N, P,
-                                            T_, out.data()))) {
+                                            weight.empty() ? nullptr : weight.data(), B, C, N, P, T_,
+                                            out.data()))) {
     check_written(name, out);
   }
   return out;
@@ -231,25 +233,24 @@ std::vector<T> gather(const std::string& name, const T* feat, const std::vector<
 
 template <class T>
 std::vector<T> gather_backward_feat(const std::string& name, const std::vector<T>& grad_out,
-                                    const std::vector<int64_t>& idx, const std::vector<T>& weight,
-                                    int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_) {
+                                    const std::vector<int64_t>& idx, const std::vector<T>& weight, int64_t B,
+                                    int64_t C, int64_t N, int64_t P, int64_t T_) {
   std::vector<T> grad_feat = nan_filled<T>(B * C * N);
   if (ok(name, pointops::gather_backward_feat_cpu(dtype_of<T>(), grad_out.data(), idx.data(),
-                                                  weight.empty() ? nullptr : weight.data(), B, C,
-                                                  N, P, T_, grad_feat.data()))) {
+                                                  weight.empty() ? nullptr : weight.data(), B, C, N, P, T_,
+                                                  grad_feat.data()))) {
     check_written(name, grad_feat);
   }
   return grad_feat;
 }
 
 template <class T>
-std::vector<T> gather_backward_weight(const std::string& name, const std::vector<T>& grad_out,
-                                      const T* feat, const std::vector<int64_t>& idx, int64_t B,
-                                      int64_t C, int64_t N, int64_t P, int64_t T_) {
+std::vector<T> gather_backward_weight(const std::string& name, const std::vector<T>& grad_out, const T* feat,
+                                      const std::vector<int64_t>& idx, int64_t B, int64_t C, int64_t N,
+                                      int64_t P, int64_t T_) {
   std::vector<T> grad_w = nan_filled<T>(B * P * T_);
-  if (ok(name, pointops::gather_backward_weight_cpu(dtype_of<T>(), grad_out.data(), feat,
-                                                    idx.data(), B, C, N, P, T_,
-                                                    grad_w.data()))) {
+  if (ok(name, pointops::gather_backward_weight_cpu(dtype_of<T>(), grad_out.data(), feat, idx.data(), B, C, N,
+                                                    P, T_, grad_w.data()))) {
     check_written(name, grad_w);
   }
   return grad_w;
@@ -258,8 +259,7 @@ std::vector<T> gather_backward_weight(const std::string& name, const std::vector
 template <class V>
 void expect_same(const std::string& name, const std::vector<V>& got, const std::vector<V>& want,
                  const char* what) {
-  if (got.size() != want.size() ||
-      std::memcmp(got.data(), want.data(), got.size() * sizeof(V)) != 0) {
+  if (got.size() != want.size() || std::memcmp(got.data(), want.data(), got.size() * sizeof(V)) != 0) {
     fail(name, std::string(what) + " differs");
   }
 }
@@ -294,7 +294,9 @@ class SparseArray {
 
   bool reserved() const { return base_ != nullptr; }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(base_); }
+  T* as() {
+    return reinterpret_cast<T*>(base_);
+  }
 
   // Makes elements [first, first + count) of a T array readable and writable (zeros).
   template <class T>
@@ -399,7 +401,8 @@ void gather_cases() {
     Hash fwd, bwd_feat, bwd_weight;
     fwd.add(gather("gather_weighted" + s, feat.data(), idx, w, B, C, N, P, T3));
     bwd_feat.add(gather_backward_feat("gather_backward_feat_weighted" + s, grad_out, idx, w, B, C, N, P, T3));
-    bwd_weight.add(gather_backward_weight("gather_backward_weight" + s, grad_out, feat.data(), idx, B, C, N, P, T3));
+    bwd_weight.add(
+        gather_backward_weight("gather_backward_weight" + s, grad_out, feat.data(), idx, B, C, N, P, T3));
     report("gather_weighted" + s, fwd);
     report("gather_backward_feat_weighted" + s, bwd_feat);
     report("gather_backward_weight" + s, bwd_weight);

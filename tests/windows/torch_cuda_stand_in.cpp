@@ -4,7 +4,7 @@
 #include <cstdint>
 
 extern "C" __declspec(dllexport) int32_t aoti_torch_get_current_cuda_stream(int32_t device_index,
-                                                                             void** ret_stream) {
+                                                                            void** ret_stream) {
   if (device_index == 7) return 1;
   *ret_stream = reinterpret_cast<void*>(static_cast<uintptr_t>(4096 + device_index));
   return 0;

@@ -26,8 +26,8 @@ void check_lengths_cpu(const Tensor& t, const char* name, int64_t limit) {
   const int64_t* p = static_cast<const int64_t*>(t.const_data_ptr());
   const int64_t n = t.numel();  // once: every accessor is a call through the C shim
   for (int64_t i = 0; i < n; ++i) {
-    STD_TORCH_CHECK(p[i] >= 0 && p[i] <= limit, "pointops: ", name, "[", i, "] = ", p[i],
-                    " is outside 0..", limit);
+    STD_TORCH_CHECK(p[i] >= 0 && p[i] <= limit, "pointops: ", name, "[", i, "] = ", p[i], " is outside 0..",
+                    limit);
   }
 }
 
@@ -35,10 +35,8 @@ void check_lengths_cpu(const Tensor& t, const char* name, int64_t limit) {
 
 Dtype float_dtype(const Tensor& t, const char* name) {
   switch (t.scalar_type()) {
-    case ScalarType::Float:
-      return Dtype::Float32;
-    case ScalarType::Double:
-      return Dtype::Float64;
+    case ScalarType::Float: return Dtype::Float32;
+    case ScalarType::Double: return Dtype::Float64;
     case ScalarType::Half:
     case ScalarType::BFloat16:
       STD_TORCH_CHECK(t.is_cuda(), "pointops: ", name,
@@ -69,8 +67,8 @@ void check_same_device(const Tensor& a, const char* a_name, const Tensor& b, con
 }
 
 void check_same_dtype(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
-  STD_TORCH_CHECK(a.scalar_type() == b.scalar_type(), "pointops: ", b_name,
-                  " must have the same dtype as ", a_name);
+  STD_TORCH_CHECK(a.scalar_type() == b.scalar_type(), "pointops: ", b_name, " must have the same dtype as ",
+                  a_name);
 }
 
 void check_points(const Tensor& t, const char* name) {
@@ -96,8 +94,8 @@ void check_indices_cpu(const Tensor& t, const char* name, int64_t n) {
   const int64_t* p = static_cast<const int64_t*>(t.const_data_ptr());
   const int64_t count = t.numel();
   for (int64_t i = 0; i < count; ++i) {
-    STD_TORCH_CHECK(p[i] >= -1 && p[i] < n, "pointops: ", name, " holds index ", p[i],
-                    ", outside -1..", n - 1, " (the size of the indexed dimension is ", n, ")");
+    STD_TORCH_CHECK(p[i] >= -1 && p[i] < n, "pointops: ", name, " holds index ", p[i], ", outside -1..",
+                    n - 1, " (the size of the indexed dimension is ", n, ")");
   }
 }
 

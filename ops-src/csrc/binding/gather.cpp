@@ -21,14 +21,15 @@ GatherShape check_gather_index(const Tensor& idx, int64_t B, int64_t N) {
   return GatherShape{B, 0, N, idx.size(1), idx.size(2)};
 }
 
-std::optional<Tensor> prepare_weight(const std::optional<Tensor>& weight, const Tensor& idx, const Tensor& like,
-                                     const char* like_name) {
+std::optional<Tensor> prepare_weight(const std::optional<Tensor>& weight, const Tensor& idx,
+                                     const Tensor& like, const char* like_name) {
   if (!weight.has_value()) return std::nullopt;
   const Tensor& w = *weight;
   check_same_device(like, like_name, w, "weight");
   check_same_dtype(like, like_name, w, "weight");
-  STD_TORCH_CHECK(w.dim() == 3 && w.size(0) == idx.size(0) && w.size(1) == idx.size(1) && w.size(2) == idx.size(2),
-                  "pointops: weight must have the same shape as idx [B, P, T]");
+  STD_TORCH_CHECK(
+      w.dim() == 3 && w.size(0) == idx.size(0) && w.size(1) == idx.size(1) && w.size(2) == idx.size(2),
+      "pointops: weight must have the same shape as idx [B, P, T]");
   return as_contiguous(w);
 }
 
@@ -54,8 +55,8 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());
   if (feat.is_cpu()) {
-    raise_on_error(gather_forward_cpu(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P, s.T,
-                                      out.mutable_data_ptr()),
+    raise_on_error(gather_forward_cpu(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P,
+                                      s.T, out.mutable_data_ptr()),
                    "gather");
     return out;
   }
@@ -63,9 +64,10 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   CudaContext cuda(feat);
   // The gather checks its indices itself (no check or poison kernels on this hot path).
   const InKernelChecks checks = in_kernel_checks(CheckedOp::Gather, CheckedArg::Idx, feat, cuda.stream);
-  raise_on_error(gather_forward_cuda(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P, s.T,
-                                     out.mutable_data_ptr(), checks.device_code ? &checks : nullptr, cuda.stream),
-                 "gather");
+  raise_on_error(
+      gather_forward_cuda(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N, s.P, s.T,
+                          out.mutable_data_ptr(), checks.device_code ? &checks : nullptr, cuda.stream),
+      "gather");
 #endif
   return out;
 }
@@ -91,8 +93,8 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());
   if (grad_out.is_cpu()) {
-    raise_on_error(gather_backward_feat_cpu(dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N,
-                                            s.P, s.T, grad_feat.mutable_data_ptr()),
+    raise_on_error(gather_backward_feat_cpu(dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C,
+                                            s.N, s.P, s.T, grad_feat.mutable_data_ptr()),
                    "gather_backward_feat");
     return grad_feat;
   }
@@ -101,10 +103,10 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   raise_recorded_problem(grad_out.get_device_index(), cuda.stream, "gather_backward_feat");
   const CudaPlan plan = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
-  raise_on_error(gather_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C,
-                                           s.N, s.P, s.T, grad_feat.mutable_data_ptr(), workspace_ptr(ws),
-                                           cuda.stream),
-                 "gather_backward_feat");
+  raise_on_error(
+      gather_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N,
+                                s.P, s.T, grad_feat.mutable_data_ptr(), workspace_ptr(ws), cuda.stream),
+      "gather_backward_feat");
 #endif
   return grad_feat;
 }
@@ -118,8 +120,9 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   check_same_dtype(feat, "feat", grad_out, "grad_out");
   GatherShape s = check_gather_index(idx, feat.size(0), feat.size(2));
   s.C = feat.size(1);
-  STD_TORCH_CHECK(grad_out.dim() == 3 && grad_out.size(0) == s.B && grad_out.size(1) == s.C && grad_out.size(2) == s.P,
-                  "pointops: grad_out must have shape [B, C, P] matching feat and idx");
+  STD_TORCH_CHECK(
+      grad_out.dim() == 3 && grad_out.size(0) == s.B && grad_out.size(1) == s.C && grad_out.size(2) == s.P,
+      "pointops: grad_out must have shape [B, C, P] matching feat and idx");
   feat = as_contiguous(feat);
   grad_out = as_contiguous(grad_out);
   idx = as_contiguous(idx);
@@ -132,16 +135,16 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());
   if (feat.is_cpu()) {
-    raise_on_error(gather_backward_weight_cpu(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p, s.B, s.C,
-                                              s.N, s.P, s.T, grad_w.mutable_data_ptr()),
+    raise_on_error(gather_backward_weight_cpu(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p,
+                                              s.B, s.C, s.N, s.P, s.T, grad_w.mutable_data_ptr()),
                    "gather_backward_weight");
     return grad_w;
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
   raise_recorded_problem(feat.get_device_index(), cuda.stream, "gather_backward_weight");
-  raise_on_error(gather_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p, s.B, s.C,
-                                             s.N, s.P, s.T, grad_w.mutable_data_ptr(), cuda.stream),
+  raise_on_error(gather_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p, s.B,
+                                             s.C, s.N, s.P, s.T, grad_w.mutable_data_ptr(), cuda.stream),
                  "gather_backward_weight");
 #endif
   return grad_w;

@@ -27,7 +27,8 @@ NeighbourInputs prepare_neighbours(Tensor xyz, Tensor query, int64_t k, const st
   STD_TORCH_CHECK(query.size(0) == xyz.size(0), "pointops: query has batch size ", query.size(0),
                   " but xyz has ", xyz.size(0));
   STD_TORCH_CHECK(k > 0, "pointops: k must be > 0, got ", k);
-  NeighbourInputs in{as_contiguous(xyz), as_contiguous(query), std::nullopt, std::nullopt, float_dtype(xyz, "xyz")};
+  NeighbourInputs in{as_contiguous(xyz), as_contiguous(query), std::nullopt, std::nullopt,
+                     float_dtype(xyz, "xyz")};
   check_finite_cpu(in.xyz, "xyz");
   check_finite_cpu(in.query, "query");
   in.lengths = prepare_lengths(lengths, "lengths", in.xyz, "xyz");
@@ -51,7 +52,8 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
                                               std::optional<Tensor> lengths,
                                               std::optional<Tensor> query_lengths, bool inclusive,
                                               bool return_dist2) {
-  STD_TORCH_CHECK(std::isfinite(radius) && radius >= 0, "pointops: radius must be finite and >= 0, got ", radius);
+  STD_TORCH_CHECK(std::isfinite(radius) && radius >= 0, "pointops: radius must be finite and >= 0, got ",
+                  radius);
   NeighbourInputs in = prepare_neighbours(xyz, query, k, lengths, query_lengths);
   const int64_t B = in.xyz.size(0), N = in.xyz.size(1), M = in.query.size(1);
   Tensor idx = empty_like_shape(in.xyz, {B, M, k}, ScalarType::Long);
@@ -69,9 +71,10 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
   int64_t* idx_p = static_cast<int64_t*>(idx.mutable_data_ptr());
   int64_t* count_p = static_cast<int64_t*>(count.mutable_data_ptr());
   if (in.xyz.is_cpu()) {
-    raise_on_error(ball_query_cpu(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(), index_ptr(in.lengths),
-                                  index_ptr(in.query_lengths), B, N, M, radius, inclusive, k, idx_p, count_p, d2),
-                   "ball_query");
+    raise_on_error(
+        ball_query_cpu(in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(), index_ptr(in.lengths),
+                       index_ptr(in.query_lengths), B, N, M, radius, inclusive, k, idx_p, count_p, d2),
+        "ball_query");
     return {idx, count, dist2};
   }
 #ifdef POINTOPS_WITH_CUDA
@@ -81,8 +84,8 @@ std::tuple<Tensor, Tensor, Tensor> ball_query(Tensor xyz, Tensor query, double r
   const CudaPlan plan = ball_query_cuda_plan(in.dt, B, N, M, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
   raise_on_error(ball_query_cuda(plan, in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
-                                 index_ptr(in.lengths), index_ptr(in.query_lengths), B, N, M, radius, inclusive,
-                                 k, idx_p, count_p, d2, workspace_ptr(ws), cuda.stream),
+                                 index_ptr(in.lengths), index_ptr(in.query_lengths), B, N, M, radius,
+                                 inclusive, k, idx_p, count_p, d2, workspace_ptr(ws), cuda.stream),
                  "ball_query");
   checks.poison({&idx, &count, return_dist2 ? &dist2 : nullptr});
 #endif
@@ -114,9 +117,9 @@ std::tuple<Tensor, Tensor> knn(Tensor xyz, Tensor query, int64_t k, std::optiona
   queue_neighbour_checks(checks, in);
   const CudaPlan plan = knn_cuda_plan(in.dt, B, N, M, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
-  raise_on_error(knn_cuda(plan, in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(), index_ptr(in.lengths),
-                          index_ptr(in.query_lengths), B, N, M, k, dist2.mutable_data_ptr(), idx_p,
-                          workspace_ptr(ws), cuda.stream),
+  raise_on_error(knn_cuda(plan, in.dt, in.xyz.const_data_ptr(), in.query.const_data_ptr(),
+                          index_ptr(in.lengths), index_ptr(in.query_lengths), B, N, M, k,
+                          dist2.mutable_data_ptr(), idx_p, workspace_ptr(ws), cuda.stream),
                  "knn");
   checks.poison({&dist2, &idx});
 #endif

@@ -30,8 +30,10 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight);
 
 std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, int64_t k);
 std::tuple<Tensor, Tensor, Tensor> ball_query_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr,
-                                                     double radius, int64_t k, bool inclusive, bool return_dist2);
-Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int64_t samples, int64_t max_points);
+                                                     double radius, int64_t k, bool inclusive,
+                                                     bool return_dist2);
+Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int64_t samples,
+                                    int64_t max_points);
 Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight);
 Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> weight, int64_t rows);
 Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx);

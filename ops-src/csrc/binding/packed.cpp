@@ -16,8 +16,8 @@ namespace {
 // Points (or queries) of a packed batch: [rows, 3] floats.
 void check_packed_points(const Tensor& t, const char* name) {
   check_device_support(t, name);
-  STD_TORCH_CHECK(t.dim() == 2 && t.size(1) == 3, "pointops: ", name, " must have shape [P, 3], got a tensor with ",
-                  t.dim(), " dimensions");
+  STD_TORCH_CHECK(t.dim() == 2 && t.size(1) == 3, "pointops: ", name,
+                  " must have shape [P, 3], got a tensor with ", t.dim(), " dimensions");
   float_dtype(t, name);
 }
 
@@ -35,11 +35,11 @@ Tensor prepare_row_pointer(const Tensor& ptr, const char* name, const Tensor& po
     const int64_t n = c.numel();
     STD_TORCH_CHECK(p[0] == 0, "pointops: ", name, "[0] = ", p[0], "; a row pointer starts at 0");
     for (int64_t i = 1; i < n; ++i) {
-      STD_TORCH_CHECK(p[i] >= p[i - 1], "pointops: ", name, " decreases at entry ", i, " (", p[i - 1], " -> ", p[i],
-                      "); a row pointer never decreases");
+      STD_TORCH_CHECK(p[i] >= p[i - 1], "pointops: ", name, " decreases at entry ", i, " (", p[i - 1], " -> ",
+                      p[i], "); a row pointer never decreases");
     }
-    STD_TORCH_CHECK(p[n - 1] == rows, "pointops: ", name, " ends at ", p[n - 1], " but ", points_name, " has ", rows,
-                    " rows; the last entry is the number of rows");
+    STD_TORCH_CHECK(p[n - 1] == rows, "pointops: ", name, " ends at ", p[n - 1], " but ", points_name,
+                    " has ", rows, " rows; the last entry is the number of rows");
   }
   return c;
 }
@@ -56,13 +56,15 @@ PackedPair prepare_pair(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, 
   check_same_device(xyz, "xyz", query, "query");
   check_same_dtype(xyz, "xyz", query, "query");
   STD_TORCH_CHECK(k > 0, "pointops: k must be > 0, got ", k);
-  PackedPair in{as_contiguous(xyz), Tensor(), as_contiguous(query), Tensor(), float_dtype(xyz, "xyz"), 0, 0, 0};
+  PackedPair in{
+      as_contiguous(xyz), Tensor(), as_contiguous(query), Tensor(), float_dtype(xyz, "xyz"), 0, 0, 0};
   in.P = in.xyz.size(0);
   in.Q = in.query.size(0);
   in.ptr = prepare_row_pointer(ptr, "ptr", in.xyz, "xyz", in.P);
   in.query_ptr = prepare_row_pointer(query_ptr, "query_ptr", in.query, "query", in.Q);
   STD_TORCH_CHECK(in.ptr.size(0) == in.query_ptr.size(0), "pointops: ptr describes ", in.ptr.size(0) - 1,
-                  " clouds but query_ptr ", in.query_ptr.size(0) - 1, "; both need one entry per cloud, plus one");
+                  " clouds but query_ptr ", in.query_ptr.size(0) - 1,
+                  "; both need one entry per cloud, plus one");
   in.B = in.ptr.size(0) - 1;
   check_finite_cpu(in.xyz, "xyz");
   check_finite_cpu(in.query, "query");
@@ -90,9 +92,10 @@ std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tens
   if (in.Q == 0) return {dist2, idx};
   int64_t* idx_p = static_cast<int64_t*>(idx.mutable_data_ptr());
   if (in.xyz.is_cpu()) {
-    raise_on_error(knn_packed_cpu(in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P, in.query.const_data_ptr(),
-                                  rows_of(in.query_ptr), in.Q, in.B, k, dist2.mutable_data_ptr(), idx_p),
-                   "knn_packed");
+    raise_on_error(
+        knn_packed_cpu(in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P, in.query.const_data_ptr(),
+                       rows_of(in.query_ptr), in.Q, in.B, k, dist2.mutable_data_ptr(), idx_p),
+        "knn_packed");
     return {dist2, idx};
   }
 #ifdef POINTOPS_WITH_CUDA
@@ -101,9 +104,9 @@ std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tens
   queue_pair_checks(checks, in);
   const CudaPlan plan = knn_packed_cuda_plan(in.dt, in.B, in.P, in.Q, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
-  raise_on_error(knn_packed_cuda(plan, in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P, in.query.const_data_ptr(),
-                                 rows_of(in.query_ptr), in.Q, in.B, k, dist2.mutable_data_ptr(), idx_p,
-                                 workspace_ptr(ws), cuda.stream),
+  raise_on_error(knn_packed_cuda(plan, in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P,
+                                 in.query.const_data_ptr(), rows_of(in.query_ptr), in.Q, in.B, k,
+                                 dist2.mutable_data_ptr(), idx_p, workspace_ptr(ws), cuda.stream),
                  "knn_packed");
   checks.poison({&dist2, &idx});
 #endif
@@ -111,8 +114,10 @@ std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tens
 }
 
 std::tuple<Tensor, Tensor, Tensor> ball_query_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr,
-                                                     double radius, int64_t k, bool inclusive, bool return_dist2) {
-  STD_TORCH_CHECK(std::isfinite(radius) && radius >= 0, "pointops: radius must be finite and >= 0, got ", radius);
+                                                     double radius, int64_t k, bool inclusive,
+                                                     bool return_dist2) {
+  STD_TORCH_CHECK(std::isfinite(radius) && radius >= 0, "pointops: radius must be finite and >= 0, got ",
+                  radius);
   PackedPair in = prepare_pair(xyz, ptr, query, query_ptr, k);
   Tensor idx = empty_like_shape(in.xyz, {in.Q, k}, ScalarType::Long);
   Tensor count = empty_like_shape(in.xyz, {in.Q}, ScalarType::Long);
@@ -144,7 +149,8 @@ std::tuple<Tensor, Tensor, Tensor> ball_query_packed(Tensor xyz, Tensor ptr, Ten
   return {idx, count, dist2};
 }
 
-Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int64_t samples, int64_t max_points) {
+Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int64_t samples,
+                                    int64_t max_points) {
   check_packed_points(xyz, "xyz");
   STD_TORCH_CHECK(samples >= 0, "pointops: samples must be >= 0, got ", samples);
   xyz = as_contiguous(xyz);
@@ -154,16 +160,16 @@ Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, i
   check_index(sample_ptr, "sample_ptr");
   check_same_device(xyz, "xyz", sample_ptr, "sample_ptr");
   Tensor sp = prepare_row_pointer(sample_ptr, "sample_ptr", idx, "the output (samples)", samples);
-  STD_TORCH_CHECK(p.size(0) == sp.size(0), "pointops: ptr describes ", p.size(0) - 1, " clouds but sample_ptr ",
-                  sp.size(0) - 1, "; both need one entry per cloud, plus one");
+  STD_TORCH_CHECK(p.size(0) == sp.size(0), "pointops: ptr describes ", p.size(0) - 1,
+                  " clouds but sample_ptr ", sp.size(0) - 1, "; both need one entry per cloud, plus one");
   const int64_t B = p.size(0) - 1;
   check_finite_cpu(xyz, "xyz");
   if (samples == 0 || B == 0) return idx;
   const Dtype dt = float_dtype(xyz, "xyz");
   int64_t* out = static_cast<int64_t*>(idx.mutable_data_ptr());
   if (xyz.is_cpu()) {
-    raise_on_error(furthest_point_sample_packed_cpu(dt, xyz.const_data_ptr(), rows_of(p), P, rows_of(sp), samples, B,
-                                                    out),
+    raise_on_error(furthest_point_sample_packed_cpu(dt, xyz.const_data_ptr(), rows_of(p), P, rows_of(sp),
+                                                    samples, B, out),
                    "furthest_point_sample_packed");
     return idx;
   }
@@ -203,8 +209,8 @@ void check_rows_and_index(const Tensor& rows, const char* rows_name, const Tenso
                   " dimensions");
 }
 
-std::optional<Tensor> prepare_row_weight(const std::optional<Tensor>& weight, const Tensor& idx, const Tensor& like,
-                                         const char* like_name) {
+std::optional<Tensor> prepare_row_weight(const std::optional<Tensor>& weight, const Tensor& idx,
+                                         const Tensor& like, const char* like_name) {
   if (!weight.has_value()) return std::nullopt;
   check_same_device(like, like_name, *weight, "weight");
   check_same_dtype(like, like_name, *weight, "weight");
@@ -231,7 +237,8 @@ Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   const Dtype dt = float_dtype(feat, "feat");
   const int64_t* idx_p = rows_of(idx);
   if (feat.is_cpu()) {
-    raise_on_error(gather_rows_cpu(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), P, C, Q, T, out.mutable_data_ptr()),
+    raise_on_error(gather_rows_cpu(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), P, C, Q, T,
+                                   out.mutable_data_ptr()),
                    "gather_rows");
     return out;
   }
@@ -251,8 +258,8 @@ Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
 Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> weight, int64_t rows) {
   check_rows_and_index(grad_out, "grad_out", idx);
   STD_TORCH_CHECK(rows >= 0, "pointops: rows must be >= 0, got ", rows);
-  STD_TORCH_CHECK(grad_out.size(0) == idx.size(0), "pointops: grad_out must have shape [Q, C] with Q = ",
-                  idx.size(0));
+  STD_TORCH_CHECK(grad_out.size(0) == idx.size(0),
+                  "pointops: grad_out must have shape [Q, C] with Q = ", idx.size(0));
   grad_out = as_contiguous(grad_out);
   idx = as_contiguous(idx);
   const int64_t C = grad_out.size(1), Q = idx.size(0), T = idx.size(1);
@@ -266,8 +273,8 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   }
   const Dtype dt = float_dtype(grad_out, "grad_out");
   if (grad_out.is_cpu()) {
-    raise_on_error(gather_rows_backward_feat_cpu(dt, grad_out.const_data_ptr(), rows_of(idx), optional_ptr(w), rows, C,
-                                                 Q, T, grad_feat.mutable_data_ptr()),
+    raise_on_error(gather_rows_backward_feat_cpu(dt, grad_out.const_data_ptr(), rows_of(idx), optional_ptr(w),
+                                                 rows, C, Q, T, grad_feat.mutable_data_ptr()),
                    "gather_rows_backward_feat");
     return grad_feat;
   }
@@ -276,10 +283,10 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   raise_recorded_problem(grad_out.get_device_index(), cuda.stream, "gather_rows_backward_feat");
   const CudaPlan plan = gather_rows_backward_feat_cuda_plan(dt, rows, C, Q, T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
-  raise_on_error(gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), rows_of(idx), optional_ptr(w),
-                                                rows, C, Q, T, grad_feat.mutable_data_ptr(), workspace_ptr(ws),
-                                                cuda.stream),
-                 "gather_rows_backward_feat");
+  raise_on_error(
+      gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), rows_of(idx), optional_ptr(w), rows,
+                                     C, Q, T, grad_feat.mutable_data_ptr(), workspace_ptr(ws), cuda.stream),
+      "gather_rows_backward_feat");
 #endif
   return grad_feat;
 }
@@ -303,17 +310,18 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   }
   const Dtype dt = float_dtype(feat, "feat");
   if (feat.is_cpu()) {
-    raise_on_error(gather_rows_backward_weight_cpu(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), rows_of(idx),
-                                                   P, C, Q, T, grad_w.mutable_data_ptr()),
+    raise_on_error(gather_rows_backward_weight_cpu(dt, grad_out.const_data_ptr(), feat.const_data_ptr(),
+                                                   rows_of(idx), P, C, Q, T, grad_w.mutable_data_ptr()),
                    "gather_rows_backward_weight");
     return grad_w;
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
   raise_recorded_problem(feat.get_device_index(), cuda.stream, "gather_rows_backward_weight");
-  raise_on_error(gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), rows_of(idx),
-                                                  P, C, Q, T, grad_w.mutable_data_ptr(), cuda.stream),
-                 "gather_rows_backward_weight");
+  raise_on_error(
+      gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), rows_of(idx), P,
+                                       C, Q, T, grad_w.mutable_data_ptr(), cuda.stream),
+      "gather_rows_backward_weight");
 #endif
   return grad_w;
 }

@@ -73,18 +73,22 @@ CudaBuildInfo cuda_build_info() { return CudaBuildInfo{0}; }
 
 STABLE_TORCH_LIBRARY(pointops, m) {
   m.def("furthest_point_sample(Tensor xyz, int k, Tensor? lengths, int start) -> Tensor");
-  m.def("ball_query(Tensor xyz, Tensor query, float radius, int k, Tensor? lengths, "
-        "Tensor? query_lengths, bool inclusive, bool return_dist2) -> (Tensor, Tensor, Tensor)");
-  m.def("knn(Tensor xyz, Tensor query, int k, Tensor? lengths, Tensor? query_lengths) "
-        "-> (Tensor, Tensor)");
+  m.def(
+      "ball_query(Tensor xyz, Tensor query, float radius, int k, Tensor? lengths, "
+      "Tensor? query_lengths, bool inclusive, bool return_dist2) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "knn(Tensor xyz, Tensor query, int k, Tensor? lengths, Tensor? query_lengths) "
+      "-> (Tensor, Tensor)");
   m.def("gather(Tensor feat, Tensor idx, Tensor? weight) -> Tensor");
   m.def("gather_backward_feat(Tensor grad_out, Tensor idx, Tensor? weight, int n) -> Tensor");
   m.def("gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
   m.def("knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, int k) -> (Tensor, Tensor)");
-  m.def("ball_query_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, float radius, int k, "
-        "bool inclusive, bool return_dist2) -> (Tensor, Tensor, Tensor)");
-  m.def("furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int samples, int max_points) "
-        "-> Tensor");
+  m.def(
+      "ball_query_packed(Tensor xyz, Tensor ptr, Tensor query, Tensor query_ptr, float radius, int k, "
+      "bool inclusive, bool return_dist2) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, int samples, int max_points) "
+      "-> Tensor");
   m.def("gather_rows(Tensor feat, Tensor idx, Tensor? weight) -> Tensor");
   m.def("gather_rows_backward_feat(Tensor grad_out, Tensor idx, Tensor? weight, int rows) -> Tensor");
   m.def("gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
@@ -94,18 +98,18 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.def("check_errors(int device) -> ()");
 }
 
-#define POINTOPS_REGISTER_KERNELS(m)                                                             \
-  m.impl("furthest_point_sample", TORCH_BOX(&pointops::binding::furthest_point_sample));        \
-  m.impl("ball_query", TORCH_BOX(&pointops::binding::ball_query));                               \
-  m.impl("knn", TORCH_BOX(&pointops::binding::knn));                                             \
-  m.impl("gather", TORCH_BOX(&pointops::binding::gather));                                       \
-  m.impl("gather_backward_feat", TORCH_BOX(&pointops::binding::gather_backward_feat));           \
-  m.impl("gather_backward_weight", TORCH_BOX(&pointops::binding::gather_backward_weight));       \
-  m.impl("knn_packed", TORCH_BOX(&pointops::binding::knn_packed));                               \
-  m.impl("ball_query_packed", TORCH_BOX(&pointops::binding::ball_query_packed));                 \
+#define POINTOPS_REGISTER_KERNELS(m)                                                                   \
+  m.impl("furthest_point_sample", TORCH_BOX(&pointops::binding::furthest_point_sample));               \
+  m.impl("ball_query", TORCH_BOX(&pointops::binding::ball_query));                                     \
+  m.impl("knn", TORCH_BOX(&pointops::binding::knn));                                                   \
+  m.impl("gather", TORCH_BOX(&pointops::binding::gather));                                             \
+  m.impl("gather_backward_feat", TORCH_BOX(&pointops::binding::gather_backward_feat));                 \
+  m.impl("gather_backward_weight", TORCH_BOX(&pointops::binding::gather_backward_weight));             \
+  m.impl("knn_packed", TORCH_BOX(&pointops::binding::knn_packed));                                     \
+  m.impl("ball_query_packed", TORCH_BOX(&pointops::binding::ball_query_packed));                       \
   m.impl("furthest_point_sample_packed", TORCH_BOX(&pointops::binding::furthest_point_sample_packed)); \
-  m.impl("gather_rows", TORCH_BOX(&pointops::binding::gather_rows));                             \
-  m.impl("gather_rows_backward_feat", TORCH_BOX(&pointops::binding::gather_rows_backward_feat)); \
+  m.impl("gather_rows", TORCH_BOX(&pointops::binding::gather_rows));                                   \
+  m.impl("gather_rows_backward_feat", TORCH_BOX(&pointops::binding::gather_rows_backward_feat));       \
   m.impl("gather_rows_backward_weight", TORCH_BOX(&pointops::binding::gather_rows_backward_weight))
 
 STABLE_TORCH_LIBRARY_IMPL(pointops, CPU, m) { POINTOPS_REGISTER_KERNELS(m); }

@@ -47,8 +47,8 @@ Tensor empty_like_shape(const Tensor& like, std::vector<int64_t> sizes, ScalarTy
   AtenTensorHandle handle = nullptr;
   const bool ok = aoti_torch_get_device_type(like.get(), &device_type) == AOTI_TORCH_SUCCESS &&
                   aoti_torch_get_device_index(like.get(), &device_index) == AOTI_TORCH_SUCCESS &&
-                  aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(), code,
-                                           device_type, device_index, &handle) == AOTI_TORCH_SUCCESS;
+                  aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(),
+                                           code, device_type, device_index, &handle) == AOTI_TORCH_SUCCESS;
   STD_TORCH_CHECK(ok, "pointops: allocating an output tensor of shape ", shape_text(sizes),
                   " failed (out of memory on that device? torch printed the cause above)");
   return Tensor(handle);
@@ -65,7 +65,9 @@ const int64_t* index_ptr(const std::optional<Tensor>& t) {
   return t.has_value() ? static_cast<const int64_t*>(t->const_data_ptr()) : nullptr;
 }
 
-const void* optional_ptr(const std::optional<Tensor>& t) { return t.has_value() ? t->const_data_ptr() : nullptr; }
+const void* optional_ptr(const std::optional<Tensor>& t) {
+  return t.has_value() ? t->const_data_ptr() : nullptr;
+}
 
 void raise_on_error(Status status, const char* op) {
   STD_TORCH_CHECK(status == nullptr, "pointops.", op, " failed: ", status == nullptr ? "" : status);

@@ -40,18 +40,19 @@ std::string describe(int32_t code, const char* calling_op) {
     case Problem::OutOfRange:
       what = std::string(arg_name(arg)) + " held a value outside its range (" +
              (arg == CheckedArg::Idx ? "-1 .. the size of the indexed dimension - 1"
-                                     : "0 .. the size of the point dimension") + ")";
+                                     : "0 .. the size of the point dimension") +
+             ")";
       break;
     case Problem::BadRowPointer:
       what = std::string(arg_name(arg)) +
              " was not a row pointer (it must start at 0, never decrease, and end at the number of rows; for "
              "packed.furthest_point_sample no cloud may exceed max_points)";
       break;
-    default:
-      what = "an argument held invalid values";
+    default: what = "an argument held invalid values";
   }
-  return std::string("pointops.") + calling_op + ": an earlier pointops." + op_name(op) + " call on this GPU was given bad values: " +
-         what + ". This was found on the GPU after that call returned; its outputs, and those of every pointops "
+  return std::string("pointops.") + calling_op + ": an earlier pointops." + op_name(op) +
+         " call on this GPU was given bad values: " + what +
+         ". This was found on the GPU after that call returned; its outputs, and those of every pointops "
          "call on this GPU since, were overwritten with NaN (floats) and -2**63 (indices). Fix the input; "
          "pointops.check_errors() reports such problems where you call it.";
 }
@@ -94,8 +95,8 @@ void AsyncValueChecks::coordinates(const Tensor& points, CheckedArg arg) {
 
 void AsyncValueChecks::range(const std::optional<Tensor>& values, CheckedArg arg, int64_t low, int64_t high) {
   if (!enabled_ || !values.has_value()) return;
-  checks_.push_back(ValueCheck{CheckKind::Range, check_code(op_, arg, Problem::OutOfRange), values->const_data_ptr(),
-                               values->numel(), Dtype::Float32, 0.0, low, high});
+  checks_.push_back(ValueCheck{CheckKind::Range, check_code(op_, arg, Problem::OutOfRange),
+                               values->const_data_ptr(), values->numel(), Dtype::Float32, 0.0, low, high});
 }
 
 void AsyncValueChecks::row_pointer(const Tensor& ptr, CheckedArg arg, int64_t rows, int64_t max_count) {
@@ -129,8 +130,11 @@ void AsyncValueChecks::poison(std::initializer_list<const Tensor*> outputs) {
 #else  // CPU-only build: values are checked directly by the CPU binding.
 
 void raise_recorded_problem(int32_t, void*, const char*) {}
-InKernelChecks in_kernel_checks(CheckedOp, CheckedArg, const Tensor&, void*) { return InKernelChecks{nullptr, nullptr, 0}; }
-AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor&, void* stream) : op_(op), stream_(stream), enabled_(false) {}
+InKernelChecks in_kernel_checks(CheckedOp, CheckedArg, const Tensor&, void*) {
+  return InKernelChecks{nullptr, nullptr, 0};
+}
+AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor&, void* stream)
+    : op_(op), stream_(stream), enabled_(false) {}
 void AsyncValueChecks::coordinates(const Tensor&, CheckedArg) {}
 void AsyncValueChecks::range(const std::optional<Tensor>&, CheckedArg, int64_t, int64_t) {}
 void AsyncValueChecks::row_pointer(const Tensor&, CheckedArg, int64_t, int64_t) {}

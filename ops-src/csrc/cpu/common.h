@@ -16,14 +16,9 @@ constexpr const char* kReducedPrecisionOnCpu =
 template <class F>
 Status dispatch_float(Dtype dt, const F& f) {
   switch (dt) {
-    case Dtype::Float32:
-      f(float{});
-      return nullptr;
-    case Dtype::Float64:
-      f(double{});
-      return nullptr;
-    default:
-      return kReducedPrecisionOnCpu;
+    case Dtype::Float32: f(float{}); return nullptr;
+    case Dtype::Float64: f(double{}); return nullptr;
+    default: return kReducedPrecisionOnCpu;
   }
 }
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "../tuning.h"
 #include "common.h"
 #include "fps_kdtree.h"
 #include "parallel.h"
-#include "../tuning.h"
 
 namespace pointops {
 
@@ -76,13 +76,12 @@ Best<T> update_range(const T* xyz, const T* picked, T* mind, int64_t begin, int6
 }
 
 template <typename T>
-void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* idx,
-                  bool split_cloud, FpsPath path) {
+void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* idx, bool split_cloud,
+                  FpsPath path) {
   const int64_t picks = std::min(K, n);
   for (int64_t i = picks; i < K; ++i) idx[i] = -1;
   if (n == 0) return;
-  if (use_kdtree(path, n, picks) &&
-      cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) {
+  if (use_kdtree(path, n, picks) && cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) {
     return;
   }
   std::vector<T> mind(static_cast<size_t>(n), cpu::infinity<T>());
@@ -96,8 +95,7 @@ void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* id
     if (split_cloud) {
       cpu::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
-          partial[c] = update_range(xyz, picked, mind.data(), c * kChunk,
-                                    std::min(n, (c + 1) * kChunk));
+          partial[c] = update_range(xyz, picked, mind.data(), c * kChunk, std::min(n, (c + 1) * kChunk));
         }
       });
       best = partial[0];
@@ -136,7 +134,8 @@ Status furthest_point_sample_packed_cpu(Dtype dt, const void* xyz, const int64_t
     auto sample = [&](int64_t b, bool may_split) {
       const PackedCloud cloud = packed_cloud(ptr, b, P), out = packed_cloud(sample_ptr, b, S);
       int64_t* picks = idx + out.begin;
-      const bool split = may_split && cloud.count >= kInnerParallelMinN && !use_kdtree(path, cloud.count, out.count);
+      const bool split =
+          may_split && cloud.count >= kInnerParallelMinN && !use_kdtree(path, cloud.count, out.count);
       sample_cloud(points + 3 * cloud.begin, cloud.count, out.count, 0, picks, split, path);
       for (int64_t k = 0; k < out.count && k < cloud.count; ++k) picks[k] += cloud.begin;  // global rows
     };
@@ -150,8 +149,8 @@ Status furthest_point_sample_packed_cpu(Dtype dt, const void* xyz, const int64_t
   });
 }
 
-Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B,
-                                 int64_t N, int64_t K, int64_t start, int64_t* idx) {
+Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengths, int64_t B, int64_t N,
+                                 int64_t K, int64_t start, int64_t* idx) {
   if (B <= 0 || K <= 0) return nullptr;
   if (start < 0) start = 0;
   const FpsPath path = requested_path();
@@ -160,19 +159,17 @@ Status furthest_point_sample_cpu(Dtype dt, const void* xyz, const int64_t* lengt
     const T* points = static_cast<const T*>(xyz);
     // Few huge clouds for the brute-force scan: one after another, each on all threads. The
     // kd-tree sampler runs each cloud on one thread (a pick touches too little to split).
-    const bool split = B < cpu::thread_count() && N >= kInnerParallelMinN &&
-                       !use_kdtree(path, N, std::min(K, N));
+    const bool split =
+        B < cpu::thread_count() && N >= kInnerParallelMinN && !use_kdtree(path, N, std::min(K, N));
     if (split) {
       for (int64_t b = 0; b < B; ++b) {
-        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
-                     true, path);
+        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b, true, path);
       }
       return;
     }
     cpu::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
-        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b,
-                     false, path);
+        sample_cloud(points + 3 * N * b, cpu::valid_count(lengths, b, N), K, start, idx + K * b, false, path);
       }
     });
   });

@@ -112,9 +112,7 @@ class KdTreeSampler {
       }
       const int64_t mid = begin + (end - begin) / 2;
       std::nth_element(points_.begin() + begin, points_.begin() + mid, points_.begin() + end,
-                       [axis](const PointRecord& a, const PointRecord& b) {
-                         return a.p[axis] < b.p[axis];
-                       });
+                       [axis](const PointRecord& a, const PointRecord& b) { return a.p[axis] < b.p[axis]; });
       const int64_t left = id + 1;
       node.right = left + subtree_nodes(mid - begin);
       build_node(left, begin, mid);
@@ -176,10 +174,10 @@ class KdTreeSampler {
 
   const T* xyz_ = nullptr;
   std::vector<PointRecord> points_;  // during the build only
-  std::vector<int64_t> order_;  // tree position -> original index
-  std::vector<Node> nodes_;     // pre-order; nodes_[0] is the root
-  std::vector<T> coord_[3];     // coordinates in tree order
-  std::vector<T> mind_;         // min squared distance to the picked set, in tree order
+  std::vector<int64_t> order_;       // tree position -> original index
+  std::vector<Node> nodes_;          // pre-order; nodes_[0] is the root
+  std::vector<T> coord_[3];          // coordinates in tree order
+  std::vector<T> mind_;              // min squared distance to the picked set, in tree order
 };
 
 }  // namespace

@@ -19,8 +19,8 @@ int64_t row_grain(int64_t work_per_row) {
 
 }  // namespace
 
-Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
-                          int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out) {
+Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t B,
+                          int64_t C, int64_t N, int64_t P, int64_t T, void* out) {
   if (B <= 0 || C <= 0 || P <= 0) return nullptr;
   return cpu::dispatch_float(dt, [&](auto zero) {
     using S = decltype(zero);
@@ -47,9 +47,8 @@ Status gather_forward_cpu(Dtype dt, const void* feat, const int64_t* idx, const 
   });
 }
 
-Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx,
-                                const void* weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                                int64_t T, void* grad_feat) {
+Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
+                                int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_feat) {
   if (B <= 0 || C <= 0 || N <= 0) return nullptr;
   return cpu::dispatch_float(dt, [&](auto zero) {
     using S = decltype(zero);
@@ -76,9 +75,8 @@ Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* i
   });
 }
 
-Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat,
-                                  const int64_t* idx, int64_t B, int64_t C, int64_t N, int64_t P,
-                                  int64_t T, void* grad_weight) {
+Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                  int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight) {
   if (B <= 0 || P <= 0 || T <= 0) return nullptr;
   return cpu::dispatch_float(dt, [&](auto zero) {
     using S = decltype(zero);
@@ -104,8 +102,8 @@ Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* fe
 // ---------------------------------------------------------------------------------------------
 // Channels-last rows (packed batches): feat [P, C], idx / weight [Q, T], out [Q, C].
 
-Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
-                       int64_t Q, int64_t T, void* out) {
+Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
+                       int64_t C, int64_t Q, int64_t T, void* out) {
   if (Q <= 0 || C <= 0) return nullptr;
   return cpu::dispatch_float(dt, [&](auto zero) {
     using S = decltype(zero);

@@ -34,44 +34,43 @@ bool knn_wants_tree(int64_t n, int64_t m, int64_t K) {
 }
 
 template <typename T>
-void knn_clouds(const T* points, const T* queries, const std::vector<cpu::CloudSpan>& clouds,
-                int64_t K, T* dist2, int64_t* idx, cpu::SearchPath path) {
+void knn_clouds(const T* points, const T* queries, const std::vector<cpu::CloudSpan>& clouds, int64_t K,
+                T* dist2, int64_t* idx, cpu::SearchPath path) {
   auto wants_tree = [&](const cpu::CloudSpan& c) {
     if (path != cpu::SearchPath::Auto) return path == cpu::SearchPath::KdTree;
     return knn_wants_tree(c.points, c.queries, K);
   };
   auto keep_tree = [](const cpu::CloudSpan&, const cpu::KdTree<T>&) { return true; };
-  cpu::search_clouds(points, queries, clouds, wants_tree, keep_tree, [&](const cpu::CloudSpan& c,
-                                                                         const cpu::KdTree<T>* tree,
-                                                                         const int64_t* rows,
-                                                                         int64_t row_count) {
-    std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(std::min(K, c.points)));
-    const T* cloud = points + 3 * c.point_begin;
-    for (int64_t i = 0; i < row_count; ++i) {
-      const int64_t r = rows[i];
-      const T* q = queries + 3 * r;
-      const int64_t kept = tree != nullptr && cpu::finite_point(q)
-                               ? tree->knn(q, K, found.data())
-                               : cpu::knn_scan(cloud, c.points, q, K, found.data());
-      T* d2 = dist2 + K * r;
-      int64_t* id = idx + K * r;
-      for (int64_t s = 0; s < kept; ++s) {
-        d2[s] = found[s].d2;
-        id[s] = found[s].index + c.index_offset;
-      }
-      for (int64_t s = kept; s < K; ++s) {
-        d2[s] = cpu::infinity<T>();
-        id[s] = -1;
-      }
-    }
-  });
+  cpu::search_clouds(
+      points, queries, clouds, wants_tree, keep_tree,
+      [&](const cpu::CloudSpan& c, const cpu::KdTree<T>* tree, const int64_t* rows, int64_t row_count) {
+        std::vector<cpu::Neighbour<T>> found(static_cast<size_t>(std::min(K, c.points)));
+        const T* cloud = points + 3 * c.point_begin;
+        for (int64_t i = 0; i < row_count; ++i) {
+          const int64_t r = rows[i];
+          const T* q = queries + 3 * r;
+          const int64_t kept = tree != nullptr && cpu::finite_point(q)
+                                   ? tree->knn(q, K, found.data())
+                                   : cpu::knn_scan(cloud, c.points, q, K, found.data());
+          T* d2 = dist2 + K * r;
+          int64_t* id = idx + K * r;
+          for (int64_t s = 0; s < kept; ++s) {
+            d2[s] = found[s].d2;
+            id[s] = found[s].index + c.index_offset;
+          }
+          for (int64_t s = kept; s < K; ++s) {
+            d2[s] = cpu::infinity<T>();
+            id[s] = -1;
+          }
+        }
+      });
 }
 
 }  // namespace
 
 Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
-               const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K,
-               void* dist2, int64_t* idx) {
+               const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K, void* dist2,
+               int64_t* idx) {
   if (B <= 0 || M <= 0 || K <= 0) return nullptr;
   const cpu::SearchPath path = cpu::requested_search_path();
   return cpu::dispatch_float(dt, [&](auto zero) {
@@ -85,16 +84,14 @@ Status knn_cpu(Dtype dt, const void* xyz, const void* query, const int64_t* leng
 }
 
 Status knn_packed_cpu(Dtype dt, const void* xyz, const int64_t* ptr, int64_t P, const void* query,
-                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2,
-                      int64_t* idx) {
+                      const int64_t* qptr, int64_t Q, int64_t B, int64_t K, void* dist2, int64_t* idx) {
   if (Q <= 0 || K <= 0) return nullptr;
   const cpu::SearchPath path = cpu::requested_search_path();
   return cpu::dispatch_float(dt, [&](auto zero) {
     using T = decltype(zero);
     T* d2 = static_cast<T*>(dist2);
     const std::vector<cpu::CloudSpan> clouds = cpu::packed_clouds(ptr, P, qptr, Q, B);
-    cpu::for_each_uncovered_row(clouds, Q,
-                                [&](int64_t r0, int64_t r1) { fill_empty(r0, r1, K, d2, idx); });
+    cpu::for_each_uncovered_row(clouds, Q, [&](int64_t r0, int64_t r1) { fill_empty(r0, r1, K, d2, idx); });
     knn_clouds(static_cast<const T*>(xyz), static_cast<const T*>(query), clouds, K, d2, idx, path);
   });
 }

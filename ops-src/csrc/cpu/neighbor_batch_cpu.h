@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "../tuning.h"
 #include "common.h"
 #include "parallel.h"
 #include "spatial_index_cpu.h"
-#include "../tuning.h"
 
 namespace pointops {
 namespace cpu {
@@ -29,12 +29,11 @@ struct CloudSpan {
 
 // Padded layout: cloud b is rows b*N.. of xyz with lengths[b] valid points and rows b*M.. of
 // query with query_lengths[b] valid queries; indices are local to the cloud.
-inline std::vector<CloudSpan> padded_clouds(const int64_t* lengths, const int64_t* query_lengths,
-                                            int64_t B, int64_t N, int64_t M) {
+inline std::vector<CloudSpan> padded_clouds(const int64_t* lengths, const int64_t* query_lengths, int64_t B,
+                                            int64_t N, int64_t M) {
   std::vector<CloudSpan> clouds(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    clouds[b] = CloudSpan{b * N, valid_count(lengths, b, N), b * M,
-                          valid_count(query_lengths, b, M), 0};
+    clouds[b] = CloudSpan{b * N, valid_count(lengths, b, N), b * M, valid_count(query_lengths, b, M), 0};
   }
   return clouds;
 }
@@ -54,8 +53,8 @@ inline std::vector<int64_t> safe_row_pointer(const int64_t* ptr, int64_t B, int6
 
 // Packed layout: cloud b is rows ptr[b]..ptr[b+1]-1 of xyz [P,3] and qptr[b]..qptr[b+1]-1 of
 // query [Q,3]; indices are global rows of xyz. Row pointers are read through safe_row_pointer.
-inline std::vector<CloudSpan> packed_clouds(const int64_t* ptr, int64_t P, const int64_t* qptr,
-                                            int64_t Q, int64_t B) {
+inline std::vector<CloudSpan> packed_clouds(const int64_t* ptr, int64_t P, const int64_t* qptr, int64_t Q,
+                                            int64_t B) {
   B = std::max<int64_t>(B, 0);
   const std::vector<int64_t> p = safe_row_pointer(ptr, B, std::max<int64_t>(P, 0));
   const std::vector<int64_t> q = safe_row_pointer(qptr, B, std::max<int64_t>(Q, 0));
@@ -146,8 +145,7 @@ std::vector<int64_t> spatial_query_order(const T* queries, int64_t m, const KdTr
 // cloud's queries in spatial order. wants_tree and keep_tree may run on any thread.
 template <typename T, class WantsTree, class KeepTree, class SearchRows>
 void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& clouds,
-                   const WantsTree& wants_tree, const KeepTree& keep_tree,
-                   const SearchRows& search_rows) {
+                   const WantsTree& wants_tree, const KeepTree& keep_tree, const SearchRows& search_rows) {
   const int64_t B = static_cast<int64_t>(clouds.size());
   std::vector<KdTree<T>> trees(static_cast<size_t>(B));
   std::vector<char> has_tree(static_cast<size_t>(B), 0);
@@ -184,8 +182,7 @@ void search_clouds(const T* xyz, const T* query, const std::vector<CloudSpan>& c
   }
   std::stable_sort(shared.begin(), shared.end(),
                    [&](int64_t a, int64_t b) { return clouds[a].points > clouds[b].points; });
-  parallel_for_each_dynamic(static_cast<int64_t>(shared.size()),
-                            [&](int64_t i) { plan(shared[i], false); });
+  parallel_for_each_dynamic(static_cast<int64_t>(shared.size()), [&](int64_t i) { plan(shared[i], false); });
 
   // Blocks of query rows that never straddle two clouds, handed out dynamically.
   constexpr int64_t kBlockRows = 64;

@@ -10,8 +10,7 @@ namespace pointops {
 namespace cpu {
 
 using RangeBody = void (*)(int64_t begin, int64_t end, void* ctx);
-using ParallelBackend = void (*)(int64_t begin, int64_t end, int64_t grain, RangeBody body,
-                                 void* ctx);
+using ParallelBackend = void (*)(int64_t begin, int64_t end, int64_t grain, RangeBody body, void* ctx);
 using ThreadCountFn = int64_t (*)();
 
 void set_parallel_backend(ParallelBackend backend, ThreadCountFn thread_count);

@@ -140,9 +140,7 @@ struct ByPackedDistance {
     std::memcpy(&bits, &a.d2, sizeof bits);
     return (uint64_t{bits} << 32) | static_cast<uint32_t>(a.index);
   }
-  bool operator()(const Neighbour<float>& a, const Neighbour<float>& b) const {
-    return key(a) < key(b);
-  }
+  bool operator()(const Neighbour<float>& a, const Neighbour<float>& b) const { return key(a) < key(b); }
 };
 
 // The fastest exact kNN order for T: packed keys for float when indices fit 32 bits.
@@ -255,8 +253,7 @@ void select_nth(R* data, R* out, R* between, int64_t n, int64_t k, int axis) {
   std::sort(sample, sample + samples);
   // About three standard deviations of the sample rank of element k on either side.
   const int64_t centre = k * samples / n;
-  const int64_t half_width =
-      2 + static_cast<int64_t>(1.5 * std::sqrt(static_cast<double>(samples)));
+  const int64_t half_width = 2 + static_cast<int64_t>(1.5 * std::sqrt(static_cast<double>(samples)));
   const Key lo = sample[std::max<int64_t>(0, centre - half_width)];
   const Key hi = sample[std::min<int64_t>(samples - 1, centre + half_width)];
   int64_t below = 0, above = n, middle = 0;
@@ -266,7 +263,7 @@ void select_nth(R* data, R* out, R* between, int64_t n, int64_t k, int axis) {
     out[below] = r;  // written to all three places, kept where its cursor advances
     out[above - 1] = r;
     between[middle] = r;
-    const bool is_below = key < lo, is_above = key > hi;
+    const bool is_below = key<lo, is_above = key> hi;
     below += is_below;
     above -= is_above;
     middle += !(is_below | is_above);
@@ -388,16 +385,16 @@ void KdTree<T>::split(int64_t begin, int64_t end, const T* lo, const T* hi, Buil
     if (hi[a] - lo[a] > hi[axis] - lo[axis]) axis = a;
   }
   *mid = begin + (end - begin) / 2;
-  select_nth(buffers.records.get() + begin, buffers.out.get() + begin,
-             buffers.between.get() + begin, end - begin, *mid - begin, axis);
+  select_nth(buffers.records.get() + begin, buffers.out.get() + begin, buffers.between.get() + begin,
+             end - begin, *mid - begin, axis);
   const T value = buffers.records[*mid].p[axis];
   left_hi[axis] = value;
   right_lo[axis] = value;
 }
 
 template <typename T>
-void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end,
-                              const T* lo, const T* hi, BuildBuffers& buffers) {
+void KdTree<T>::build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end, const T* lo,
+                              const T* hi, BuildBuffers& buffers) {
   nodes_[node].begin = begin;
   nodes_[node].end = end;
   if (depth == depth_) {
@@ -433,8 +430,7 @@ void KdTree<T>::finish_leaf(int64_t node, Record* records) {
   }
   // An empty leaf (n not a multiple of the leaf count) keeps an inverted box: its bound is
   // never used because its min_index is above every real index.
-  leaf.min_index = leaf.begin < leaf.end ? records[leaf.begin].index
-                                         : std::numeric_limits<int64_t>::max();
+  leaf.min_index = leaf.begin < leaf.end ? records[leaf.begin].index : std::numeric_limits<int64_t>::max();
 }
 
 template <typename T>
@@ -452,8 +448,7 @@ void KdTree<T>::finish_internal(int64_t node) {
 template <typename T>
 int64_t KdTree<T>::knn(const T* q, int64_t K, Neighbour<T>* out) const {
   if (n_ == 0) return 0;
-  return with_distance_order(n_, std::min(K, n_), out,
-                             [&](auto& best) { return knn_search(q, best); });
+  return with_distance_order(n_, std::min(K, n_), out, [&](auto& best) { return knn_search(q, best); });
 }
 
 template <typename T>
@@ -480,8 +475,8 @@ int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
   for (;;) {
     // No point of the subtree can beat the worst kept one: all are farther, or as far with a
     // higher index.
-    const bool hopeless = node_bound > worst.d2 ||
-                          (node_bound == worst.d2 && nodes_[node].min_index > worst.index);
+    const bool hopeless =
+        node_bound > worst.d2 || (node_bound == worst.d2 && nodes_[node].min_index > worst.index);
     if (!hopeless) {
       if (node >= first_leaf) {
         const Node& leaf = nodes_[node];
@@ -507,8 +502,7 @@ int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
       } else {
         const int64_t l = 2 * node + 1, r = l + 1;
         const T bl = bound(nodes_[l]), br = bound(nodes_[r]);
-        const bool left_first =
-            bl < br || (bl == br && nodes_[l].min_index < nodes_[r].min_index);
+        const bool left_first = bl < br || (bl == br && nodes_[l].min_index < nodes_[r].min_index);
         stack[top++] = left_first ? Pending{r, br} : Pending{l, bl};
         node = left_first ? l : r;
         node_bound = left_first ? bl : br;
@@ -525,8 +519,7 @@ int64_t KdTree<T>::knn_search(const T* q, Best& best) const {
 }
 
 template <typename T>
-int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
-                        int64_t* work) const {
+int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out, int64_t* work) const {
   if (n_ == 0) return 0;
   if (K <= kSortedInsertMaxK) {
     BestK<T, ByIndex, true> best(out, K);
@@ -538,8 +531,7 @@ int64_t KdTree<T>::ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T
 
 template <typename T>
 template <class Best>
-int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best,
-                               int64_t* work) const {
+int64_t KdTree<T>::ball_search(const T* q, T r2, bool inclusive, Best& best, int64_t* work) const {
   int64_t visited_nodes = 0, computed = 0;
   const T qx = q[0], qy = q[1], qz = q[2];
   // Indices above this cannot enter any more (the K-th lowest hit so far, once there are K).
@@ -624,13 +616,12 @@ template <typename T>
 int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out) {
   K = std::min(K, n);
   if (K <= 0) return 0;
-  return with_distance_order(n, K, out,
-                             [&](auto& best) { return knn_scan_into(points, n, q, best); });
+  return with_distance_order(n, K, out, [&](auto& best) { return knn_scan_into(points, n, q, best); });
 }
 
 template <typename T>
-int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
-                  Neighbour<T>* out, int64_t* work) {
+int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
+                  int64_t* work) {
   int64_t hits = 0;
   for (int64_t j0 = 0; j0 < n && hits < K; j0 += kLeafSize) {
     const int64_t count = std::min(kLeafSize, n - j0);
@@ -645,8 +636,7 @@ int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, 
 }
 
 template int64_t knn_scan<float>(const float*, int64_t, const float*, int64_t, Neighbour<float>*);
-template int64_t knn_scan<double>(const double*, int64_t, const double*, int64_t,
-                                  Neighbour<double>*);
+template int64_t knn_scan<double>(const double*, int64_t, const double*, int64_t, Neighbour<double>*);
 template int64_t ball_scan<float>(const float*, int64_t, const float*, float, bool, int64_t,
                                   Neighbour<float>*, int64_t*);
 template int64_t ball_scan<double>(const double*, int64_t, const double*, double, bool, int64_t,

@@ -46,14 +46,13 @@ class KdTree {
   // index, written to out[0..]; returns how many (at most K). q must be finite. When `work` is
   // given, the search's cost is added to it (in point distances, nodes weighted), to compare
   // with ball_scan's.
-  int64_t ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
-               int64_t* work = nullptr) const;
+  int64_t ball(const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out, int64_t* work = nullptr) const;
 
  private:
   struct Node {
     T lo[3];  // tight bounding box of the node's points
     T hi[3];
-    int64_t begin;      // the node's points are [begin, end) in tree order
+    int64_t begin;  // the node's points are [begin, end) in tree order
     int64_t end;
     int64_t min_index;  // lowest original index among them
   };
@@ -75,10 +74,10 @@ class KdTree {
     std::unique_ptr<Record[]> between;
   };
 
-  void build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end, const T* lo,
-                     const T* hi, BuildBuffers& buffers);
-  void split(int64_t begin, int64_t end, const T* lo, const T* hi, BuildBuffers& buffers,
-             int64_t* mid, T* left_hi, T* right_lo) const;
+  void build_subtree(int64_t node, int64_t depth, int64_t begin, int64_t end, const T* lo, const T* hi,
+                     BuildBuffers& buffers);
+  void split(int64_t begin, int64_t end, const T* lo, const T* hi, BuildBuffers& buffers, int64_t* mid,
+             T* left_hi, T* right_lo) const;
   void finish_leaf(int64_t node, Record* records);
   void finish_internal(int64_t node);
   template <class Best>
@@ -89,8 +88,8 @@ class KdTree {
   int64_t n_ = 0;
   int64_t depth_ = 0;  // leaves are the nodes of this depth (a complete tree, heap order)
   std::vector<Node> nodes_;
-  std::vector<T> x_, y_, z_;      // coordinates in tree order (a leaf: ascending index)
-  std::vector<int64_t> index_;    // tree position -> original index
+  std::vector<T> x_, y_, z_;    // coordinates in tree order (a leaf: ascending index)
+  std::vector<int64_t> index_;  // tree position -> original index
 };
 
 // The same searches by brute force over points [n,3] (every point, in index order): what the
@@ -99,8 +98,8 @@ class KdTree {
 template <typename T>
 int64_t knn_scan(const T* points, int64_t n, const T* q, int64_t K, Neighbour<T>* out);
 template <typename T>
-int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K,
-                  Neighbour<T>* out, int64_t* work = nullptr);
+int64_t ball_scan(const T* points, int64_t n, const T* q, T r2, bool inclusive, int64_t K, Neighbour<T>* out,
+                  int64_t* work = nullptr);
 
 }  // namespace cpu
 }  // namespace pointops

@@ -45,9 +45,8 @@ __device__ __forceinline__ void finish_row(int64_t hits, int64_t K, int64_t* out
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     ball_query_tiled_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
-                            const int64_t* __restrict__ lengths,
-                            const int64_t* __restrict__ query_lengths, int64_t B, int64_t N,
-                            int64_t M, acc_t<T> r2, bool inclusive, int64_t K,
+                            const int64_t* __restrict__ lengths, const int64_t* __restrict__ query_lengths,
+                            int64_t B, int64_t N, int64_t M, acc_t<T> r2, bool inclusive, int64_t K,
                             int64_t* __restrict__ idx, int64_t* __restrict__ count,
                             T* __restrict__ dist2_out) {
   using A = acc_t<T>;
@@ -158,7 +157,8 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     ball_query_packed_scan_kernel(const T* __restrict__ xyz, const T* __restrict__ query, CloudRows queries,
                                   CloudRows clouds, acc_t<T> r2, bool inclusive, int64_t K,
-                                  int64_t* __restrict__ idx, int64_t* __restrict__ count, T* __restrict__ dist2_out) {
+                                  int64_t* __restrict__ idx, int64_t* __restrict__ count,
+                                  T* __restrict__ dist2_out) {
   using A = acc_t<T>;
   const int64_t total = queries.total_rows();
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
@@ -197,9 +197,9 @@ CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t
 }
 
 Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
-                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
-                       int64_t M, double radius, bool inclusive, int64_t K, int64_t* idx,
-                       int64_t* count, void* dist2, void* workspace, void* stream) {
+                       const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N, int64_t M,
+                       double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2,
+                       void* workspace, void* stream) {
   if (B == 0 || M == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -211,18 +211,19 @@ Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const vo
       if (plan.path == kUniformGrid) {
         const SpatialGrid g = carve_grid(workspace, B, B * N);
         const CloudRows clouds = CloudRows::padded(lengths, B, N);
-        if (Status st = build_grid<T>(g, static_cast<const T*>(xyz), clouds, static_cast<float>(radius), 0.f, s)) {
+        if (Status st =
+                build_grid<T>(g, static_cast<const T*>(xyz), clouds, static_cast<float>(radius), 0.f, s)) {
           return st;
         }
         ball_query_grid_kernel<T><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-            static_cast<const T*>(xyz), static_cast<const T*>(query), CloudRows::padded(query_lengths, B, M), clouds,
-            r2, inclusive, K, g.params, g.cell_start, g.sorted, idx, count, static_cast<T*>(dist2));
+            static_cast<const T*>(xyz), static_cast<const T*>(query), CloudRows::padded(query_lengths, B, M),
+            clouds, r2, inclusive, K, g.params, g.cell_start, g.sorted, idx, count, static_cast<T*>(dist2));
         return launch_status();
       }
     }
     ball_query_tiled_kernel<T><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(
-        static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M,
-        r2, inclusive, K, idx, count, static_cast<T*>(dist2));
+        static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M, r2,
+        inclusive, K, idx, count, static_cast<T*>(dist2));
     return launch_status();
   });
 }
@@ -237,9 +238,9 @@ CudaPlan ball_query_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, 
 }
 
 Status ball_query_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
-                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, double radius,
-                              bool inclusive, int64_t K, int64_t* idx, int64_t* count, void* dist2, void* workspace,
-                              void* stream) {
+                              const void* query, const int64_t* query_ptr, int64_t Q, int64_t B,
+                              double radius, bool inclusive, int64_t K, int64_t* idx, int64_t* count,
+                              void* dist2, void* workspace, void* stream) {
   if (Q == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const CloudRows clouds = CloudRows::packed(ptr, B, P), queries = CloudRows::packed(query_ptr, B, Q);

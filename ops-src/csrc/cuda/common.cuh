@@ -7,11 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <mutex>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 
 #include "../kernels.h"
 #include "../tuning.h"
@@ -39,11 +39,17 @@ __device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162flo
 template <class T>
 __device__ __forceinline__ T from_acc(acc_t<T> v);
 template <>
-__device__ __forceinline__ float from_acc<float>(float v) { return v; }
+__device__ __forceinline__ float from_acc<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ double from_acc<double>(double v) { return v; }
+__device__ __forceinline__ double from_acc<double>(double v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half from_acc<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_acc<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
@@ -66,7 +72,9 @@ __device__ __forceinline__ A dist2(A ax, A ay, A az, A bx, A by, A bz) {
 template <class A>
 __device__ __forceinline__ A acc_inf();
 template <>
-__device__ __forceinline__ float acc_inf<float>() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ float acc_inf<float>() {
+  return __int_as_float(0x7f800000);
+}
 template <>
 __device__ __forceinline__ double acc_inf<double>() {
   return __longlong_as_double(0x7ff0000000000000LL);
@@ -93,13 +101,19 @@ struct CloudRows {
   int64_t B = 0;
   int64_t N = 0;  // padded: rows per cloud; packed: rows in all
 
-  static CloudRows padded(const int64_t* lengths, int64_t B, int64_t N) { return CloudRows{nullptr, lengths, B, N}; }
-  static CloudRows packed(const int64_t* ptr, int64_t B, int64_t rows) { return CloudRows{ptr, nullptr, B, rows}; }
+  static CloudRows padded(const int64_t* lengths, int64_t B, int64_t N) {
+    return CloudRows{nullptr, lengths, B, N};
+  }
+  static CloudRows packed(const int64_t* ptr, int64_t B, int64_t rows) {
+    return CloudRows{ptr, nullptr, B, rows};
+  }
 
   __host__ __device__ bool is_packed() const { return ptr != nullptr; }
   __host__ __device__ int64_t total_rows() const { return ptr != nullptr ? N : B * N; }
   __device__ __forceinline__ int64_t clamp_row(int64_t r) const { return r < 0 ? 0 : (r > N ? N : r); }
-  __device__ __forceinline__ int64_t begin(int64_t b) const { return ptr != nullptr ? clamp_row(ptr[b]) : b * N; }
+  __device__ __forceinline__ int64_t begin(int64_t b) const {
+    return ptr != nullptr ? clamp_row(ptr[b]) : b * N;
+  }
   __device__ __forceinline__ int64_t count(int64_t b) const {
     if (ptr == nullptr) return clamped_length(lengths, b, N);
     const int64_t first = clamp_row(ptr[b]), end = clamp_row(ptr[b + 1]);
@@ -113,8 +127,10 @@ struct CloudRows {
     int64_t lo = 0, hi = B - 1;  // the last cloud whose first row is <= r
     while (lo < hi) {
       const int64_t mid = (lo + hi + 1) / 2;
-      if (clamp_row(ptr[mid]) <= r) lo = mid;
-      else hi = mid - 1;
+      if (clamp_row(ptr[mid]) <= r)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     return B > 0 && r >= begin(lo) && r < begin(lo) + count(lo) ? lo : -1;
   }
@@ -145,22 +161,22 @@ struct KernelChecks {
 template <class A>
 __device__ __forceinline__ A quiet_nan();
 template <>
-__device__ __forceinline__ float quiet_nan<float>() { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ float quiet_nan<float>() {
+  return __int_as_float(0x7fc00000);
+}
 template <>
-__device__ __forceinline__ double quiet_nan<double>() { return __longlong_as_double(0x7ff8000000000000LL); }
+__device__ __forceinline__ double quiet_nan<double>() {
+  return __longlong_as_double(0x7ff8000000000000LL);
+}
 
 // Calls f(T{}) with T the element type of dt.
 template <class F>
 Status dispatch_dtype(Dtype dt, F&& f) {
   switch (dt) {
-    case Dtype::Float32:
-      return f(float{});
-    case Dtype::Float64:
-      return f(double{});
-    case Dtype::Float16:
-      return f(__half{});
-    case Dtype::BFloat16:
-      return f(__nv_bfloat16{});
+    case Dtype::Float32: return f(float{});
+    case Dtype::Float64: return f(double{});
+    case Dtype::Float16: return f(__half{});
+    case Dtype::BFloat16: return f(__nv_bfloat16{});
   }
   return "pointops: unsupported dtype for a CUDA kernel";
 }
@@ -173,9 +189,7 @@ inline Status launch_status() {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-inline Status status_of(cudaError_t err) {
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
+inline Status status_of(cudaError_t err) { return err == cudaSuccess ? nullptr : cudaGetErrorString(err); }
 
 // Workspaces hold several arrays; each starts on a 256-byte boundary.
 __host__ __device__ inline size_t align_up(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
@@ -251,8 +265,8 @@ template <int THREADS, int U, class T>
 __device__ __forceinline__ void stage_to_shared(const T* __restrict__ src, int64_t count, T* dst) {
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 &&
       (count * sizeof(T)) % 16 == 0) {
-    copy_in_flight<THREADS, U>(reinterpret_cast<const uint4*>(src), count * static_cast<int64_t>(sizeof(T)) / 16,
-                               reinterpret_cast<uint4*>(dst));
+    copy_in_flight<THREADS, U>(reinterpret_cast<const uint4*>(src),
+                               count * static_cast<int64_t>(sizeof(T)) / 16, reinterpret_cast<uint4*>(dst));
   } else {
     copy_in_flight<THREADS, U>(src, count, dst);
   }
@@ -357,7 +371,8 @@ cudaError_t kernel_attribute_at_least(Kernel kernel, cudaFuncAttribute attribute
   std::lock_guard<std::mutex> lock(mutex);
   Entry* entry = nullptr;
   for (int e = 0; e < used; ++e) {
-    if (table[e].kernel == key && table[e].device == device && table[e].attribute == attribute) entry = &table[e];
+    if (table[e].kernel == key && table[e].device == device && table[e].attribute == attribute)
+      entry = &table[e];
   }
   if (entry != nullptr && entry->value >= value) return cudaSuccess;
   err = cudaFuncSetAttribute(kernel, attribute, value);
@@ -371,7 +386,8 @@ cudaError_t kernel_attribute_at_least(Kernel kernel, cudaFuncAttribute attribute
 template <class Kernel>
 cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
   if (bytes <= 48 * 1024) return cudaSuccess;
-  return kernel_attribute_at_least(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  return kernel_attribute_at_least(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(bytes));
 }
 
 // Blocks of `kernel` resident per SM of the current device (at least 1), cached per device
@@ -379,11 +395,12 @@ cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
 template <class Kernel>
 int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   static PlanCache<int> cache;
-  const auto key = PlanCache<int>::key(reinterpret_cast<intptr_t>(reinterpret_cast<const void*>(kernel)), threads,
-                                       static_cast<int64_t>(smem));
+  const auto key = PlanCache<int>::key(reinterpret_cast<intptr_t>(reinterpret_cast<const void*>(kernel)),
+                                       threads, static_cast<int64_t>(smem));
   int per_sm = 0;
   if (cache.find(key, &per_sm)) return per_sm;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || per_sm < 1) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess ||
+      per_sm < 1) {
     cudaGetLastError();
     return 1;
   }

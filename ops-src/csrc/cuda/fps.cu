@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kGenericThreads)
 
 constexpr int kThreads = 256;
 constexpr int kLeanThreads = 128;  // lean path: fewer warps to reduce over, same issue rate
-constexpr int kMaxSlots = 32;  // points per thread in registers
+constexpr int kMaxSlots = 32;      // points per thread in registers
 constexpr int kMaxCluster = 16;
 
 enum GroupMode : int { kBlockGroup = 0, kClusterGroup = 1, kGridGroup = 2, kLeanBlock = 3 };
@@ -290,8 +290,8 @@ struct StreamPoints {
     float best = -1.f;
     int64_t bi = -1;
     for (int64_t i = first + threadIdx.x; i < last; i += kThreads) {
-      const float m = fminf(md[i], dist2(to_acc(pts[i * 3]), to_acc(pts[i * 3 + 1]),
-                                         to_acc(pts[i * 3 + 2]), cx, cy, cz));
+      const float m =
+          fminf(md[i], dist2(to_acc(pts[i * 3]), to_acc(pts[i * 3 + 1]), to_acc(pts[i * 3 + 2]), cx, cy, cz));
       md[i] = m;
       if (m > best) {
         best = m;
@@ -313,8 +313,8 @@ struct HybridPoints {
   float4* tail;
   int64_t tail_first, tail_len;
 
-  __device__ __forceinline__ void load(const T* cloud, float* min_d, int64_t begin, int64_t end,
-                                       int64_t n, float4* shared_tail) {
+  __device__ __forceinline__ void load(const T* cloud, float* min_d, int64_t begin, int64_t end, int64_t n,
+                                       float4* shared_tail) {
     regs.load(cloud, min_d, begin, end, n, shared_tail);
     tail = shared_tail;
     tail_first = begin + static_cast<int64_t>(SLOTS) * kThreads;
@@ -408,8 +408,7 @@ __device__ __forceinline__ unsigned long long block_key(uint32_t d, uint32_t i,
 template <class T, class Points, int MODE>
 __global__ void __launch_bounds__(Points::kBlock)
     fps_group_kernel(const T* __restrict__ xyz, CloudRows clouds, CloudRows samples, int64_t start,
-                     int64_t* __restrict__ idx, int G,
-                     int64_t chunk, PickSlot* __restrict__ grid_slots,
+                     int64_t* __restrict__ idx, int G, int64_t chunk, PickSlot* __restrict__ grid_slots,
                      unsigned long long* __restrict__ arrivals, float* __restrict__ min_d) {
   constexpr int kBlock = Points::kBlock;
   __shared__ PickSlot warp_slots[2][kBlock / 32];
@@ -613,12 +612,12 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     cluster_config(&cfg, attr, blocks, plan, a.stream);
-    return status_of(cudaLaunchKernelEx(&cfg, kernel, xyz, clouds, samples, start, idx, G, chunk, slots, arrivals,
-                                        min_d));
+    return status_of(
+        cudaLaunchKernelEx(&cfg, kernel, xyz, clouds, samples, start, idx, G, chunk, slots, arrivals, min_d));
   }
   if (MODE == kGridGroup) {
-    cudaError_t err = cudaMemsetAsync(arrivals, 0, static_cast<size_t>(a.B) * sizeof(unsigned long long),
-                                      a.stream);
+    cudaError_t err =
+        cudaMemsetAsync(arrivals, 0, static_cast<size_t>(a.B) * sizeof(unsigned long long), a.stream);
     if (err != cudaSuccess) return cudaGetErrorString(err);
     void* args[] = {&xyz, &clouds, &samples, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
     return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
@@ -633,18 +632,12 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
 template <class T, class F>
 auto with_register_points(const GroupPlan& plan, F&& f) {
   switch (plan.slots) {
-    case 1:
-      return f(RegisterPoints<T, 1>{});
-    case 2:
-      return f(RegisterPoints<T, 2>{});
-    case 4:
-      return f(RegisterPoints<T, 4>{});
-    case 8:
-      return f(RegisterPoints<T, 8>{});
-    case 16:
-      return f(RegisterPoints<T, 16>{});
-    default:
-      return f(RegisterPoints<T, 32>{});
+    case 1: return f(RegisterPoints<T, 1>{});
+    case 2: return f(RegisterPoints<T, 2>{});
+    case 4: return f(RegisterPoints<T, 4>{});
+    case 8: return f(RegisterPoints<T, 8>{});
+    case 16: return f(RegisterPoints<T, 16>{});
+    default: return f(RegisterPoints<T, 32>{});
   }
 }
 
@@ -660,18 +653,12 @@ auto with_points(const GroupPlan& plan, F&& f) {
 template <class T, class F>
 auto with_lean_points(const GroupPlan& plan, F&& f) {
   switch (plan.slots) {
-    case 1:
-      return f(RegisterPoints<T, 2, kLeanThreads>{});
-    case 2:
-      return f(RegisterPoints<T, 4, kLeanThreads>{});
-    case 4:
-      return f(RegisterPoints<T, 8, kLeanThreads>{});
-    case 8:
-      return f(RegisterPoints<T, 16, kLeanThreads>{});
-    case 16:
-      return f(RegisterPoints<T, 32, kLeanThreads>{});
-    default:
-      return f(RegisterPoints<T, kMaxSlots, kThreads>{});
+    case 1: return f(RegisterPoints<T, 2, kLeanThreads>{});
+    case 2: return f(RegisterPoints<T, 4, kLeanThreads>{});
+    case 4: return f(RegisterPoints<T, 8, kLeanThreads>{});
+    case 8: return f(RegisterPoints<T, 16, kLeanThreads>{});
+    case 16: return f(RegisterPoints<T, 32, kLeanThreads>{});
+    default: return f(RegisterPoints<T, kMaxSlots, kThreads>{});
   }
 }
 
@@ -685,9 +672,8 @@ Status launch_lean(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
 
 template <class T, int MODE>
 Status launch_plan(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
-  return with_points<T>(plan, [&](auto points) -> Status {
-    return launch_group<T, decltype(points), MODE>(xyz, a, plan);
-  });
+  return with_points<T>(
+      plan, [&](auto points) -> Status { return launch_group<T, decltype(points), MODE>(xyz, a, plan); });
 }
 
 // Blocks of a kernel that can be resident at once on the current device (0 if unknown).
@@ -834,14 +820,15 @@ FpsChoice choose(Dtype dt, int64_t B, int64_t N) {
 }
 
 struct Workspace {
-  acc_t<float>* min_d;  // B*N accumulation-type values (general and stream paths)
-  PickSlot* slots;      // grid and stream paths: one per block of a cloud, double-buffered
+  acc_t<float>* min_d;           // B*N accumulation-type values (general and stream paths)
+  PickSlot* slots;               // grid and stream paths: one per block of a cloud, double-buffered
   unsigned long long* arrivals;  // grid and stream paths: one barrier counter per cloud
   size_t bytes;
 };
 
 // rows: the rows of all clouds (B * N padded, P packed).
-Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B, int64_t rows) {
+Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B,
+                          int64_t rows) {
   WorkspaceCarver carve(base);
   Workspace ws{nullptr, nullptr, nullptr, 0};
   if (path == kGeneral || path == kStream) {
@@ -884,8 +871,8 @@ CudaPlan plan_fps(Dtype dt, int64_t B, int64_t max_points, int64_t rows) {
   return plan;
 }
 
-Status launch_fps(const CudaPlan& plan, Dtype dt, const void* xyz, const CloudRows& clouds, const CloudRows& samples,
-                  int64_t start, int64_t* idx, void* workspace, cudaStream_t s) {
+Status launch_fps(const CudaPlan& plan, Dtype dt, const void* xyz, const CloudRows& clouds,
+                  const CloudRows& samples, int64_t start, int64_t* idx, void* workspace, cudaStream_t s) {
   const int64_t B = clouds.B;
   const FpsPath path = static_cast<FpsPath>(plan.path);
   const GroupPlan group = unpack(plan);
@@ -917,12 +904,12 @@ CudaPlan furthest_point_sample_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t
   return plan_fps(dt, B, N, B * N);
 }
 
-Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz,
-                                  const int64_t* lengths, int64_t B, int64_t N, int64_t K,
-                                  int64_t start, int64_t* idx, void* workspace, void* stream) {
+Status furthest_point_sample_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* lengths,
+                                  int64_t B, int64_t N, int64_t K, int64_t start, int64_t* idx,
+                                  void* workspace, void* stream) {
   if (B == 0 || K == 0) return nullptr;
-  return launch_fps(plan, dt, xyz, CloudRows::padded(lengths, B, N), CloudRows::padded(nullptr, B, K), start, idx,
-                    workspace, static_cast<cudaStream_t>(stream));
+  return launch_fps(plan, dt, xyz, CloudRows::padded(lengths, B, N), CloudRows::padded(nullptr, B, K), start,
+                    idx, workspace, static_cast<cudaStream_t>(stream));
 }
 
 CudaPlan furthest_point_sample_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t max_points) {

@@ -37,11 +37,12 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
 }
 
 template <class T, class I>
-Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
-                     int64_t N, int64_t P, int64_t T_, T* grad_feat, const CudaPlan& sums,
-                     void* workspace, cudaStream_t s) {
+Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
+                     int64_t P, int64_t T_, T* grad_feat, const CudaPlan& sums, void* workspace,
+                     cudaStream_t s) {
   const SumPath path = static_cast<SumPath>(sums.path);
-  if (path == SumPath::SparseFused) return launch_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, s);
+  if (path == SumPath::SparseFused)
+    return launch_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, s);
   RowArrays<I> plan;
   if (Status st = carve_rows<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &plan)) {
     return st;
@@ -62,21 +63,23 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), rows_stream);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    count_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(idx, B, N, P * T_, plan.counts);
+    count_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+        idx, B, N, P * T_, plan.counts);
     if (Status st = launch_status()) return st;
   }
   size_t bytes = plan.temp_bytes;
   err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, rows_stream);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    fill_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(idx, B, N, P * T_, plan.row_start,
-                                                                              plan.counts, plan.entries);
-    sort_rows_kernel<I><<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(plan.row_start, B * N,
-                                                                                 plan.entries);
+    fill_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+        idx, B, N, P * T_, plan.row_start, plan.counts, plan.entries);
+    sort_rows_kernel<I><<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+        plan.row_start, B * N, plan.entries);
   }
   if (path == SumPath::SparseStaged) {
-    auto row_sum = T_ == 1 ? row_sum_sparse_staged_kernel<T, I, 1>
-                           : (T_ == 3 ? row_sum_sparse_staged_kernel<T, I, 3> : row_sum_sparse_staged_kernel<T, I, 0>);
+    auto row_sum =
+        T_ == 1 ? row_sum_sparse_staged_kernel<T, I, 1>
+                : (T_ == 3 ? row_sum_sparse_staged_kernel<T, I, 3> : row_sum_sparse_staged_kernel<T, I, 0>);
     const int64_t CS = sums.shape[1], span = sums.shape[2];
     const size_t smem = staged_sum_smem<I>(CS, P, sizeof(T), span);
     err = allow_dynamic_smem(row_sum, smem);
@@ -89,8 +92,10 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if (path == SumPath::SparseDirect) {
     auto row_sum = T_ == 1 ? row_sum_sparse_kernel<T, I, 1>
                            : (T_ == 3 ? row_sum_sparse_kernel<T, I, 3> : row_sum_sparse_kernel<T, I, 0>);
-    const unsigned int blocks = grid_for(B * ceil_div(C, kSparseChannels) * ceil_div(N, 32) * 32, kGatherBackwardThreads);
-    row_sum<<<blocks, kGatherBackwardThreads, 0, s>>>(grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, grad_feat);
+    const unsigned int blocks =
+        grid_for(B * ceil_div(C, kSparseChannels) * ceil_div(N, 32) * 32, kGatherBackwardThreads);
+    row_sum<<<blocks, kGatherBackwardThreads, 0, s>>>(grad_out, weight, plan.row_start, plan.entries, B, C, N,
+                                                      P, T_, grad_feat);
     return launch_status();
   }
   if (path == SumPath::Transposed) {
@@ -102,15 +107,16 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
       const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
       const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
       if (P > 0) {  // with P = 0 the rows are empty and the sums below write zeros
-        transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride,
-                                                                             slab);
+        transpose_slab_kernel<T>
+            <<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
       }
       if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
       const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
-      auto row_sum = T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
-                             : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
-      row_sum<<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C, N, P, T_, c0, cn, stride,
-                                     grad_feat);
+      auto row_sum =
+          T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
+                  : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
+      row_sum<<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C, N, P, T_, c0, cn,
+                                     stride, grad_feat);
     }
     return launch_status();
   }
@@ -132,10 +138,9 @@ CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t 
   return plan_gather_backward(dt, B, C, N, P, T);
 }
 
-Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
-                                 const int64_t* idx, const void* weight, int64_t B, int64_t C,
-                                 int64_t N, int64_t P, int64_t T, void* grad_feat, void* workspace,
-                                 void* stream) {
+Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
+                                 const void* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
+                                 void* grad_feat, void* workspace, void* stream) {
   if (B == 0 || C == 0 || N == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool narrow = plan.shape[0] == 1;

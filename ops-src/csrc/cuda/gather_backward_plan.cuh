@@ -18,10 +18,12 @@ struct FusedPlan {
 
 // The fused sums' launch, or false where they do not apply (too many entries for the block's
 // registers and shared memory, or grad_out rows too long to stage).
-inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes, FusedPlan* plan) {
+inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                       FusedPlan* plan) {
   const int64_t entries = P * T;
   if (P <= 0 || entries > kFusedMaxEntries) return false;
-  const int64_t row_bytes = fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
+  const int64_t row_bytes =
+      fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
   int64_t stage_rows = (kFusedSmemBytes - static_cast<int64_t>(fused_rows_bytes(entries))) / (2 * row_bytes);
   if (stage_rows < 1) return false;
   if (stage_rows > C) stage_rows = C;
@@ -40,7 +42,8 @@ inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, si
 
 // Dynamic shared memory of a fused block with `stage_rows` rows per buffer.
 inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_rows) {
-  const int64_t row_bytes = fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
+  const int64_t row_bytes =
+      fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
   return fused_rows_bytes(P * T) + static_cast<size_t>(2 * stage_rows * row_bytes);
 }
 
@@ -128,7 +131,8 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
   const size_t slab = slab_bytes(B, C, P, elem, path);
   if (plan.shape[0] == 1) {
     RowArrays<uint32_t> rows;
-    if (carve_rows<uint32_t>(nullptr, B, N, P, T, slab, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    if (carve_rows<uint32_t>(nullptr, B, N, P, T, slab, &rows) == nullptr)
+      plan.workspace_bytes = rows.total_bytes;
   } else {
     RowArrays<unsigned long long> rows;
     if (carve_rows<unsigned long long>(nullptr, B, N, P, T, slab, &rows) == nullptr) {

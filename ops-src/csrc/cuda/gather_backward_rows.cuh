@@ -17,8 +17,8 @@ inline bool fits_u32(int64_t B, int64_t N, int64_t P, int64_t T) {
 }
 
 template <class I>
-__global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
-                             int64_t entries_per_batch, I* __restrict__ counts) {
+__global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
+                             I* __restrict__ counts) {
   const int64_t total = B * entries_per_batch;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -31,9 +31,9 @@ __global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t
 // (so the counts need no second memset); the first to claim a row takes its first slot, which
 // keeps rows nearly ascending for sort_rows_kernel (it fixes the order exactly).
 template <class I>
-__global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N,
-                            int64_t entries_per_batch, const I* __restrict__ row_start,
-                            I* __restrict__ cursor, I* __restrict__ entries) {
+__global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
+                            const I* __restrict__ row_start, I* __restrict__ cursor,
+                            I* __restrict__ entries) {
   const int64_t total = B * entries_per_batch;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -110,7 +110,7 @@ struct RowArrays {
 
 template <class I>
 Status carve_rows(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T, size_t slab_bytes,
-                     RowArrays<I>* plan) {
+                  RowArrays<I>* plan) {
   const int64_t rows = B * N + 1;
   WorkspaceCarver carve(workspace);
   plan->counts = carve.take<I>(rows);

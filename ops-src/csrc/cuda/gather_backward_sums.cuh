@@ -24,9 +24,8 @@ constexpr int kUnroll = 4;
 template <class T, class I>
 __global__ void __launch_bounds__(kGatherBackwardThreads)
     row_sum_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
-                   const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B,
-                   int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c_chunk,
-                   T* __restrict__ grad_feat) {
+                   const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B, int64_t C,
+                   int64_t N, int64_t P, int64_t T_, int64_t c_chunk, T* __restrict__ grad_feat) {
   using A = acc_t<T>;
   const int64_t chunks = ceil_div(C, c_chunk);
   const int64_t total = chunks * B * N;
@@ -82,8 +81,8 @@ constexpr int kTransposeSpan = 128;
 
 template <class T>
 __global__ void __launch_bounds__(32 * kTransposeRows)
-    transpose_slab_kernel(const T* __restrict__ src, int64_t B, int64_t C, int64_t P, int64_t c0,
-                          int cn, int stride, T* __restrict__ dst) {
+    transpose_slab_kernel(const T* __restrict__ src, int64_t B, int64_t C, int64_t P, int64_t c0, int cn,
+                          int stride, T* __restrict__ dst) {
   __shared__ T tile[kChannelTile][33];
   for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
     for (int64_t p_base = static_cast<int64_t>(blockIdx.x) * kTransposeSpan;
@@ -106,9 +105,9 @@ __global__ void __launch_bounds__(32 * kTransposeRows)
 template <class T, class I, int TT>
 __global__ void __launch_bounds__(256)
     row_sum_transposed_kernel(const T* __restrict__ slab, const T* __restrict__ weight,
-                              const I* __restrict__ row_start, const I* __restrict__ entries,
-                              int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c0,
-                              int cn, int stride, T* __restrict__ grad_feat) {
+                              const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B,
+                              int64_t C, int64_t N, int64_t P, int64_t T_, int64_t c0, int cn, int stride,
+                              T* __restrict__ grad_feat) {
   using A = acc_t<T>;
   __shared__ A tile[kChannelTile][33];  // [channel][row of the block]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -173,7 +172,8 @@ __device__ __forceinline__ I warp_max(I v) {
 // acc[u] = sum of w * value(p, u). The warp steps through `longest` entries together.
 template <int U, int TT, class T, class I, class A, class Value>
 __device__ __forceinline__ void sum_target(const I* list, I begin, I end, I longest, I batch_first, I t_count,
-                                           const T* __restrict__ weight, int count, Value value, A (&acc)[U]) {
+                                           const T* __restrict__ weight, int count, Value value,
+                                           A (&acc)[U]) {
 #pragma unroll
   for (int u = 0; u < U; ++u) acc[u] = A(0);
   for (I k = 0; k < longest; ++k) {
@@ -220,8 +220,9 @@ __global__ void __launch_bounds__(kGatherBackwardThreads)
     const int c_count = static_cast<int>(C - c_first < kSparseChannels ? C - c_first : kSparseChannels);
     const T* values_b = grad_out + (b * C + c_first) * P;
     A acc[kSparseChannels];
-    sum_target<kSparseChannels, TT>(entries, begin, end, longest, batch_first, t_count, weight, c_count,
-                                    [&](I p, int u) { return values_b[static_cast<int64_t>(p) + u * P]; }, acc);
+    sum_target<kSparseChannels, TT>(
+        entries, begin, end, longest, batch_first, t_count, weight, c_count,
+        [&](I p, int u) { return values_b[static_cast<int64_t>(p) + u * P]; }, acc);
     if (valid) {
       T* out = grad_feat + (b * C + c_first) * N + n;
 #pragma unroll
@@ -253,7 +254,7 @@ inline int64_t staged_sum_row_bytes() {
 }
 inline int64_t staged_sum_span() { return tuning_or(Knob::GatherSumSpan, kStagedSumSpan); }
 constexpr int kStagedSumChannels = 8;  // at most this many grad_out rows per block
-constexpr int kStagedSumUnroll = 8;     // channels summed per pass over a target's entries
+constexpr int kStagedSumUnroll = 8;    // channels summed per pass over a target's entries
 
 // Shared memory of a block: the grad_out rows, then the span's row bounds (span + 1, padded to
 // 4 elements so that the entries after them start 16-byte aligned), then up to span entries.
@@ -268,9 +269,9 @@ inline size_t staged_sum_smem(int64_t channels, int64_t P, size_t elem_bytes, in
 template <class T, class I, int TT>
 __global__ void __launch_bounds__(kStagedSumThreads)
     row_sum_sparse_staged_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
-                                 const I* __restrict__ row_start, const I* __restrict__ entries,
-                                 int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_, int64_t CS,
-                                 int64_t span_rows, T* __restrict__ grad_feat) {
+                                 const I* __restrict__ row_start, const I* __restrict__ entries, int64_t B,
+                                 int64_t C, int64_t N, int64_t P, int64_t T_, int64_t CS, int64_t span_rows,
+                                 T* __restrict__ grad_feat) {
   using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const unsigned int spans = static_cast<unsigned int>(ceil_div(N, span_rows));
@@ -306,8 +307,9 @@ __global__ void __launch_bounds__(kStagedSumThreads)
     const I longest = warp_max<I>(end - begin);
     for (int c = 0; c < cn; c += kStagedSumUnroll) {
       A acc[kStagedSumUnroll];
-      sum_target<kStagedSumUnroll, TT>(list, begin, end, longest, batch_first, t_count, weight, cn - c,
-                                       [&](I p, int u) { return stage[static_cast<int64_t>(c + u) * P + p]; }, acc);
+      sum_target<kStagedSumUnroll, TT>(
+          list, begin, end, longest, batch_first, t_count, weight, cn - c,
+          [&](I p, int u) { return stage[static_cast<int64_t>(c + u) * P + p]; }, acc);
       if (valid) {
         T* out = grad_feat + (b * C + c0 + c) * N + n0 + n;
 #pragma unroll
@@ -353,7 +355,8 @@ __host__ __device__ inline int64_t fused_row_stride(int64_t P, int64_t elem_byte
 // Shared memory before the staged rows: the row positions (kFusedSpan + 1, padded), the entries
 // (P * T, padded), the slots' targets.
 __host__ __device__ inline size_t fused_rows_bytes(int64_t entries) {
-  return align_up(static_cast<size_t>(kFusedSpan + 4 + (entries + 3) / 4 * 4 + kFusedSlots) * sizeof(uint32_t));
+  return align_up(static_cast<size_t>(kFusedSpan + 4 + (entries + 3) / 4 * 4 + kFusedSlots) *
+                  sizeof(uint32_t));
 }
 
 template <class T, int TT>
@@ -399,8 +402,10 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     const int64_t j = e < E ? idx[b * E + e] : -1;
     const uint64_t local = static_cast<uint64_t>(j - n0);  // < rows exactly when n0 <= j < n0 + rows
     const uint32_t packed = local < static_cast<uint64_t>(rows) ? static_cast<uint32_t>(local) : kNoTarget;
-    if (k % 2 == 0) targets[k / 2] = packed;
-    else targets[k / 2] |= packed << 16;
+    if (k % 2 == 0)
+      targets[k / 2] = packed;
+    else
+      targets[k / 2] |= packed << 16;
   }
   auto target_of = [&](int k) { return (targets[k / 2] >> (k % 2 * 16)) & kNoTarget; };
   __syncthreads();
@@ -460,7 +465,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   if (!all_slotted) {  // rows are read in ascending order; each thread reads only its targets' rows
     for (int i = 0; i < kFusedTargetsPerThread; ++i) {
       const int n = target_n(i);
-      if (n < rows && s_pos[n + 1] - s_pos[n] > 1) sort_row(s_list + s_pos[n], static_cast<int64_t>(s_pos[n + 1] - s_pos[n]));
+      if (n < rows && s_pos[n + 1] - s_pos[n] > 1)
+        sort_row(s_list + s_pos[n], static_cast<int64_t>(s_pos[n + 1] - s_pos[n]));
     }
   }
   __syncthreads();
@@ -469,7 +475,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   constexpr int kSlotCached = 4;
   const bool sums_slot = all_slotted && static_cast<uint32_t>(t) < summed;
   const int slot_n = sums_slot ? static_cast<int>(s_slot_target[t]) : 0;
-  const uint32_t slot_lo = sums_slot ? s_pos[slot_n] : 0, slot_len = sums_slot ? s_pos[slot_n + 1] - slot_lo : 0;
+  const uint32_t slot_lo = sums_slot ? s_pos[slot_n] : 0,
+                 slot_len = sums_slot ? s_pos[slot_n + 1] - slot_lo : 0;
   if (slot_len > 1) sort_row(s_list + slot_lo, static_cast<int64_t>(slot_len));
   uint32_t slot_entry[kSlotCached];
 #pragma unroll
@@ -516,7 +523,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
         for (uint32_t i = t; i < len; i += kFusedThreads) copy16_async(dst + i, from + i);
       }
     } else {
-      for (uint32_t u = 0; u < cs; ++u) copy_in_flight<kFusedThreads, 4>(src + u * P, P, buffer(chunk) + u * S);
+      for (uint32_t u = 0; u < cs; ++u)
+        copy_in_flight<kFusedThreads, 4>(src + u * P, P, buffer(chunk) + u * S);
     }
     async_copies_commit();
   };
@@ -546,7 +554,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
         const T* row = rows_base + static_cast<uint32_t>(u) * S;
         alignas(16) T out[VEC];
 #pragma unroll
-        for (int v = 0; v < VEC; ++v) out[v] = all_slotted ? row[read_at[k * VEC + v]] : row_sum(row, n_first + v);
+        for (int v = 0; v < VEC; ++v)
+          out[v] = all_slotted ? row[read_at[k * VEC + v]] : row_sum(row, n_first + v);
         if (vector_stores) {
           *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
         } else {

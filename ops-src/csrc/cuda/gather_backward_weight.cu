@@ -12,8 +12,8 @@ constexpr int kThreads = 256;
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     backward_weight_kernel(const T* __restrict__ grad_out, const T* __restrict__ feat,
-                           const int64_t* __restrict__ idx, int64_t B, int64_t C, int64_t N,
-                           int64_t P, int64_t T_, T* __restrict__ grad_w) {
+                           const int64_t* __restrict__ idx, int64_t B, int64_t C, int64_t N, int64_t P,
+                           int64_t T_, T* __restrict__ grad_w) {
   using A = acc_t<T>;
   const int64_t total = B * P * T_;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
@@ -33,9 +33,9 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat,
-                                   const int64_t* idx, int64_t B, int64_t C, int64_t N,
-                                   int64_t P, int64_t T, void* grad_weight, void* stream) {
+Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+                                   int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight,
+                                   void* stream) {
   if (B == 0 || P == 0 || T == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {

@@ -15,8 +15,8 @@ constexpr int kThreads = 256;
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     gather_forward_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
-                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N,
-                          int64_t P, int64_t T_, T* __restrict__ out, KernelChecks checks) {
+                          const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
+                          int64_t T_, T* __restrict__ out, KernelChecks checks) {
   using A = acc_t<T>;
   const bool poisoned = checks.recorded();
   const int64_t total = B * C * P;
@@ -77,7 +77,8 @@ constexpr int kStageLoads = 4;  // 16-byte loads in flight per thread while stag
 // their bank conflicts, are what bound the gather from the stage; unpaired, a 16-bit gather
 // issues as many of them as a float32 one.
 template <int THREADS, class T>
-__device__ __forceinline__ void stage_row_pairs(const T* __restrict__ src, int cn, int64_t N, uint32_t* words) {
+__device__ __forceinline__ void stage_row_pairs(const T* __restrict__ src, int cn, int64_t N,
+                                                uint32_t* words) {
   const int64_t pairs = (cn + 1) / 2;
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && N % 8 == 0) {
     const int64_t per_row = N / 8;  // 16-byte vectors per row
@@ -114,9 +115,8 @@ __device__ __forceinline__ __nv_bfloat16 from_bits(uint32_t bits, __nv_bfloat16)
 template <class T, int TT>
 __global__ void __launch_bounds__(staged_threads<TT>())
     gather_staged_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
-                         const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
-                         int64_t T_, T* __restrict__ out, int64_t CC, int64_t p_chunk, bool paired,
-                         KernelChecks checks) {
+                         const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_,
+                         T* __restrict__ out, int64_t CC, int64_t p_chunk, bool paired, KernelChecks checks) {
   using A = acc_t<T>;
   // kBad marks an index outside -1..N-1 (checks on): it makes its output NaN.
   constexpr int kBad = -2;
@@ -268,9 +268,8 @@ int64_t stage_budget(int64_t row_bytes, int TT) {
 }
 
 template <class E, int TT>
-Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t B, int64_t C,
-                     int64_t N, int64_t P, int64_t T, E* out, KernelChecks checks, cudaStream_t s,
-                     bool* launched) {
+Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t B, int64_t C, int64_t N,
+                     int64_t P, int64_t T, E* out, KernelChecks checks, cudaStream_t s, bool* launched) {
   const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
   // Channels per block: as many rows as fit, spread evenly over the channel groups.
   constexpr int kStagedThreads = staged_threads<TT>();
@@ -309,16 +308,16 @@ Status launch_staged(const E* feat, const int64_t* idx, const E* weight, int64_t
   const int64_t p_chunk = ceil_div(P, p_chunks);
   const int64_t blocks = base_blocks * ceil_div(P, p_chunk);
   if (blocks > INT32_MAX) return nullptr;  // the direct path (a grid-stride loop) takes it
-  kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(feat, idx, weight, B, C, N, P,
-                                                                         T, out, CC, p_chunk, paired, checks);
+  kernel<<<static_cast<unsigned int>(blocks), kStagedThreads, smem, s>>>(feat, idx, weight, B, C, N, P, T,
+                                                                         out, CC, p_chunk, paired, checks);
   *launched = true;
   return launch_status();
 }
 
 }  // namespace
 
-Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight,
-                           int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* out,
+Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t B,
+                           int64_t C, int64_t N, int64_t P, int64_t T, void* out,
                            const InKernelChecks* in_kernel_checks, void* stream) {
   const KernelChecks checks = KernelChecks::from(in_kernel_checks);
   if (B == 0 || C == 0 || P == 0) return nullptr;
@@ -347,8 +346,8 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
       }
       if (st != nullptr || launched) return st;
     }
-    gather_forward_kernel<E><<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(f, idx, w, B, C, N, P,
-                                                                               T, o, checks);
+    gather_forward_kernel<E>
+        <<<grid_for(B * C * P, kThreads), kThreads, 0, s>>>(f, idx, w, B, C, N, P, T, o, checks);
     return launch_status();
   });
 }

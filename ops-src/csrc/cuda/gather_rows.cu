@@ -16,8 +16,9 @@ constexpr int kThreads = 256;
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    gather_rows_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx, const T* __restrict__ weight,
-                       int64_t P, int64_t C, int64_t Q, int64_t T_, T* __restrict__ out) {
+    gather_rows_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
+                       const T* __restrict__ weight, int64_t P, int64_t C, int64_t Q, int64_t T_,
+                       T* __restrict__ out) {
   using A = acc_t<T>;
   const int64_t total = Q * C;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, class I>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ weight,
-                                const I* __restrict__ row_start, const I* __restrict__ entries, int64_t P, int64_t C,
-                                int64_t T_, T* __restrict__ grad_feat) {
+                                const I* __restrict__ row_start, const I* __restrict__ entries, int64_t P,
+                                int64_t C, int64_t T_, T* __restrict__ grad_feat) {
   using A = acc_t<T>;
   const int64_t total = P * C;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
@@ -74,7 +75,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t q = e / T_, j = idx[e];
     A acc = A(0);
     if (j >= 0 && j < P) {
-      for (int64_t c = 0; c < C; ++c) acc = add_rn(acc, mul_rn(to_acc(grad_out[q * C + c]), to_acc(feat[j * C + c])));
+      for (int64_t c = 0; c < C; ++c)
+        acc = add_rn(acc, mul_rn(to_acc(grad_out[q * C + c]), to_acc(feat[j * C + c])));
     }
     grad_w[e] = from_acc<T>(acc);
   }
@@ -96,8 +98,8 @@ Status backward_rows(const CudaPlan& plan, const T* grad_out, const int64_t* idx
   err = cub::DeviceScan::ExclusiveSum(rows.temp, bytes, rows.counts, rows.row_start, P + 1, s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, 1, P, entries, rows.row_start, rows.counts,
-                                                                   rows.entries);
+    fill_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, 1, P, entries, rows.row_start,
+                                                                    rows.counts, rows.entries);
     sort_rows_kernel<I><<<grid_for(P, kThreads), kThreads, 0, s>>>(rows.row_start, P, rows.entries);
   }
   gather_rows_backward_kernel<T, I><<<grid_for(P * C, kThreads), kThreads, 0, s>>>(
@@ -107,8 +109,8 @@ Status backward_rows(const CudaPlan& plan, const T* grad_out, const int64_t* idx
 
 }  // namespace
 
-Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P, int64_t C,
-                        int64_t Q, int64_t T, void* out, void* stream) {
+Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
+                        int64_t C, int64_t Q, int64_t T, void* out, void* stream) {
   if (Q == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -126,17 +128,19 @@ CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int
   plan.shape[0] = fits_u32(1, P, Q, T) ? 1 : 0;
   if (plan.shape[0] == 1) {
     RowArrays<uint32_t> rows;
-    if (carve_rows<uint32_t>(nullptr, 1, P, Q, T, 0, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    if (carve_rows<uint32_t>(nullptr, 1, P, Q, T, 0, &rows) == nullptr)
+      plan.workspace_bytes = rows.total_bytes;
   } else {
     RowArrays<unsigned long long> rows;
-    if (carve_rows<unsigned long long>(nullptr, 1, P, Q, T, 0, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    if (carve_rows<unsigned long long>(nullptr, 1, P, Q, T, 0, &rows) == nullptr)
+      plan.workspace_bytes = rows.total_bytes;
   }
   return plan;
 }
 
-Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
-                                      const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
-                                      void* grad_feat, void* workspace, void* stream) {
+Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
+                                      const int64_t* idx, const void* weight, int64_t P, int64_t C, int64_t Q,
+                                      int64_t T, void* grad_feat, void* workspace, void* stream) {
   if (P == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -150,13 +154,15 @@ Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void
 }
 
 Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
-                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight, void* stream) {
+                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
+                                        void* stream) {
   if (Q == 0 || T == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
     gather_rows_weight_kernel<E><<<grid_for(Q * T, kThreads), kThreads, 0, s>>>(
-        static_cast<const E*>(grad_out), static_cast<const E*>(feat), idx, P, C, Q, T, static_cast<E*>(grad_weight));
+        static_cast<const E*>(grad_out), static_cast<const E*>(feat), idx, P, C, Q, T,
+        static_cast<E*>(grad_weight));
     return launch_status();
   });
 }

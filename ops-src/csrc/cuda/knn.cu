@@ -169,9 +169,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // Visits the cells (x0..x1, y, z) of one grid row, clipped to the grid.
 template <class TopK>
-__device__ __forceinline__ void visit_run(const GridParams& g, const int* starts,
-                                          const float4* sorted, int x0, int x1, int y, int z,
-                                          float qx, float qy, float qz, TopK& top) {
+__device__ __forceinline__ void visit_run(const GridParams& g, const int* starts, const float4* sorted,
+                                          int x0, int x1, int y, int z, float qx, float qy, float qz,
+                                          TopK& top) {
   if (y < 0 || y >= g.dims[1] || z < 0 || z >= g.dims[2]) return;
   x0 = x0 < 0 ? 0 : x0;
   x1 = x1 >= g.dims[0] ? g.dims[0] - 1 : x1;
@@ -197,8 +197,8 @@ template <class T, class TopK>
 __global__ void __launch_bounds__(kThreads)
     knn_grid_kernel(const T* __restrict__ query, CloudRows queries, CloudRows clouds, int64_t K,
                     const GridParams* __restrict__ params, const int* __restrict__ cell_start,
-                    const float4* __restrict__ sorted, T* __restrict__ dist2_out,
-                    int64_t* __restrict__ idx, float* __restrict__ work_d) {
+                    const float4* __restrict__ sorted, T* __restrict__ dist2_out, int64_t* __restrict__ idx,
+                    float* __restrict__ work_d) {
   const int64_t total = queries.total_rows();
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < total;
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -281,21 +281,21 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, class TopK>
-Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query,
-                  const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
-                  int64_t M, int64_t K, T* dist2, int64_t* idx, acc_t<T>* work_d, cudaStream_t s) {
+Status launch_knn(bool grid, const SpatialGrid& g, const T* xyz, const T* query, const int64_t* lengths,
+                  const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K, T* dist2,
+                  int64_t* idx, acc_t<T>* work_d, cudaStream_t s) {
   if constexpr (!std::is_same<T, double>::value) {
     if (grid) {
       const CloudRows clouds = CloudRows::padded(lengths, B, N);
       if (Status st = build_grid<T>(g, xyz, clouds, 0.f, 2.f, s)) return st;
       knn_grid_kernel<T, TopK><<<grid_for(B * M, kThreads), kThreads, 0, s>>>(
-          query, CloudRows::padded(query_lengths, B, M), clouds, K, g.params, g.cell_start, g.sorted, dist2, idx,
-          work_d);
+          query, CloudRows::padded(query_lengths, B, M), clouds, K, g.params, g.cell_start, g.sorted, dist2,
+          idx, work_d);
       return launch_status();
     }
   }
-  knn_tiled_kernel<T, TopK><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(xyz, query, lengths, query_lengths, B, N,
-                                                       M, K, dist2, idx, work_d);
+  knn_tiled_kernel<T, TopK><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(xyz, query, lengths, query_lengths,
+                                                                         B, N, M, K, dist2, idx, work_d);
   return launch_status();
 }
 
@@ -338,15 +338,16 @@ CudaPlan knn_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
   return plan;
 }
 
-Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query,
-                const int64_t* lengths, const int64_t* query_lengths, int64_t B, int64_t N,
-                int64_t M, int64_t K, void* dist2, int64_t* idx, void* workspace, void* stream) {
+Status knn_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const void* query, const int64_t* lengths,
+                const int64_t* query_lengths, int64_t B, int64_t N, int64_t M, int64_t K, void* dist2,
+                int64_t* idx, void* workspace, void* stream) {
   if (B == 0 || M == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool grid = plan.path == kUniformGrid;
   const int64_t capacity = plan.shape[0];
   WorkspaceCarver carve(workspace);
-  char* work_d = capacity == 0 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
+  char* work_d =
+      capacity == 0 ? carve.take<char>(static_cast<size_t>(B * M * K) * dtype_acc_bytes(dt)) : nullptr;
   char* grid_base = workspace == nullptr ? nullptr : static_cast<char*>(workspace) + carve.used();
   const SpatialGrid g = grid ? carve_grid(grid_base, B, B * N) : SpatialGrid{};
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -376,8 +377,8 @@ CudaPlan knn_packed_cuda_plan(Dtype dt, int64_t B, int64_t P, int64_t Q, int64_t
 }
 
 Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const int64_t* ptr, int64_t P,
-                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K, void* dist2,
-                       int64_t* idx, void* workspace, void* stream) {
+                       const void* query, const int64_t* query_ptr, int64_t Q, int64_t B, int64_t K,
+                       void* dist2, int64_t* idx, void* workspace, void* stream) {
   if (Q == 0 || K == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const int64_t capacity = plan.shape[0];
@@ -403,8 +404,8 @@ Status knn_packed_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const in
           return launch_status();
         }
       }
-      knn_packed_scan_kernel<T, TopK><<<grid_for(Q, kThreads), kThreads, 0, s>>>(x, qy, queries, clouds, K, d, idx,
-                                                                                wd);
+      knn_packed_scan_kernel<T, TopK>
+          <<<grid_for(Q, kThreads), kThreads, 0, s>>>(x, qy, queries, clouds, K, d, idx, wd);
       return launch_status();
     });
   });

@@ -187,25 +187,26 @@ __device__ __forceinline__ int64_t grid_cloud_of(const CloudRows& clouds, int64_
 }
 
 template <class T>
-__global__ void grid_count_kernel(const T* __restrict__ xyz, CloudRows clouds, const GridParams* __restrict__ params,
-                                  int* counts, int* point_cell) {
+__global__ void grid_count_kernel(const T* __restrict__ xyz, CloudRows clouds,
+                                  const GridParams* __restrict__ params, int* counts, int* point_cell) {
   const int64_t total = clouds.total_rows();
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t b = grid_cloud_of(clouds, e);
     if (b < 0) continue;
     const GridParams g = params[b];
-    const int c = cell_index(g, cell_coord(g, 0, to_acc(xyz[e * 3])),
-                             cell_coord(g, 1, to_acc(xyz[e * 3 + 1])),
-                             cell_coord(g, 2, to_acc(xyz[e * 3 + 2])));
+    const int c =
+        cell_index(g, cell_coord(g, 0, to_acc(xyz[e * 3])), cell_coord(g, 1, to_acc(xyz[e * 3 + 1])),
+                   cell_coord(g, 2, to_acc(xyz[e * 3 + 2])));
     point_cell[e] = c;
     atomicAdd(&counts[grid_cell_base(clouds, b) + c], 1);
   }
 }
 
 template <class T>
-__global__ void grid_scatter_kernel(const T* __restrict__ xyz, CloudRows clouds, const int* __restrict__ point_cell,
-                                    const int* __restrict__ cell_start, int* cursor, float4* __restrict__ sorted) {
+__global__ void grid_scatter_kernel(const T* __restrict__ xyz, CloudRows clouds,
+                                    const int* __restrict__ point_cell, const int* __restrict__ cell_start,
+                                    int* cursor, float4* __restrict__ sorted) {
   const int64_t total = clouds.total_rows();
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -221,8 +222,8 @@ __global__ void grid_scatter_kernel(const T* __restrict__ xyz, CloudRows clouds,
 
 // Builds the grid of every cloud on stream s.
 template <class T>
-Status build_grid(const SpatialGrid& g, const T* xyz, const CloudRows& clouds, float min_cell, float points_per_cell,
-                  cudaStream_t s) {
+Status build_grid(const SpatialGrid& g, const T* xyz, const CloudRows& clouds, float min_cell,
+                  float points_per_cell, cudaStream_t s) {
   const int64_t B = clouds.B, rows = clouds.total_rows();
   const size_t slots = static_cast<size_t>(g.slots);
   cudaError_t err = cudaMemsetAsync(g.min_bits, 0x7f, static_cast<size_t>(B * 3) * sizeof(int), s);
@@ -235,17 +236,17 @@ Status build_grid(const SpatialGrid& g, const T* xyz, const CloudRows& clouds, f
   const int64_t chunks = ceil_div(ceil_div(rows, B > 0 ? B : 1), 256 * 8);  // for the average cloud
   const unsigned int bx = static_cast<unsigned int>(chunks < 1024 ? (chunks < 1 ? 1 : chunks) : 1024);
   grid_bbox_kernel<T><<<dim3(bx, by), 256, 0, s>>>(xyz, clouds, g.min_bits, g.max_bits);
-  grid_params_kernel<<<grid_for(B, 128), 128, 0, s>>>(clouds, g.min_bits, g.max_bits, min_cell, points_per_cell,
-                                                       g.params);
+  grid_params_kernel<<<grid_for(B, 128), 128, 0, s>>>(clouds, g.min_bits, g.max_bits, min_cell,
+                                                      points_per_cell, g.params);
   grid_count_kernel<T><<<grid_for(rows, 256), 256, 0, s>>>(xyz, clouds, g.params, g.counts, g.point_cell);
   if (Status st = launch_status()) return st;
   size_t bytes = g.scan_temp_bytes;
-  err = cub::DeviceScan::ExclusiveSum(g.scan_temp, bytes, g.counts, g.cell_start,
-                                      static_cast<int64_t>(slots), s);
+  err = cub::DeviceScan::ExclusiveSum(g.scan_temp, bytes, g.counts, g.cell_start, static_cast<int64_t>(slots),
+                                      s);
   if (err == cudaSuccess) err = cudaMemsetAsync(g.counts, 0, slots * sizeof(int), s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
-  grid_scatter_kernel<T><<<grid_for(rows, 256), 256, 0, s>>>(xyz, clouds, g.point_cell, g.cell_start, g.counts,
-                                                              g.sorted);
+  grid_scatter_kernel<T>
+      <<<grid_for(rows, 256), 256, 0, s>>>(xyz, clouds, g.point_cell, g.cell_start, g.counts, g.sorted);
   return launch_status();
 }
 

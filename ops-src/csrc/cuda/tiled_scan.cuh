@@ -20,16 +20,15 @@ struct alignas(4 * sizeof(A)) Point4 {
 // its global row q = b*M + m, whether it is inside the cloud's query length, and its point.
 template <class A>
 struct ScanQuery {
-  int64_t n;   // valid points of the cloud
-  int64_t m;   // query index in the cloud
-  int64_t q;   // b * M + m
-  bool active; // m < the cloud's query length
+  int64_t n;    // valid points of the cloud
+  int64_t m;    // query index in the cloud
+  int64_t q;    // b * M + m
+  bool active;  // m < the cloud's query length
   A x, y, z;
 
   template <class T>
-  __device__ __forceinline__ ScanQuery(const T* query, const int64_t* lengths,
-                                       const int64_t* query_lengths, int64_t b, int64_t N,
-                                       int64_t M) {
+  __device__ __forceinline__ ScanQuery(const T* query, const int64_t* lengths, const int64_t* query_lengths,
+                                       int64_t b, int64_t N, int64_t M) {
     n = clamped_length(lengths, b, N);
     const int64_t mq = clamped_length(query_lengths, b, M);
     m = blockIdx.x * static_cast<int64_t>(kScanThreads) + threadIdx.x;

@@ -19,9 +19,9 @@ constexpr int kThreads = 256;
 constexpr int kMaxDevices = 64;
 
 struct DeviceState {
-  int* device_code = nullptr;          // device memory
+  int* device_code = nullptr;            // device memory
   std::atomic<int*> host_code{nullptr};  // pinned, mapped; set once, read without the lock
-  int* host_code_on_device = nullptr;  // the device's address of host_code
+  int* host_code_on_device = nullptr;    // the device's address of host_code
 };
 
 std::mutex state_mutex;
@@ -44,7 +44,8 @@ Status device_state(int device, cudaStream_t stream, DeviceState** out, bool* av
     void* host_on_device = nullptr;
     err = cudaMalloc(&device_code, sizeof(int));
     if (err == cudaSuccess) err = cudaMemset(device_code, 0, sizeof(int));
-    if (err == cudaSuccess) err = cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (err == cudaSuccess)
+      err = cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
     if (err == cudaSuccess) err = cudaHostGetDevicePointer(&host_on_device, host, 0);
     if (err != cudaSuccess) return cudaGetErrorString(err);  // what was allocated stays with the process
     *static_cast<volatile int*>(host) = 0;
@@ -128,7 +129,8 @@ __device__ __forceinline__ void poison_element(const PoisonTarget& t, int64_t i)
   }
 }
 
-__global__ void __launch_bounds__(kThreads) poison_kernel(PoisonList list, const int* __restrict__ device_code) {
+__global__ void __launch_bounds__(kThreads)
+    poison_kernel(PoisonList list, const int* __restrict__ device_code) {
   if (*reinterpret_cast<const volatile int*>(device_code) == 0) return;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < list.total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -165,14 +167,15 @@ Status value_checks_cuda(const ValueCheck* checks, int count, void* stream, bool
     list.total += checks[k].count;
   }
   if (list.total == 0) return nullptr;
-  value_check_kernel<<<grid_for(list.total, kThreads, 4 * int64_t{current_device_sm_count()}), kThreads, 0, s>>>(
-      list, st->device_code, st->host_code_on_device);
+  value_check_kernel<<<grid_for(list.total, kThreads, 4 * int64_t{current_device_sm_count()}), kThreads, 0,
+                       s>>>(list, st->device_code, st->host_code_on_device);
   return launch_status();
 }
 
 Status in_kernel_checks_cuda(int32_t code, void* stream, InKernelChecks* out, bool* available) {
   DeviceState* st = nullptr;
-  if (Status err = device_state(current_device(), static_cast<cudaStream_t>(stream), &st, available)) return err;
+  if (Status err = device_state(current_device(), static_cast<cudaStream_t>(stream), &st, available))
+    return err;
   if (*available) *out = InKernelChecks{st->device_code, st->host_code_on_device, code};
   return nullptr;
 }
