@@ -14,14 +14,17 @@ from solver.plan import Plan
 def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
     """Problems found in the solved packages (solver.solve.SolvedPackage); empty when all is well."""
     by_name = {r.name: r for r in records}
+    missing = [f"the solution has no {name}" for name in ("python", "pytorch", "pointops") if name not in by_name]
+    if missing:
+        return missing
     problems = []
-    target = plan.target
-    for name in ("python", "pytorch", "pointops"):
-        if name not in by_name:
-            problems.append(f"the solution has no {name}")
-    if problems:
-        return problems
+    for check in (_versions, _variants, _arm_variant, _cuda_version, _arch_constraints):
+        problems += check(kb, plan, by_name, records)
+    return problems
 
+
+def _versions(kb, plan, by_name, records) -> list[str]:
+    problems = []
     python = str(by_name["python"].version)
     if parse_version(python)[:2] != parse_version(plan.python)[:2]:
         problems.append(f"python {python} was solved, {plan.python} was planned")
@@ -29,50 +32,66 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
     planned = plan.pytorch_version if plan.pytorch_exact else plan.pytorch_minor
     if parse_version(str(torch.version))[:len(parse_version(planned))] != parse_version(planned):
         problems.append(f"pytorch {torch.version} was solved, {planned} was planned")
+    if plan.pytorch_min_build_number is not None and torch.build_number < plan.pytorch_min_build_number:
+        problems.append(f"pytorch {torch.version} {torch.build} has build number {torch.build_number}; only "
+                        f"{plan.pytorch_min_build_number} and newer carry SASS for {plan.target.compute_capability}")
+    return problems
 
+
+def _variants(kb, plan, by_name, records) -> list[str]:
+    problems = []
     for name in ("pytorch", "libtorch", "pointops"):
         record = by_name.get(name)
         if record is None:
             continue
         build = str(record.build)
-        if target.has_gpu and build.startswith("cpu"):
+        if plan.target.has_gpu and build.startswith("cpu"):
             problems.append(f"{name} {record.version} {build} is a CPU build, but a GPU was asked for")
         elif not build.startswith(plan.variant):
             problems.append(f"{name} build {build} is not the planned {plan.variant} variant")
+    return problems
 
-    if plan.pytorch_min_build_number is not None and torch.build_number < plan.pytorch_min_build_number:
-        problems.append(f"pytorch {torch.version} {torch.build} has build number {torch.build_number}; only "
-                        f"{plan.pytorch_min_build_number} and newer carry SASS for {target.compute_capability}")
-    if plan.arm_variant:
-        arm = by_name.get("arm-variant")
-        if arm is None:
-            problems.append(f"the solution has no arm-variant package (arm-variant={plan.arm_variant} was planned)")
-        elif str(arm.build) != plan.arm_variant:
-            problems.append(f"arm-variant {arm.build} was solved, {plan.arm_variant} was planned")
 
-    cuda_record = by_name.get("cuda-version")
-    if plan.cuda_version:
-        if cuda_record is None:
-            problems.append("the solution has no cuda-version package")
-        else:
-            solved = ".".join(str(cuda_record.version).split(".")[:2])
-            if solved != plan.cuda_version:
-                problems.append(f"cuda-version {solved} was solved, {plan.cuda_version} was planned")
-            mode = kb.driver_runs_cuda(target.driver_cuda, solved, target.driver_version, target.os)
-            if mode is None:
-                problems.append(f"cuda-version {solved} is newer than the driver runs (CUDA <= {target.driver_cuda})")
-            elif mode == "mvc" and set(plan.coverage.values()) != {"sass"}:
-                problems.append(f"cuda-version {solved} needs minor-version compatibility, which needs SASS for "
-                                f"compute capability {target.compute_capability}")
-    elif cuda_record is not None and target.has_gpu:
-        problems.append(f"cuda-version {cuda_record.version} in a plan without CUDA")
+def _arm_variant(kb, plan, by_name, records) -> list[str]:
+    if not plan.arm_variant:
+        return []
+    arm = by_name.get("arm-variant")
+    if arm is None:
+        return [f"the solution has no arm-variant package (arm-variant={plan.arm_variant} was planned)"]
+    if str(arm.build) != plan.arm_variant:
+        return [f"arm-variant {arm.build} was solved, {plan.arm_variant} was planned"]
+    return []
 
-    if target.compute_capability:
-        cc = parse_version(target.compute_capability)
-        for record in records:
-            for constraint in list(record.constrains) + list(record.depends):
-                match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", str(constraint))
-                if match and cc < parse_version(match.group(1)):
-                    problems.append(f"{record.name} {record.build} needs compute capability >= "
-                                    f"{match.group(1)}, the GPU has {target.compute_capability}")
+
+def _cuda_version(kb, plan, by_name, records) -> list[str]:
+    target, cuda_record = plan.target, by_name.get("cuda-version")
+    if not plan.cuda_version:
+        return [f"cuda-version {cuda_record.version} in a plan without CUDA"] if cuda_record and target.has_gpu else []
+    if cuda_record is None:
+        return ["the solution has no cuda-version package"]
+    problems = []
+    solved = ".".join(str(cuda_record.version).split(".")[:2])
+    if solved != plan.cuda_version:
+        problems.append(f"cuda-version {solved} was solved, {plan.cuda_version} was planned")
+    mode = kb.driver_runs_cuda(target.driver_cuda, solved, target.driver_version, target.os)
+    if mode is None:
+        problems.append(f"cuda-version {solved} is newer than the driver runs (CUDA <= {target.driver_cuda})")
+    elif mode == "mvc" and set(plan.coverage.values()) != {"sass"}:
+        problems.append(f"cuda-version {solved} needs minor-version compatibility, which needs SASS for "
+                        f"compute capability {target.compute_capability}")
+    return problems
+
+
+def _arch_constraints(kb, plan, by_name, records) -> list[str]:
+    capability = plan.target.compute_capability
+    if not capability:
+        return []
+    problems = []
+    cc = parse_version(capability)
+    for record in records:
+        for constraint in list(record.constrains) + list(record.depends):
+            match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", str(constraint))
+            if match and cc < parse_version(match.group(1)):
+                problems.append(f"{record.name} {record.build} needs compute capability >= "
+                                f"{match.group(1)}, the GPU has {capability}")
     return problems

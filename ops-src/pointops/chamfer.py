@@ -138,6 +138,28 @@ def chamfer_distance(x, y, x_lengths=None, y_lengths=None, x_normals=None, y_nor
     directions are added ("max": their maximum). loss_normals (1 - |cos| of matched normals, or
     1 - cos when abs_cosine=False) is None without both normals.
     """
+    squared = _checked_options(norm, squared, point_reduction, batch_reduction, x_normals, y_normals)
+    x_len = _cloud(x, x_lengths, "x")
+    y_len = _cloud(y, y_lengths, "y")
+    _check_partners(x, y, x_normals, y_normals, weights)
+    if weights is not None and float(weights.sum()) == 0.0:  # pytorch3d: a zero loss that keeps the graph
+        zero = (x.sum((1, 2)) * weights) * 0.0
+        return (zero.sum(), zero.sum()) if batch_reduction is not None else (zero, zero)
+
+    args = (weights, point_reduction, norm, squared, abs_cosine)
+    cham_x, norm_x = _one_direction(x, x_len, y, y_len, x_normals, y_normals, *args)
+    if single_directional:
+        loss, loss_normals = cham_x, norm_x
+    else:
+        cham_y, norm_y = _one_direction(y, y_len, x, x_len, y_normals, x_normals, *args)
+        loss, loss_normals = _both_directions(cham_x, norm_x, cham_y, norm_y, point_reduction)
+    if point_reduction is None:
+        return loss, loss_normals
+    return _batch_reduce(loss, weights, batch_reduction), _batch_reduce(loss_normals, weights, batch_reduction)
+
+
+def _checked_options(norm, squared, point_reduction, batch_reduction, x_normals, y_normals) -> bool:
+    """Validates the options; returns `squared` with its default (True for norm=2) filled in."""
     if norm not in (1, 2):
         raise ValueError(f"pointops: chamfer_distance supports norm=1 (L1) or norm=2 (L2), got {norm!r}")
     if squared is None:
@@ -152,8 +174,11 @@ def chamfer_distance(x, y, x_lengths=None, y_lengths=None, x_normals=None, y_nor
         raise ValueError("pointops: batch_reduction must be None when point_reduction is None")
     if point_reduction == "max" and (x_normals is not None or y_normals is not None):
         raise ValueError('pointops: normals must be None when point_reduction is "max"')
-    x_len = _cloud(x, x_lengths, "x")
-    y_len = _cloud(y, y_lengths, "y")
+    return squared
+
+
+def _check_partners(x, y, x_normals, y_normals, weights) -> None:
+    """y, the normals and the weights must fit x."""
     N, P1, D = x.shape
     if y.shape[0] != N or y.shape[2] != D:
         raise ValueError(f"pointops: y must have shape [{N}, P2, {D}] to match x {list(x.shape)}, got "
@@ -168,24 +193,12 @@ def chamfer_distance(x, y, x_lengths=None, y_lengths=None, x_normals=None, y_nor
             raise ValueError(f"pointops: weights must have shape [{N}]")
         if bool((weights < 0).any()):
             raise ValueError("pointops: weights cannot be negative")
-        if float(weights.sum()) == 0.0:  # pytorch3d: a zero loss that keeps the graph
-            zero = (x.sum((1, 2)) * weights) * 0.0
-            return (zero.sum(), zero.sum()) if batch_reduction is not None else (zero, zero)
 
-    args = (weights, point_reduction, norm, squared, abs_cosine)
-    cham_x, norm_x = _one_direction(x, x_len, y, y_len, x_normals, y_normals, *args)
-    if single_directional:
-        loss, loss_normals = cham_x, norm_x
-    else:
-        cham_y, norm_y = _one_direction(y, y_len, x, x_len, y_normals, x_normals, *args)
-        if point_reduction == "max":
-            loss, loss_normals = torch.maximum(cham_x, cham_y), None
-        elif point_reduction is None:
-            loss = (cham_x, cham_y)
-            loss_normals = (norm_x, norm_y) if norm_x is not None else None
-        else:
-            loss = cham_x + cham_y
-            loss_normals = norm_x + norm_y if norm_x is not None else None
+
+def _both_directions(cham_x, norm_x, cham_y, norm_y, point_reduction):
+    """The two directions combined: added, their maximum ("max"), or kept apart (None)."""
+    if point_reduction == "max":
+        return torch.maximum(cham_x, cham_y), None
     if point_reduction is None:
-        return loss, loss_normals
-    return _batch_reduce(loss, weights, batch_reduction), _batch_reduce(loss_normals, weights, batch_reduction)
+        return (cham_x, cham_y), ((norm_x, norm_y) if norm_x is not None else None)
+    return cham_x + cham_y, (norm_x + norm_y if norm_x is not None else None)
