@@ -1,11 +1,13 @@
 """Second-order gradients (gradgradcheck, float64) and torch.func (grad, jacrev, vmap) for every
-operator, against the eager autograd, which test_ops_autograd.py gradchecks."""
+operator, padded and packed (pointops.packed), against the eager autograd, which
+test_ops_autograd.py and test_packed.py gradcheck."""
 
 import pointops
 import pytest
 import torch
 from bad_values import raises_bad_value
 from ops_data import cloud
+from pointops import packed
 from torch.autograd import gradgradcheck
 from torch.func import grad, jacrev, vmap
 
@@ -28,7 +30,28 @@ def _leaf(t):
 
 # Every differentiable path of the API: (name, function of the differentiable inputs, inputs).
 # Index inputs repeat points (collisions in the scatter-sums) and hold -1 slots; ball_query's
-# radius covers the whole cloud so no slot is empty (an empty slot's dist2 is +inf).
+# radius covers the whole cloud so no slot is empty (an empty slot's dist2 is +inf). The packed
+# batch has an empty cloud with a query in it: its slots are -1 / +inf, taken as 0 (the
+# knn_lengths way), and every other query has at least k points.
+def _packed_cases(device):
+    xyz = _rand(9, 3, seed=11, device=device)
+    query = _rand(5, 3, seed=12, device=device)
+    ptr = torch.tensor([0, 5, 5, 9], device=device)
+    query_ptr = torch.tensor([0, 2, 3, 5], device=device)
+    feat = _rand(9, 3, seed=13, device=device)
+    idx = _index((5, 3), 9, seed=14, device=device)
+    weight = _rand(5, 3, seed=15, device=device)
+    return {
+        "packed_knn": (lambda a, b: packed.knn(a, ptr, b, query_ptr, 3)[0].nan_to_num(posinf=0.0), (xyz, query)),
+        "packed_three_nn": (lambda a, b: packed.three_nn(b, query_ptr, a, ptr)[0].nan_to_num(posinf=0.0),
+                            (xyz, query)),
+        "packed_ball_query": (lambda a, b: packed.ball_query(a, ptr, b, query_ptr, 2.0, 4, return_dist2=True)[2]
+                              .nan_to_num(posinf=0.0), (xyz, query)),
+        "packed_gather": (lambda f: packed.gather(f, idx), (feat,)),
+        "packed_interpolate": (lambda f, w: packed.interpolate(f, idx, w), (feat, weight)),
+    }
+
+
 def _cases(device):
     xyz = cloud("random", 2, 7).to(device)
     query = cloud("random", 2, 4, seed=5).to(device)
@@ -46,6 +69,7 @@ def _cases(device):
                         (xyz, query)),
         "three_nn": (lambda a, b: pointops.three_nn(b, a)[0], (xyz, query)),
         "ball_query": (lambda a, b: pointops.ball_query(a, b, 2.0, 5, return_dist2=True)[2], (xyz, query)),
+        **_packed_cases(device),
     }
 
 
@@ -151,7 +175,23 @@ def test_func_grad_through_furthest_point_sample(device):
     torch.testing.assert_close(jacrev(loss)(xyz), expected)
 
 
-@pytest.mark.parametrize("name", ["knn", "three_interpolate", "group_points"])
+def test_func_grad_through_packed_furthest_point_sample(device):
+    xyz = _rand(10, 3, seed=60, device=device)
+    ptr = torch.tensor([0, 6, 10], device=device)
+    sample_ptr = torch.tensor([0, 3, 5], device=device)
+
+    def loss(x):
+        return packed.gather(x, packed.furthest_point_sample(x, ptr, sample_ptr, 5)).square().sum()
+
+    leaf = _leaf(xyz)
+    (expected,) = torch.autograd.grad(loss(leaf), leaf)
+    assert torch.count_nonzero(expected)
+    torch.testing.assert_close(grad(loss)(xyz), expected)
+    torch.testing.assert_close(jacrev(loss)(xyz), expected)
+
+
+@pytest.mark.parametrize("name", ["knn", "three_interpolate", "group_points", "packed_knn", "packed_ball_query",
+                                  "packed_interpolate"])
 def test_func_second_order_equals_eager_double_backward(device, name):
     fn, inputs = _cases(device)[name]
 
@@ -223,6 +263,31 @@ def test_vmap_over_a_middle_dimension(device):
     expected = pointops.knn(xyz.reshape(4, 12, 3), query.reshape(4, 3, 3), 2)
     for a, b in zip(got, expected, strict=True):
         assert torch.equal(a.reshape(b.shape), b)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")
+def test_vmap_packed_ops_equal_a_loop(device):
+    # the packed ops have no batching rule of their own: torch's fallback runs them once per
+    # sample (and warns about the performance), with the same results as a loop
+    V = 3
+    ptr = torch.tensor([0, 6, 6, 10], device=device)
+    query_ptr = torch.tensor([0, 2, 3, 4], device=device)
+    sample_ptr = torch.tensor([0, 3, 3, 5], device=device)
+    xyz = _rand(V, 10, 3, seed=50, device=device)
+    query = _rand(V, 4, 3, seed=51, device=device)
+    feat = _rand(V, 10, 2, seed=52, device=device)
+    idx = _index((4, 3), 10, seed=53, device=device)
+    weight = _rand(V, 4, 3, seed=54, device=device)
+    checks = [
+        (lambda x, q: packed.knn(x, ptr, q, query_ptr, 3), (xyz, query)),
+        (lambda x, q: packed.ball_query(x, ptr, q, query_ptr, 0.5, 4, return_dist2=True), (xyz, query)),
+        (lambda x: packed.furthest_point_sample(x, ptr, sample_ptr, 5), (xyz,)),
+        (lambda f: packed.gather(f, idx), (feat,)),
+        (lambda f, w: packed.interpolate(f, idx, w), (feat, weight)),
+        (lambda x: packed.knn(x, ptr, query[0], query_ptr, 3), (xyz,)),  # the query shared by every sample
+    ]
+    for fn, args in checks:
+        _assert_same(vmap(fn)(*args), _stack(fn, list(zip(*args, strict=True))))
 
 
 def test_value_checks_still_raise_under_transforms(device):
