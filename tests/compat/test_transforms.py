@@ -370,12 +370,6 @@ def test_compile_fullgraph(device, name, dynamic):
     _compiled_equals_eager(model, calls, differentiable, dynamic)
 
 
-# torch.jit.trace does not record torch.no_grad: the distances of Pointcept's knn_query (a
-# no_grad function) become differentiable in the traced graph, so its interpolation passes a
-# gradient to xyz that eager does not have. The features' gradients are right.
-NO_GRAD_NOT_TRACED = pytest.mark.xfail(strict=True, reason="jit.trace does not record Pointcept's no_grad")
-
-
 @NO_FAKE_KERNELS
 def test_compile_torch_cluster_without_fullgraph(device):
     model, calls, _ = _models(device)["torch_cluster"]
@@ -386,7 +380,7 @@ def test_compile_torch_cluster_without_fullgraph(device):
 
 
 @pytest.mark.parametrize("name", ["packed", "chamfer", "chamfer_l1", "chamfer_5d", "pointnet2_utils", "pointcept_features",
-                                  pytest.param("pointcept", marks=NO_GRAD_NOT_TRACED), "torch_cluster",
+                                  "pointcept", "torch_cluster",
                                   "pointnet2_batch_cuda"])
 def test_jit_trace_save_load(device, name, tmp_path):
     if name == "pointnet2_batch_cuda" and pn2_batch is None:

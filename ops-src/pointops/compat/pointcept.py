@@ -132,7 +132,9 @@ def knn_query(nsample, xyz, offset, new_xyz=None, new_offset=None):
     rows, dist [m, nsample] Euclidean), ascending; missing slots -1 / inf."""
     nsample = _positive(nsample, "nsample")
     xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
-    dist2, idx = packed.knn(xyz, ptr, new_xyz, new_ptr, nsample)
+    # detached as well as no_grad: torch.jit.trace does not record no_grad, and a traced model
+    # would otherwise give xyz a gradient through these distances that the eager one has not
+    dist2, idx = packed.knn(xyz.detach(), ptr, new_xyz.detach(), new_ptr, nsample)
     return idx.to(torch.int32), dist2.sqrt()
 
 
