@@ -228,10 +228,15 @@ def test_the_cuda_13_package_builds_tests_and_installs(tmp_path, monkeypatch):
     code, records = rattler_install([built.output, built.channel], ["pointops"], prefix,
                                     NO_GPU + ["__cuda=13.0", "__cuda_arch=9.0"])
     assert code == 0, records
-    probe = "import pointops, json; print(json.dumps(pointops.build_info()))"
+    # the CUDA build's CPU kernels run without a GPU or driver
+    probe = ("import json, torch, pointops\n"
+             "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
+             "print(pointops.furthest_point_sample(xyz, 3).tolist())\n"
+             "print(json.dumps(pointops.build_info()))\n")
     proc = subprocess.run([str(prefix / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-2] == "[[0, 3, 1]]"
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info["cuda_version"] == "13.0" and info["ptx_arch"] == "12.0"
     assert info["sass_archs"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0"]  # no Jetson 8.7 on x86-64
