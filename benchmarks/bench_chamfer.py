@@ -50,6 +50,7 @@ def run(x, y, fn):
     def step():
         x.grad = y.grad = None
         fn(x, y).backward()
+
     return step
 
 
@@ -70,8 +71,10 @@ def main() -> int:
     except ImportError as e:
         print(f"pytorch3d not importable ({e}): its column is skipped")
     device, rows = args.device, []
-    print(f"{'shape':9s} {'pointops ms':>12s} {'cdist ms':>9s} {'x cdist':>8s} {'pytorch3d ms':>13s} "
-          f"{'x p3d':>6s}  |loss diff|")
+    print(
+        f"{'shape':9s} {'pointops ms':>12s} {'cdist ms':>9s} {'x cdist':>8s} {'pytorch3d ms':>13s} "
+        f"{'x p3d':>6s}  |loss diff|"
+    )
     for shape in args.shapes:
         B, N = (int(v) for v in shape.split("x"))
         g = torch.Generator().manual_seed(0)
@@ -83,13 +86,25 @@ def main() -> int:
         t_cdist = timed(run(x, y, cdist_chamfer), device, reps=3)
         diff = float((pointops.chamfer_distance(x, y)[0] - cdist_chamfer(x, y)).abs())
         t_p3d = timed(run(x, y, lambda a, b: p3d(a, b)[0]), device) if p3d else None
-        rows.append({"shape": shape, "pointops_ms": t_ours, "cdist_ms": t_cdist, "speedup_vs_cdist": t_cdist / t_ours,
-                     "pytorch3d_ms": t_p3d, "speedup_vs_pytorch3d": t_p3d / t_ours if t_p3d else None,
-                     "abs_loss_diff_vs_cdist": diff})
-        print(f"{shape:9s} {t_ours:12.3f} {t_cdist:9.3f} {t_cdist / t_ours:8.2f} "
-              f"{t_p3d if t_p3d else float('nan'):13.3f} {t_p3d / t_ours if t_p3d else float('nan'):6.2f}  {diff:.2e}")
+        rows.append(
+            {
+                "shape": shape,
+                "pointops_ms": t_ours,
+                "cdist_ms": t_cdist,
+                "speedup_vs_cdist": t_cdist / t_ours,
+                "pytorch3d_ms": t_p3d,
+                "speedup_vs_pytorch3d": t_p3d / t_ours if t_p3d else None,
+                "abs_loss_diff_vs_cdist": diff,
+            }
+        )
+        print(
+            f"{shape:9s} {t_ours:12.3f} {t_cdist:9.3f} {t_cdist / t_ours:8.2f} "
+            f"{t_p3d if t_p3d else float('nan'):13.3f} {t_p3d / t_ours if t_p3d else float('nan'):6.2f}  {diff:.2e}"
+        )
     if args.json:
-        write_json(args.json, {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "rows": rows})
+        write_json(
+            args.json, {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "rows": rows}
+        )
     return 0
 
 

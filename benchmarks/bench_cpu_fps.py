@@ -50,14 +50,18 @@ def main(argv: list[str] | None = None) -> int:
         import pointops  # noqa: F401  (registers torch.ops.pointops)
         import torch
     except ImportError as e:
-        print(f"bench_cpu_fps: cannot import numpy/torch/pointops ({e}); run tests/run.sh first",
-              file=sys.stderr)
+        print(
+            f"bench_cpu_fps: cannot import numpy/torch/pointops ({e}); run tests/run.sh first",
+            file=sys.stderr,
+        )
         return 2
     try:
         import fpsample
     except ImportError:
-        print("bench_cpu_fps: fpsample is not installed; `pip install fpsample` (benchmark only)",
-              file=sys.stderr)
+        print(
+            "bench_cpu_fps: fpsample is not installed; `pip install fpsample` (benchmark only)",
+            file=sys.stderr,
+        )
         return 2
 
     rng = np.random.default_rng(0)
@@ -69,16 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         def sample():
             with pointops._tuning.override(CPU_FPS_PATH=path):
                 return ops.furthest_point_sample(xyz, args.k, None, 0)[0].numpy()
+
         return sample
 
     samplers = {
         "pointops (cpu)": ours("auto"),
         "pointops (cpu, brute-force scan)": ours("brute"),
         "fpsample.fps_sampling": lambda: fpsample.fps_sampling(pts, args.k, start_idx=0),
-        "fpsample.bucket_fps_kdline_sampling(h=7)":
-            lambda: fpsample.bucket_fps_kdline_sampling(pts, args.k, h=7, start_idx=0),
-        "fpsample.bucket_fps_kdtree_sampling":
-            lambda: fpsample.bucket_fps_kdtree_sampling(pts, args.k, start_idx=0),
+        "fpsample.bucket_fps_kdline_sampling(h=7)": lambda: fpsample.bucket_fps_kdline_sampling(
+            pts, args.k, h=7, start_idx=0
+        ),
+        "fpsample.bucket_fps_kdtree_sampling": lambda: fpsample.bucket_fps_kdtree_sampling(
+            pts, args.k, start_idx=0
+        ),
     }
     ours("auto")()  # warm-up (thread pool start)
     rows, reference = [], None
@@ -95,20 +102,33 @@ def main(argv: list[str] | None = None) -> int:
     ratio = rows[0]["ms"] / best_fpsample
     ratio_exact = rows[0]["ms"] / exact_fpsample
     for r in rows:
-        print(f"{r['sampler']:44s} {r['ms']:10.1f} ms   same samples as pointops: "
-              f"{100 * r['same_set_as_pointops']:.1f}%")
-    print(f"pointops / fastest fpsample = {ratio:.2f} (target <= 2.0: {'PASS' if ratio <= 2 else 'MISS'}); "
-          f"pointops / fpsample exact = {ratio_exact:.3f}; "
-          f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
+        print(
+            f"{r['sampler']:44s} {r['ms']:10.1f} ms   same samples as pointops: "
+            f"{100 * r['same_set_as_pointops']:.1f}%"
+        )
+    print(
+        f"pointops / fastest fpsample = {ratio:.2f} (target <= 2.0: {'PASS' if ratio <= 2 else 'MISS'}); "
+        f"pointops / fpsample exact = {ratio_exact:.3f}; "
+        f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores"
+    )
     if args.json:
-        write_json(args.json, {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.platform(), "cpu_count": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "fpsample": getattr(fpsample, "__version__", "unknown"),
-            "n": args.n, "k": args.k, "reps": args.reps, "rows": rows,
-            "ratio_to_fastest_fpsample": round(ratio, 3),
-            "ratio_to_exact_fpsample": round(ratio_exact, 4)})
+        write_json(
+            args.json,
+            {
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "torch": torch.__version__,
+                "torch_threads": torch.get_num_threads(),
+                "fpsample": getattr(fpsample, "__version__", "unknown"),
+                "n": args.n,
+                "k": args.k,
+                "reps": args.reps,
+                "rows": rows,
+                "ratio_to_fastest_fpsample": round(ratio, 3),
+                "ratio_to_exact_fpsample": round(ratio_exact, 4),
+            },
+        )
     return 0
 
 

@@ -66,8 +66,13 @@ def _median_ms(fn, reps: int) -> float:
 
 
 # Degenerate clouds (--degenerate): N=1e5 points, M=1e4 queries uniform in the unit cube.
-DEGENERATE = ["all points equal", "points on a line", "points on a plane", "one far outlier",
-              "4 tight clusters"]
+DEGENERATE = [
+    "all points equal",
+    "points on a line",
+    "points on a plane",
+    "one far outlier",
+    "4 tight clusters",
+]
 
 
 def _degenerate_cloud(kind, np, rng, n):
@@ -77,7 +82,9 @@ def _degenerate_cloud(kind, np, rng, n):
         t = rng.random((n, 1), dtype=np.float32)
         return np.concatenate([t, 1 - t, 0.5 * t], axis=1)
     if kind == "points on a plane":
-        return np.concatenate([rng.random((n, 2), dtype=np.float32), np.full((n, 1), 0.5, np.float32)], axis=1)
+        return np.concatenate(
+            [rng.random((n, 2), dtype=np.float32), np.full((n, 1), 0.5, np.float32)], axis=1
+        )
     if kind == "one far outlier":
         pts = rng.random((n, 3), dtype=np.float32)
         pts[n // 2] = 1e6
@@ -90,16 +97,26 @@ def _degenerate_row(kind, op, pts, qs, args, torch, peers):
     k, radius = 16, 0.02
     xyz, query = torch.from_numpy(pts).unsqueeze(0), torch.from_numpy(qs).unsqueeze(0)
     if op == "knn":
+
         def ours():
             return torch.ops.pointops.knn(xyz, query, k, None, None)
     else:
+
         def ours():
             return torch.ops.pointops.ball_query(xyz, query, radius, k, None, None, True, False)
-    row = {"case": f"{'kNN k=16' if op == 'knn' else 'ball r=0.02 k=16'}, {kind}", "B": 1, "N": len(pts),
-           "M": len(qs), "k": k, "radius": radius if op == "ball" else None,
-           "pointops_ms": _median_ms(ours, args.reps),
-           "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
-           "threads": torch.get_num_threads(), "peers_ms": {}}
+
+    row = {
+        "case": f"{'kNN k=16' if op == 'knn' else 'ball r=0.02 k=16'}, {kind}",
+        "B": 1,
+        "N": len(pts),
+        "M": len(qs),
+        "k": k,
+        "radius": radius if op == "ball" else None,
+        "pointops_ms": _median_ms(ours, args.reps),
+        "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
+        "threads": torch.get_num_threads(),
+        "peers_ms": {},
+    }
     KDTree = peers.get("pykdtree")
     if op == "knn" and KDTree is not None:
         row["peers_ms"]["pykdtree"] = _median_ms(lambda: KDTree(pts).query(qs, k=k), args.reps)
@@ -120,20 +137,27 @@ def _import_peers():
     peers = {}
     try:
         from pykdtree.kdtree import KDTree
+
         peers["pykdtree"] = KDTree
     except ImportError:
-        print("bench_cpu_neighbors: pykdtree not installed, skipped (`pip install pykdtree`)", file=sys.stderr)
+        print(
+            "bench_cpu_neighbors: pykdtree not installed, skipped (`pip install pykdtree`)", file=sys.stderr
+        )
     try:
         from scipy.spatial import cKDTree
+
         peers["scipy cKDTree"] = cKDTree
     except ImportError:
         print("bench_cpu_neighbors: scipy not installed, skipped (`pip install scipy`)", file=sys.stderr)
     try:
         import fpsample
+
         peers["fpsample"] = fpsample
     except ImportError:
-        print("bench_cpu_neighbors: fpsample not installed, FPS row skipped (`pip install fpsample`)",
-              file=sys.stderr)
+        print(
+            "bench_cpu_neighbors: fpsample not installed, FPS row skipped (`pip install fpsample`)",
+            file=sys.stderr,
+        )
     return peers
 
 
@@ -154,31 +178,47 @@ def _neighbour_case(case, args, torch, np, peers):
     xyz, query = torch.from_numpy(pts), torch.from_numpy(qs)
     ops = torch.ops.pointops
     if kind == "ball":
+
         def ours():
             return ops.ball_query(xyz, query, radius, k, None, None, True, False)
     else:
+
         def ours():
             return ops.knn(xyz, query, k, None, None)
+
     all_threads = torch.get_num_threads()
-    row = {"case": name, "B": B, "N": N, "M": M, "k": k, "radius": radius,
-           "pointops_ms": _median_ms(ours, args.reps),
-           "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
-           "threads": all_threads, "peers_ms": {}}
+    row = {
+        "case": name,
+        "B": B,
+        "N": N,
+        "M": M,
+        "k": k,
+        "radius": radius,
+        "pointops_ms": _median_ms(ours, args.reps),
+        "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
+        "threads": all_threads,
+        "peers_ms": {},
+    }
     KDTree, cKDTree = peers.get("pykdtree"), peers.get("scipy cKDTree")
     if kind in ("knn", "three_nn") and KDTree is not None:
+
         def pykd():
             return [KDTree(pts[b]).query(qs[b], k=k) for b in range(B)]
+
         row["peers_ms"]["pykdtree"] = _median_ms(pykd, args.reps)
         theirs = np.stack([np.sort(i.reshape(M, k), axis=1) for _, i in pykd()])
         mine = np.sort(ours()[1].numpy(), axis=2)
         row["same_neighbours_as_pykdtree"] = round(float((theirs == mine).all(axis=2).mean()), 5)
     if cKDTree is not None:
         if kind == "ball":
+
             def ckd():
                 return [cKDTree(pts[b]).query_ball_point(qs[b], radius, workers=-1) for b in range(B)]
         else:
+
             def ckd():
                 return [cKDTree(pts[b]).query(qs[b], k=k, workers=-1) for b in range(B)]
+
         row["peers_ms"]["scipy cKDTree"] = _median_ms(ckd, args.reps)
     return row
 
@@ -193,10 +233,19 @@ def _fps_case(args, torch, np, peers):
 
     def ours():
         return torch.ops.pointops.furthest_point_sample(xyz, k, None, 0)
-    row = {"case": "FPS N=1e5 K=1e4", "B": 1, "N": n, "M": k, "k": k, "radius": None,
-           "pointops_ms": _median_ms(ours, args.reps),
-           "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
-           "threads": torch.get_num_threads(), "peers_ms": {}}
+
+    row = {
+        "case": "FPS N=1e5 K=1e4",
+        "B": 1,
+        "N": n,
+        "M": k,
+        "k": k,
+        "radius": None,
+        "pointops_ms": _median_ms(ours, args.reps),
+        "pointops_1thread_ms": _with_threads(torch, 1, lambda: _median_ms(ours, args.reps)),
+        "threads": torch.get_num_threads(),
+        "peers_ms": {},
+    }
     samplers = {
         "fpsample fps_sampling": lambda: fpsample.fps_sampling(pts, k, start_idx=0),
         "fpsample bucket kdline(h=7)": lambda: fpsample.bucket_fps_kdline_sampling(pts, k, h=7, start_idx=0),
@@ -211,10 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5, help="timed runs per entry (median)")
     parser.add_argument("--json", help="write the results to this file")
-    parser.add_argument("--only", default="knn,ball,three_nn,fps",
-                        help="comma-separated subset of: knn, ball, three_nn, fps")
-    parser.add_argument("--degenerate", action="store_true",
-                        help="also time degenerate clouds (equal points, line, plane, outlier, clusters)")
+    parser.add_argument(
+        "--only", default="knn,ball,three_nn,fps", help="comma-separated subset of: knn, ball, three_nn, fps"
+    )
+    parser.add_argument(
+        "--degenerate",
+        action="store_true",
+        help="also time degenerate clouds (equal points, line, plane, outlier, clusters)",
+    )
     args = parser.parse_args(argv)
     if args.reps <= 0:
         parser.error("--reps must be positive")
@@ -227,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         import pointops  # noqa: F401  (registers torch.ops.pointops)
         import torch
     except ImportError as e:
-        print(f"bench_cpu_neighbors: cannot import numpy/torch/pointops ({e}); run tests/run.sh first",
-              file=sys.stderr)
+        print(
+            f"bench_cpu_neighbors: cannot import numpy/torch/pointops ({e}); run tests/run.sh first",
+            file=sys.stderr,
+        )
         return 2
     peers = _import_peers()
 
@@ -247,12 +302,20 @@ def main(argv: list[str] | None = None) -> int:
         r["ratio_to_best_peer"] = round(r["pointops_ms"] / best[1], 3) if best else None
         r["thread_scaling"] = round(r["pointops_1thread_ms"] / r["pointops_ms"], 2)
         peers_text = ", ".join(f"{name} {ms:.1f}" for name, ms in r["peers_ms"].items()) or "-"
-        ratio = f"{r['ratio_to_best_peer']:.2f}x ({'PASS' if r['ratio_to_best_peer'] <= 1 else 'MISS'})" if best else "-"
-        print(f"{r['case']:44s} {r['pointops_ms']:10.1f} {r['pointops_1thread_ms']:10.1f} "
-              f"{r['thread_scaling']:7.2f}x   {peers_text}   {ratio}")
+        ratio = (
+            f"{r['ratio_to_best_peer']:.2f}x ({'PASS' if r['ratio_to_best_peer'] <= 1 else 'MISS'})"
+            if best
+            else "-"
+        )
+        print(
+            f"{r['case']:44s} {r['pointops_ms']:10.1f} {r['pointops_1thread_ms']:10.1f} "
+            f"{r['thread_scaling']:7.2f}x   {peers_text}   {ratio}"
+        )
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores, load average "
-          f"{'n/a' if load is None else f'{load[0]:.1f}'}; times include the peers' tree builds")
+    print(
+        f"{torch.get_num_threads()} torch threads, {os.cpu_count()} cores, load average "
+        f"{'n/a' if load is None else f'{load[0]:.1f}'}; times include the peers' tree builds"
+    )
     if args.json:
         versions = {}
         for package in ("pykdtree", "scipy", "fpsample"):
@@ -260,12 +323,21 @@ def main(argv: list[str] | None = None) -> int:
                 versions[package] = importlib.metadata.version(package)
             except importlib.metadata.PackageNotFoundError:
                 versions[package] = None
-        write_json(args.json, {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.platform(), "processor": _cpu_model(), "cpu_count": os.cpu_count(),
-            "load_average_1min": None if load is None else round(load[0], 2),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "peer_versions": versions,
-            "reps": args.reps, "rows": rows})
+        write_json(
+            args.json,
+            {
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": platform.platform(),
+                "processor": _cpu_model(),
+                "cpu_count": os.cpu_count(),
+                "load_average_1min": None if load is None else round(load[0], 2),
+                "torch": torch.__version__,
+                "torch_threads": torch.get_num_threads(),
+                "peer_versions": versions,
+                "reps": args.reps,
+                "rows": rows,
+            },
+        )
     return 0
 
 

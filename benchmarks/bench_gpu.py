@@ -83,8 +83,12 @@ def _cpu_median_ms(fn, reps: int) -> float:
 
 def _driver_version() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -104,21 +108,39 @@ class Table:
     def __init__(self) -> None:
         self.rows: list[dict] = []
 
-    def add(self, op: str, shape: str, ms: float, *, target: float | None = None,
-            peer: float | None = None, floor_ms: float | None = None, note: str = "",
-            device: str = "cuda") -> None:
-        row = {"op": op, "shape": shape, "device": device, "ms": round(ms, 5),
-               "target_ms": target, "peer_ms": peer,
-               "floor_ms": None if floor_ms is None else round(floor_ms, 5),
-               "fraction_of_bound": None if not floor_ms else round(floor_ms / ms, 4),
-               "status": None if target is None else ("PASS" if ms <= target else "MISS"),
-               "note": note}
+    def add(
+        self,
+        op: str,
+        shape: str,
+        ms: float,
+        *,
+        target: float | None = None,
+        peer: float | None = None,
+        floor_ms: float | None = None,
+        note: str = "",
+        device: str = "cuda",
+    ) -> None:
+        row = {
+            "op": op,
+            "shape": shape,
+            "device": device,
+            "ms": round(ms, 5),
+            "target_ms": target,
+            "peer_ms": peer,
+            "floor_ms": None if floor_ms is None else round(floor_ms, 5),
+            "fraction_of_bound": None if not floor_ms else round(floor_ms / ms, 4),
+            "status": None if target is None else ("PASS" if ms <= target else "MISS"),
+            "note": note,
+        }
         self.rows.append(row)
         frac = f"{100 * row['fraction_of_bound']:5.1f}%" if row["fraction_of_bound"] else "     -"
         tgt = f"{target:8.3f}" if target is not None else "       -"
         pr = f"{peer:8.3f}" if peer is not None else "       -"
-        print(f"{op:24s} {shape:42s} {ms:10.4f} ms  bound {frac}  peer {pr}  target {tgt}  "
-              f"{row['status'] or '':4s} {note}", flush=True)
+        print(
+            f"{op:24s} {shape:42s} {ms:10.4f} ms  bound {frac}  peer {pr}  target {tgt}  "
+            f"{row['status'] or '':4s} {note}",
+            flush=True,
+        )
 
 
 def _points(B: int, N: int, dtype, device="cuda", seed: int = 0):
@@ -137,8 +159,14 @@ def _fps_case(table, B, N, K, dtype, peer, target, reps):
     xyz = _points(B, N, dtype)
     ms = _median_ms(lambda: torch.ops.pointops.furthest_point_sample(xyz, K, None, 0), 2, reps)
     # Sequential by nature: no byte or FLOP floor worth quoting; the note gives the time per step.
-    table.add("fps", f"B{B} N{N} K{K} {str(dtype)[6:]}", ms, target=target, peer=peer,
-              note=f"{ms * 1e3 / K:.2f} us/step")
+    table.add(
+        "fps",
+        f"B{B} N{N} K{K} {str(dtype)[6:]}",
+        ms,
+        target=target,
+        peer=peer,
+        note=f"{ms * 1e3 / K:.2f} us/step",
+    )
 
 
 def _neighbour_case(table, bw, op, B, N, M, r, K, dtype, peer, target, reps):
@@ -149,20 +177,31 @@ def _neighbour_case(table, bw, op, B, N, M, r, K, dtype, peer, target, reps):
     es = xyz.element_size()
     nbytes = (B * N * 3 + B * M * 3) * es + B * M * K * 8
     if op == "ball_query":
+
         def fn():
             return ops.ball_query(xyz, query, r, K, None, None, True, False)
+
         nbytes += B * M * 8
         shape = f"B{B} N{N} M{M} r{r} k{K} {str(dtype)[6:]}"
     else:
+
         def fn():
             return ops.knn(xyz, query, K, None, None)
+
         nbytes += B * M * K * es
         shape = f"B{B} N{N} M{M} k{K} {str(dtype)[6:]}"
     ms = _median_ms(fn, 3, reps)
     # The brute-force FLOP floor (8 FLOP per pair) shows how much the spatial grid prunes.
     brute = B * M * N * 8 / FP32_FLOPS * 1e3
-    table.add(op, shape, ms, target=target, peer=peer, floor_ms=nbytes / bw * 1e3,
-              note=f"brute-force FLOP floor {brute:.3f} ms")
+    table.add(
+        op,
+        shape,
+        ms,
+        target=target,
+        peer=peer,
+        floor_ms=nbytes / bw * 1e3,
+        note=f"brute-force FLOP floor {brute:.3f} ms",
+    )
 
 
 def _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, reps):
@@ -194,11 +233,23 @@ def _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, re
         api_ms = _median_ms(lambda: pointops.gather_points(feat, idx2), 3, reps)
         api_b2b = _back_to_back_ms(lambda: pointops.gather_points(feat, idx2))
         torch_b2b = _back_to_back_ms(lambda: torch.gather(feat, 2, expanded))
-        table.add("gather_points_api", shape, api_ms, peer=peer, floor_ms=fwd_bytes / bw * 1e3,
-                  note=f"one call, GPU idle before: torch.gather {torch_ms:.4f} ms (x{torch_ms / api_ms:.2f})")
-        table.add("gather_points_api_b2b", shape, api_b2b, target=1.2 * torch_b2b, peer=peer,
-                  floor_ms=fwd_bytes / bw * 1e3,
-                  note=f"calls back to back: torch.gather {torch_b2b:.4f} ms (x{torch_b2b / api_b2b:.2f})")
+        table.add(
+            "gather_points_api",
+            shape,
+            api_ms,
+            peer=peer,
+            floor_ms=fwd_bytes / bw * 1e3,
+            note=f"one call, GPU idle before: torch.gather {torch_ms:.4f} ms (x{torch_ms / api_ms:.2f})",
+        )
+        table.add(
+            "gather_points_api_b2b",
+            shape,
+            api_b2b,
+            target=1.2 * torch_b2b,
+            peer=peer,
+            floor_ms=fwd_bytes / bw * 1e3,
+            note=f"calls back to back: torch.gather {torch_b2b:.4f} ms (x{torch_b2b / api_b2b:.2f})",
+        )
 
     grad = torch.rand(B, C, P, generator=g).to("cuda", dtype)
     bwd_ms = _median_ms(lambda: ops.gather_backward_feat(grad, idx, w, N), 3, reps)
@@ -213,15 +264,26 @@ def _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, re
 
     scatter_ms = _median_ms(scatter, 3, reps)
     bwd_bytes = B * C * P * es + B * P * T * 8 + B * C * N * es
-    table.add(op + "_backward_feat", shape, bwd_ms, target=scatter_ms / 2, floor_ms=bwd_bytes / bw * 1e3,
-              note=f"scatter_add_ {scatter_ms:.4f} ms (x{scatter_ms / bwd_ms:.2f}); deterministic")
+    table.add(
+        op + "_backward_feat",
+        shape,
+        bwd_ms,
+        target=scatter_ms / 2,
+        floor_ms=bwd_bytes / bw * 1e3,
+        note=f"scatter_add_ {scatter_ms:.4f} ms (x{scatter_ms / bwd_ms:.2f}); deterministic",
+    )
     # Back to back, as in a training step, the host's enqueueing of the pipeline's small
     # kernels overlaps the GPU work; this row compares GPU time per call with that of scatter_add_.
     bwd_b2b = _back_to_back_ms(lambda: ops.gather_backward_feat(grad, idx, w, N), calls=20)
     scatter_b2b = _back_to_back_ms(scatter, calls=20)
-    table.add(op + "_backward_feat_b2b", shape, bwd_b2b, target=scatter_b2b / 2,
-              floor_ms=bwd_bytes / bw * 1e3,
-              note=f"calls back to back: scatter_add_ {scatter_b2b:.4f} ms (x{scatter_b2b / bwd_b2b:.2f})")
+    table.add(
+        op + "_backward_feat_b2b",
+        shape,
+        bwd_b2b,
+        target=scatter_b2b / 2,
+        floor_ms=bwd_bytes / bw * 1e3,
+        note=f"calls back to back: scatter_add_ {scatter_b2b:.4f} ms (x{scatter_b2b / bwd_b2b:.2f})",
+    )
     if weighted:
         bw_ms = _median_ms(lambda: ops.gather_backward_weight(grad, feat, idx), 3, reps)
         table.add(op + "_backward_weight", shape, bw_ms, floor_ms=fwd_bytes / bw * 1e3)
@@ -238,26 +300,32 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
 
     f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
     reps = 3 if quick else 10
-    for B, N, K, peer, target in [(1, 1_000_000, 4096, 756.3, 25), (1, 100_000, 1024, 20.40, 3),
-                                  (8, 16384, 4096, 17.03, 6), (32, 100_000, 1024, 41.45, 10),
-                                  (16, 4096, 1024, 1.309, 0.65)]:
-        for dtype in ((f32, f16, bf16) if N == 100_000 else (f32,)):
+    for B, N, K, peer, target in [
+        (1, 1_000_000, 4096, 756.3, 25),
+        (1, 100_000, 1024, 20.40, 3),
+        (8, 16384, 4096, 17.03, 6),
+        (32, 100_000, 1024, 41.45, 10),
+        (16, 4096, 1024, 1.309, 0.65),
+    ]:
+        for dtype in (f32, f16, bf16) if N == 100_000 else (f32,):
             _fps_case(table, B, N, K, dtype, peer, target, 3 if N >= 1_000_000 else reps)
     for op, B, N, M, r, K, peer, target in [
-            ("ball_query", 1, 1_000_000, 65536, 0.01, 16, 78.44, 5),
-            ("ball_query", 8, 16384, 4096, 0.05, 32, 1.406, 0.5),
-            ("ball_query", 16, 4096, 1024, 0.2, 32, 0.911, 0.45),
-            ("knn", 8, 16384, 4096, 0, 16, 2.166, 1.0),
-            ("knn", 1, 1_000_000, 65536, 0, 16, 127.8, 15),
-            ("three_nn", 8, 4096, 16384, 0, 3, 11.09, 1.5)]:
-        for dtype in ((f32, f16) if B == 8 else (f32,)):
+        ("ball_query", 1, 1_000_000, 65536, 0.01, 16, 78.44, 5),
+        ("ball_query", 8, 16384, 4096, 0.05, 32, 1.406, 0.5),
+        ("ball_query", 16, 4096, 1024, 0.2, 32, 0.911, 0.45),
+        ("knn", 8, 16384, 4096, 0, 16, 2.166, 1.0),
+        ("knn", 1, 1_000_000, 65536, 0, 16, 127.8, 15),
+        ("three_nn", 8, 4096, 16384, 0, 3, 11.09, 1.5),
+    ]:
+        for dtype in (f32, f16) if B == 8 else (f32,):
             _neighbour_case(table, bw, op, B, N, M, r, K, dtype, peer, target, reps)
     for op, B, C, N, P, T, weighted, peer, target in [
-            ("gather_points", 8, 128, 16384, 4096, 1, False, 0.057, None),
-            ("group_points", 8, 64, 16384, 4096 * 32, 1, False, 0.425, 0.2),
-            ("three_interpolate", 8, 128, 4096, 16384, 3, True, 1.519, 0.1),
-            ("gather_points_large_out", 16, 256, 16384, 65536, 1, False, None, None),
-            ("gather_points_huge_rows", 8, 256, 262144, 131072, 1, False, None, None)]:
+        ("gather_points", 8, 128, 16384, 4096, 1, False, 0.057, None),
+        ("group_points", 8, 64, 16384, 4096 * 32, 1, False, 0.425, 0.2),
+        ("three_interpolate", 8, 128, 4096, 16384, 3, True, 1.519, 0.1),
+        ("gather_points_large_out", 16, 256, 16384, 65536, 1, False, None, None),
+        ("gather_points_huge_rows", 8, 256, 262144, 131072, 1, False, None, None),
+    ]:
         for dtype in (f32, f16, bf16):
             _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, reps)
             torch.cuda.empty_cache()
@@ -293,18 +361,30 @@ def bench_dtypes(table: Table, rounds: int = 5) -> None:
         idx_p = torch.randint(0, 16384, (8, 4096, 1), generator=g).cuda()
         return [
             ("fps", "B1 N100000 K1024", lambda: ops.furthest_point_sample(fps_xyz, 1024, None, 0)),
-            ("ball_query", "B8 N16384 M4096 r0.05 k32",
-             lambda: ops.ball_query(xyz, query, 0.05, 32, None, None, True, False)),
+            (
+                "ball_query",
+                "B8 N16384 M4096 r0.05 k32",
+                lambda: ops.ball_query(xyz, query, 0.05, 32, None, None, True, False),
+            ),
             ("knn", "B8 N16384 M4096 k16", lambda: ops.knn(xyz, query, 16, None, None)),
             ("three_nn", "B8 N4096 M16384", lambda: ops.knn(known, unknown, 3, None, None)),
             ("three_interpolate", "B8 C128 N4096 P16384 T3", lambda: ops.gather(feat, idx3, w3)),
-            ("three_interpolate_backward_feat", "B8 C128 N4096 P16384 T3",
-             lambda: ops.gather_backward_feat(grad3, idx3, w3, 4096)),
+            (
+                "three_interpolate_backward_feat",
+                "B8 C128 N4096 P16384 T3",
+                lambda: ops.gather_backward_feat(grad3, idx3, w3, 4096),
+            ),
             ("group_points", "B8 C64 N16384 P131072 T1", lambda: ops.gather(feat_g, idx_g, None)),
-            ("group_points_backward_feat", "B8 C64 N16384 P131072 T1",
-             lambda: ops.gather_backward_feat(grad_g, idx_g, None, 16384)),
-            ("gather_points_backward_feat", "B8 C128 N16384 P4096 T1",
-             lambda: ops.gather_backward_feat(grad_p, idx_p, None, 16384)),
+            (
+                "group_points_backward_feat",
+                "B8 C64 N16384 P131072 T1",
+                lambda: ops.gather_backward_feat(grad_g, idx_g, None, 16384),
+            ),
+            (
+                "gather_points_backward_feat",
+                "B8 C128 N16384 P4096 T1",
+                lambda: ops.gather_backward_feat(grad_p, idx_p, None, 16384),
+            ),
         ]
 
     dtypes = (torch.float32, torch.float16, torch.bfloat16)
@@ -319,10 +399,14 @@ def bench_dtypes(table: Table, rounds: int = 5) -> None:
         spread = (max(f32) - min(f32)) / min(f32)
         for dt in dtypes[1:]:
             ms = statistics.median(times[dt])
-            table.add(op + "_dtype", f"{shape} {str(dt)[6:]} vs float32", ms,
-                      target=ref * (1 + DTYPE_TOLERANCE),
-                      note=f"float32 {ref:.4f} ms (x{ms / ref:.3f}); medians of {rounds} alternating "
-                           f"rounds, float32 rounds spread {100 * spread:.1f}%; back to back")
+            table.add(
+                op + "_dtype",
+                f"{shape} {str(dt)[6:]} vs float32",
+                ms,
+                target=ref * (1 + DTYPE_TOLERANCE),
+                note=f"float32 {ref:.4f} ms (x{ms / ref:.3f}); medians of {rounds} alternating "
+                f"rounds, float32 rounds spread {100 * spread:.1f}%; back to back",
+            )
 
 
 def bench_cpu(table: Table) -> None:
@@ -332,19 +416,36 @@ def bench_cpu(table: Table) -> None:
     ops = torch.ops.pointops
     xyz = _points(8, 16384, torch.float32, device="cpu")
     query = xyz[:, :4096].contiguous()
-    table.add("knn", "B8 N16384 M4096 k16 f32", _cpu_median_ms(lambda: ops.knn(xyz, query, 16, None, None), 3),
-              device="cpu", note=f"{torch.get_num_threads()} threads")
-    table.add("ball_query", "B8 N16384 M4096 r0.05 k32 f32",
-              _cpu_median_ms(lambda: ops.ball_query(xyz, query, 0.05, 32, None, None, True, False), 3),
-              device="cpu", note=f"{torch.get_num_threads()} threads")
-    table.add("fps", "B8 N16384 K1024 f32",
-              _cpu_median_ms(lambda: ops.furthest_point_sample(xyz, 1024, None, 0), 3),
-              device="cpu", note=f"{torch.get_num_threads()} threads")
+    table.add(
+        "knn",
+        "B8 N16384 M4096 k16 f32",
+        _cpu_median_ms(lambda: ops.knn(xyz, query, 16, None, None), 3),
+        device="cpu",
+        note=f"{torch.get_num_threads()} threads",
+    )
+    table.add(
+        "ball_query",
+        "B8 N16384 M4096 r0.05 k32 f32",
+        _cpu_median_ms(lambda: ops.ball_query(xyz, query, 0.05, 32, None, None, True, False), 3),
+        device="cpu",
+        note=f"{torch.get_num_threads()} threads",
+    )
+    table.add(
+        "fps",
+        "B8 N16384 K1024 f32",
+        _cpu_median_ms(lambda: ops.furthest_point_sample(xyz, 1024, None, 0), 3),
+        device="cpu",
+        note=f"{torch.get_num_threads()} threads",
+    )
     feat = torch.rand(8, 64, 16384)
     idx = torch.randint(0, 16384, (8, 4096 * 32, 1))
-    table.add("group_points", "B8 C64 N16384 P131072 T1 f32",
-              _cpu_median_ms(lambda: ops.gather(feat, idx, None), 3), device="cpu",
-              note=f"{torch.get_num_threads()} threads")
+    table.add(
+        "group_points",
+        "B8 C64 N16384 P131072 T1 f32",
+        _cpu_median_ms(lambda: ops.gather(feat, idx, None), 3),
+        device="cpu",
+        note=f"{torch.get_num_threads()} threads",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,17 +466,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info = pointops.build_info()
     if not info.get("cuda"):
-        print("bench_gpu: this pointops build has no CUDA kernels; rebuild with nvcc available",
-              file=sys.stderr)
+        print(
+            "bench_gpu: this pointops build has no CUDA kernels; rebuild with nvcc available", file=sys.stderr
+        )
         return 2
 
     bw = _copy_bandwidth()
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(), "driver": _driver_version(),
-            "torch": torch.__version__, "torch_cuda": torch.version.cuda, "python": platform.python_version(),
-            "pointops_build": info, "copy_GBps": round(bw / 1e9, 1)}
-    print(f"{meta['gpu']}, driver {meta['driver']}, torch {meta['torch']}, "
-          f"copy {meta['copy_GBps']} GB/s (read + write)")
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "driver": _driver_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "pointops_build": info,
+        "copy_GBps": round(bw / 1e9, 1),
+    }
+    print(
+        f"{meta['gpu']}, driver {meta['driver']}, torch {meta['torch']}, "
+        f"copy {meta['copy_GBps']} GB/s (read + write)"
+    )
     table = Table()
     bench_gpu(table, bw, args.quick)
     bench_dtypes(table)

@@ -72,11 +72,17 @@ def _cases(torch, pointops, compat):
         ("knn", "Python API, requires_grad", lambda: pointops.knn(xyz_g, query, K)),
         ("knn", "compat API (three_nn)", lambda: compat.three_nn(query, xyz)),
         ("ball_query", "raw op", lambda: ops.ball_query(xyz, query, 0.3, K, None, None, True, True)),
-        ("ball_query", "raw op, requires_grad",
-         lambda: ops.ball_query(xyz_g, query, 0.3, K, None, None, True, True)),
+        (
+            "ball_query",
+            "raw op, requires_grad",
+            lambda: ops.ball_query(xyz_g, query, 0.3, K, None, None, True, True),
+        ),
         ("ball_query", "Python API", lambda: pointops.ball_query(xyz, query, 0.3, K, return_dist2=True)),
-        ("ball_query", "Python API, requires_grad",
-         lambda: pointops.ball_query(xyz_g, query, 0.3, K, return_dist2=True)),
+        (
+            "ball_query",
+            "Python API, requires_grad",
+            lambda: pointops.ball_query(xyz_g, query, 0.3, K, return_dist2=True),
+        ),
         ("ball_query", "compat API", lambda: compat.ball_query(0.3, K, xyz, query)),
         ("furthest_point_sample", "raw op", lambda: ops.furthest_point_sample(xyz, M, None, 0)),
         ("furthest_point_sample", "Python API", lambda: pointops.furthest_point_sample(xyz, M)),
@@ -88,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed repetition")
     parser.add_argument("--reps", type=int, default=15, help="timed repetitions (median)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (1 keeps thread-pool wake-ups out)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (1 keeps thread-pool wake-ups out)"
+    )
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     if args.calls <= 0 or args.reps <= 0 or args.threads <= 0:
@@ -100,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
         from pointops.compat import pointnet2_utils as compat
     except ImportError as e:
-        print(f"bench_host_overhead: cannot import torch/pointops ({e}); run tests/run.sh first",
-              file=sys.stderr)
+        print(
+            f"bench_host_overhead: cannot import torch/pointops ({e}); run tests/run.sh first",
+            file=sys.stderr,
+        )
         return 2
     torch.set_num_threads(args.threads)
     has_switch = hasattr(pointops, "value_checks")
@@ -118,13 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['op']:<22} {r['layer']:<30} {r['us']:8.1f}")
     if args.json:
-        write_json(args.json, {
-            "benchmark": "bench_host_overhead",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "python": platform.python_version(),
-            "torch": torch.__version__, "threads": args.threads,
-            "calls": args.calls, "reps": args.reps, "results": rows,
-        })
+        write_json(
+            args.json,
+            {
+                "benchmark": "bench_host_overhead",
+                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "host": platform.node(),
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "threads": args.threads,
+                "calls": args.calls,
+                "reps": args.reps,
+                "results": rows,
+            },
+        )
     return 0
 
 

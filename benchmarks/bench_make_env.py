@@ -41,8 +41,10 @@ def time_command(args: list[str], repeat: int, env: dict[str, str]) -> list[floa
 def report(name: str, times: list[float], limit: float) -> bool:
     median = statistics.median(times)
     ok = median < limit
-    print(f"{name}: min {min(times):.3f} s, median {median:.3f} s, max {max(times):.3f} s "
-          f"over {len(times)} runs (target < {limit:g} s: {'met' if ok else 'MISSED'})")
+    print(
+        f"{name}: min {min(times):.3f} s, median {median:.3f} s, max {max(times):.3f} s "
+        f"over {len(times)} runs (target < {limit:g} s: {'met' if ok else 'MISSED'})"
+    )
     return ok
 
 
@@ -54,8 +56,11 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {sys.platform}")
 
-    offline = time_command(["make-env", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64",
-                            "--offline"], args.repeat, env)
+    offline = time_command(
+        ["make-env", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64", "--offline"],
+        args.repeat,
+        env,
+    )
     ok = report("make-env --offline, flag-given target", offline, 1.0)
 
     import local_channels as channel_factory
@@ -65,9 +70,25 @@ def main() -> int:
         start = time.perf_counter()
         channel_factory.write_large_repodata(root, args.records)
         count = sum(1 for _ in root.glob("*/repodata.json"))
-        print(f"wrote a {args.records}-record channel ({count} subdirs) in {time.perf_counter() - start:.2f} s")
-        solve = time_command(["make-env", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64",
-                              "--channel", str(root), "--json"], max(3, args.repeat // 2), env)
+        print(
+            f"wrote a {args.records}-record channel ({count} subdirs) in {time.perf_counter() - start:.2f} s"
+        )
+        solve = time_command(
+            [
+                "make-env",
+                "--gpu",
+                "RTX 4090",
+                "--driver",
+                "550.54.14",
+                "--platform",
+                "linux-64",
+                "--channel",
+                str(root),
+                "--json",
+            ],
+            max(3, args.repeat // 2),
+            env,
+        )
         ok &= report(f"make-env with a solve against {args.records} records (file://)", solve, 3.0)
     return 0 if ok else 1
 

@@ -134,8 +134,19 @@ def main() -> int:
     if os.path.isdir(args.pointcept_lib):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "pointcept.pt")
-            subprocess.run([sys.executable, os.path.abspath(__file__), "--side", "pointcept",
-                            "--pointcept-lib", args.pointcept_lib, "--out", path], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--side",
+                    "pointcept",
+                    "--pointcept-lib",
+                    args.pointcept_lib,
+                    "--out",
+                    path,
+                ],
+                check=True,
+            )
             got = torch.load(path)
         theirs, their_out = got["times"], got["outputs"]
     else:
@@ -145,8 +156,13 @@ def main() -> int:
     for name, t in ours.items():
         other = theirs.get(name) if theirs else None
         check = ""
-        key = {"knn_k16": "knn_k16", "fps_quarter": "fps_quarter", "ball_r0.1_k32": "ball_r0.1_k32",
-               "grouping2_c64_k16_fwd_bwd": "grouping2_grad", "interpolation_k3_fwd_bwd": "interpolation"}.get(name)
+        key = {
+            "knn_k16": "knn_k16",
+            "fps_quarter": "fps_quarter",
+            "ball_r0.1_k32": "ball_r0.1_k32",
+            "grouping2_c64_k16_fwd_bwd": "grouping2_grad",
+            "interpolation_k3_fwd_bwd": "interpolation",
+        }.get(name)
         if their_out is not None and key:
             a, b = our_out[key], their_out[key]
             if a.is_floating_point():
@@ -155,8 +171,10 @@ def main() -> int:
                 check = f"identical {float((a == b).double().mean()) * 100:.3f}%"
         speed = other / t if other else None
         rows.append({"row": name, "pointops_ms": t, "pointcept_ms": other, "speedup": speed, "check": check})
-        print(f"{name:32s} {t:12.3f} {other if other else float('nan'):13.3f} "
-              f"{speed if speed else float('nan'):8.2f}  {check}")
+        print(
+            f"{name:32s} {t:12.3f} {other if other else float('nan'):13.3f} "
+            f"{speed if speed else float('nan'):8.2f}  {check}"
+        )
     if args.json:
         write_json(args.json, {"device": torch.cuda.get_device_name(), "scenes": SIZES, "rows": rows})
     return 0

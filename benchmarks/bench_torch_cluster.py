@@ -91,16 +91,30 @@ def main() -> int:
                 if name in ("knn", "radius"):
                     check = "same edges" if edge_set_equal(a, b) else "edges differ"
                 else:
-                    check = f"identical {float((a == b).double().mean()) * 100:.3f}%" if a.shape == b.shape \
+                    check = (
+                        f"identical {float((a == b).double().mean()) * 100:.3f}%"
+                        if a.shape == b.shape
                         else f"shapes {list(a.shape)} vs {list(b.shape)}"
+                    )
             speed = t_theirs / t_ours if t_theirs else None
-            rows.append({"shape": shape, "op": name, "pointops_ms": t_ours, "torch_cluster_ms": t_theirs,
-                         "speedup": speed, "check": check})
-            print(f"{shape:11s} {name:6s} {t_ours:12.3f} {t_theirs if t_theirs else float('nan'):17.3f} "
-                  f"{speed if speed else float('nan'):8.2f}  {check}")
+            rows.append(
+                {
+                    "shape": shape,
+                    "op": name,
+                    "pointops_ms": t_ours,
+                    "torch_cluster_ms": t_theirs,
+                    "speedup": speed,
+                    "check": check,
+                }
+            )
+            print(
+                f"{shape:11s} {name:6s} {t_ours:12.3f} {t_theirs if t_theirs else float('nan'):17.3f} "
+                f"{speed if speed else float('nan'):8.2f}  {check}"
+            )
     if args.json:
-        write_json(args.json, {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                               "rows": rows})
+        write_json(
+            args.json, {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "rows": rows}
+        )
     return 0
 
 

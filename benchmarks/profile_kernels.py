@@ -60,8 +60,9 @@ def _profile_knn(ops, g, dtype, reps, plain) -> None:
     B, N, M, K = 8, 16384, 4096, 16
     xyz = (1.0 + torch.rand(B, N, 3, generator=g)).to("cuda", dtype)
     query = xyz[:, :M].contiguous()
-    _profile(f"knn B{B} N{N} M{M} k{K} {str(dtype)[6:]}", lambda: ops.knn(xyz, query, K, None, None),
-             reps, plain)
+    _profile(
+        f"knn B{B} N{N} M{M} k{K} {str(dtype)[6:]}", lambda: ops.knn(xyz, query, K, None, None), reps, plain
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ops = torch.ops.pointops
     g = torch.Generator(device="cpu").manual_seed(2)
-    cases = [("gather_points", 8, 128, 16384, 4096, 1, False),
-             ("group_points", 8, 64, 16384, 4096 * 32, 1, False),
-             ("three_interpolate", 8, 128, 4096, 16384, 3, True),
-             ("gather_points_large_out", 16, 256, 16384, 65536, 1, False)]
+    cases = [
+        ("gather_points", 8, 128, 16384, 4096, 1, False),
+        ("group_points", 8, 64, 16384, 4096 * 32, 1, False),
+        ("three_interpolate", 8, 128, 4096, 16384, 3, True),
+        ("gather_points_large_out", 16, 256, 16384, 65536, 1, False),
+    ]
     dtypes = (torch.float32, torch.float16, torch.bfloat16)
     if not args.only or "knn".startswith(args.only):
         for dtype in dtypes:

@@ -20,14 +20,28 @@ from bench_common import write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # columns worth a glance, in order, when a row has them (every script names its own)
-COLUMNS = ("op", "case", "layer", "shape", "ms", "us", "pointops_ms", "peer_ms", "peers_ms", "ratio_to_best_peer",
-           "target_ms", "status", "note")
+COLUMNS = (
+    "op",
+    "case",
+    "layer",
+    "shape",
+    "ms",
+    "us",
+    "pointops_ms",
+    "peer_ms",
+    "peers_ms",
+    "ratio_to_best_peer",
+    "target_ms",
+    "status",
+    "note",
+)
 
 
 def _commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
@@ -52,14 +66,23 @@ def _latest_run_rows(section: dict) -> list:
 
 
 def render(baseline: dict, kind: str) -> str:
-    lines = [f"# Baseline: {kind}", "",
-             f"Rendered from `baseline_{kind}.json` by `benchmarks/update_baseline.py`; each section is "
-             "one script's latest run (its machine and commit below).", ""]
+    lines = [
+        f"# Baseline: {kind}",
+        "",
+        f"Rendered from `baseline_{kind}.json` by `benchmarks/update_baseline.py`; each section is "
+        "one script's latest run (its machine and commit below).",
+        "",
+    ]
     for name, section in sorted(baseline.get("sections", {}).items()):
-        meta = section.get("meta") or {k: v for k, v in section.items() if k not in ("rows",) and
-                                        not isinstance(v, (list, dict))}
-        lines += [f"## {name}", "", "; ".join(f"{k}: {_cell(v)}" for k, v in meta.items()
-                                             if not isinstance(v, dict)), ""]
+        meta = section.get("meta") or {
+            k: v for k, v in section.items() if k not in ("rows",) and not isinstance(v, (list, dict))
+        }
+        lines += [
+            f"## {name}",
+            "",
+            "; ".join(f"{k}: {_cell(v)}" for k, v in meta.items() if not isinstance(v, dict)),
+            "",
+        ]
         rows = section.get("rows") or _latest_run_rows(section)
         if not rows:
             lines += ["(no rows)", ""]

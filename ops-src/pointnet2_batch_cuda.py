@@ -42,10 +42,15 @@ def _compiled_elsewhere():
 
 _real = None if os.environ.get("POINTOPS_PN2_BATCH") == "pointops" else _compiled_elsewhere()
 if _real is not None:
-    warnings.warn(f"pointnet2_batch_cuda: using the compiled module at {_real} instead of pointops' "
-                  "(set POINTOPS_PN2_BATCH=pointops to use pointops')", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"pointnet2_batch_cuda: using the compiled module at {_real} instead of pointops' "
+        "(set POINTOPS_PN2_BATCH=pointops to use pointops')",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     _spec = importlib.util.spec_from_file_location(
-        __name__, _real, loader=importlib.machinery.ExtensionFileLoader(__name__, _real))
+        __name__, _real, loader=importlib.machinery.ExtensionFileLoader(__name__, _real)
+    )
     _module = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_module)
     sys.modules[__name__] = _module
@@ -84,8 +89,10 @@ else:
         r2 = torch.tensor(float(radius), dtype=torch.float32)
         r2 = float(r2 * r2)  # openpoints squares the radius in float32
         # radius whose square, rounded to float32 as pointops does, is exactly r2
-        radius_arg = r2 ** 0.5 if xyz_tensor.dtype == torch.float32 else float(radius)
-        idx, count, _ = _ops.ball_query(xyz_tensor, new_xyz_tensor, radius_arg, nsample, None, None, False, False)
+        radius_arg = r2**0.5 if xyz_tensor.dtype == torch.float32 else float(radius)
+        idx, count, _ = _ops.ball_query(
+            xyz_tensor, new_xyz_tensor, radius_arg, nsample, None, None, False, False
+        )
         hit = (count > 0).unsqueeze(-1)
         idx_tensor.copy_(torch.where(hit, idx.to(torch.int32), idx_tensor))
         return 1
@@ -138,7 +145,9 @@ else:
         out_tensor.copy_(pointops.three_interpolate(points_tensor, idx_tensor, weight_tensor))
         return 1
 
-    def three_interpolate_grad_wrapper(b, c, n, m, grad_out_tensor, idx_tensor, weight_tensor, grad_points_tensor):
+    def three_interpolate_grad_wrapper(
+        b, c, n, m, grad_out_tensor, idx_tensor, weight_tensor, grad_points_tensor
+    ):
         """grad_points [b, c, m] += the weighted scatter of grad_out [b, c, n] to idx."""
         _shape(grad_out_tensor, "grad_out", (b, c, n))
         _shape(idx_tensor, "idx", (b, n, 3))

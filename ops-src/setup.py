@@ -44,8 +44,11 @@ IS_WINDOWS = sys.platform == "win32"
 # form; the table form is deprecated) is valid only from setuptools 77. The license is dynamic
 # there and given here in the form this setuptools understands.
 LICENSE = "BSD-3-Clause"
-LICENSE_METADATA = ({"license_expression": LICENSE} if int(setuptools.__version__.split(".")[0]) >= 77
-                    else {"license": LICENSE})
+LICENSE_METADATA = (
+    {"license_expression": LICENSE}
+    if int(setuptools.__version__.split(".")[0]) >= 77
+    else {"license": LICENSE}
+)
 
 
 def _load_cuda_archs():
@@ -67,12 +70,16 @@ def _torch():
         import torch
         from torch.utils import cpp_extension
     except ImportError:
-        _fail("PyTorch is not installed in this environment. Install torch >= 2.10 first, then run "
-              "`pip install ./ops-src --no-build-isolation` (build isolation would hide torch).")
+        _fail(
+            "PyTorch is not installed in this environment. Install torch >= 2.10 first, then run "
+            "`pip install ./ops-src --no-build-isolation` (build isolation would hide torch)."
+        )
     version = tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])
     if version < TORCH_TARGET:
-        _fail(f"torch {torch.__version__} is too old; pointops needs torch >= "
-              f"{TORCH_TARGET[0]}.{TORCH_TARGET[1]} (stable ABI).")
+        _fail(
+            f"torch {torch.__version__} is too old; pointops needs torch >= "
+            f"{TORCH_TARGET[0]}.{TORCH_TARGET[1]} (stable ABI)."
+        )
     return torch, cpp_extension
 
 
@@ -88,8 +95,12 @@ def _max_jobs() -> int:
 def _find_cuda_home(cpp_extension) -> Path | None:
     """The toolkit root: CUDA_HOME / CUDA_PATH, torch's guess, /usr/local/cuda, or the root of
     the nvcc on PATH (following a wrapper script through `nvcc --dryrun`'s TOP= line)."""
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-                  getattr(cpp_extension, "CUDA_HOME", None), "/usr/local/cuda"]
+    candidates = [
+        os.environ.get("CUDA_HOME"),
+        os.environ.get("CUDA_PATH"),
+        getattr(cpp_extension, "CUDA_HOME", None),
+        "/usr/local/cuda",
+    ]
     nvcc = shutil.which("nvcc")
     if nvcc:
         candidates.append(str(Path(nvcc).resolve().parent.parent))
@@ -130,8 +141,10 @@ def _find_cudart_static(cuda_home: Path) -> Path:
             if (Path(directory) / name).exists():
                 return Path(directory)
     where = "POINTOPS_CUDA_TARGET_ROOT" if target_root else "CUDA_HOME"
-    _fail(f"{name} (the static CUDA runtime) was not found under {root}; set {where} to the "
-          "root that holds it (the toolkit root, or the conda host prefix with cuda-cudart-static).")
+    _fail(
+        f"{name} (the static CUDA runtime) was not found under {root}; set {where} to the "
+        "root that holds it (the toolkit root, or the conda host prefix with cuda-cudart-static)."
+    )
 
 
 def _compiler_version(command: list[str]) -> str:
@@ -181,8 +194,11 @@ class BuildPointops(build_ext):
         if with_cuda and nvcc is None:
             _fail("POINTOPS_CUDA=1 but nvcc was not found; put nvcc on PATH or set CUDA_HOME.")
         if not with_cuda and torch.version.cuda is not None and os.environ.get("POINTOPS_CUDA") != "0":
-            print(f"pointops: torch {torch.__version__} is a CUDA build but nvcc was not found; "
-                  "building the CPU kernels only (install the CUDA toolkit or set CUDA_HOME)", flush=True)
+            print(
+                f"pointops: torch {torch.__version__} is a CUDA build but nvcc was not found; "
+                "building the CPU kernels only (install the CUDA toolkit or set CUDA_HOME)",
+                flush=True,
+            )
         cu_sources = sorted(str(p) for p in (CSRC / "cuda").glob("*.cu"))
         if with_cuda and not cu_sources:
             _fail("CUDA build requested but csrc/cuda/ has no .cu sources.")
@@ -196,8 +212,10 @@ class BuildPointops(build_ext):
         ext.include_dirs += [str(CSRC)] + cpp_extension.include_paths()
         ext.library_dirs += cpp_extension.library_paths()
         ext.libraries += ["torch_cpu"]
-        ext.define_macros += [("TORCH_TARGET_VERSION", TORCH_TARGET_MACRO),
-                              ("Py_LIMITED_API", PY_LIMITED_API)]
+        ext.define_macros += [
+            ("TORCH_TARGET_VERSION", TORCH_TARGET_MACRO),
+            ("Py_LIMITED_API", PY_LIMITED_API),
+        ]
         if IS_WINDOWS:
             ext.extra_compile_args += ["/O2", "/std:c++17", "/EHsc", "/permissive-"]
         else:
@@ -241,16 +259,27 @@ class BuildPointops(build_ext):
             ext.libraries.append("cudart_static")
             if not IS_WINDOWS:
                 ext.libraries += ["dl", "rt", "pthread"]
-            info.update(cuda_version=cuda_version, sass_archs=list(plan.sass),
-                        ptx_arch=plan.ptx[-1] if plan.ptx else None, arch_source=source,
-                        nvcc=f"nvcc {cuda_version} ({nvcc})")
+            info.update(
+                cuda_version=cuda_version,
+                sass_archs=list(plan.sass),
+                ptx_arch=plan.ptx[-1] if plan.ptx else None,
+                arch_source=source,
+                nvcc=f"nvcc {cuda_version} ({nvcc})",
+            )
         elif not IS_WINDOWS:
             ext.libraries.append("dl")
         self._parallel_compile_cxx(ext, jobs)
         stamp = Path(base_temp) / "pointops-build-config.json"
-        config = json.dumps({"info": info, "macros": ext.define_macros,
-                             "compile_args": ext.extra_compile_args,
-                             "libraries": ext.libraries}, sort_keys=True, default=str)
+        config = json.dumps(
+            {
+                "info": info,
+                "macros": ext.define_macros,
+                "compile_args": ext.extra_compile_args,
+                "libraries": ext.libraries,
+            },
+            sort_keys=True,
+            default=str,
+        )
         if _read_text(stamp) != config:
             # setuptools skips an extension whose library is newer than its sources, even when
             # the configuration (CPU-only vs CUDA, flags) changed: rebuild everything then.
@@ -281,8 +310,16 @@ class BuildPointops(build_ext):
     def _compile_cuda(self, nvcc: str, sources: list[str], plan, jobs: int) -> list[str]:
         out_dir = Path(self.build_temp) / "cuda"
         out_dir.mkdir(parents=True, exist_ok=True)
-        common = [nvcc, "-c", "-O3", "-std=c++17", f"-I{CSRC}", "-DPOINTOPS_WITH_CUDA=1",
-                  "--expt-relaxed-constexpr", *plan.gencode_flags()]
+        common = [
+            nvcc,
+            "-c",
+            "-O3",
+            "-std=c++17",
+            f"-I{CSRC}",
+            "-DPOINTOPS_WITH_CUDA=1",
+            "--expt-relaxed-constexpr",
+            *plan.gencode_flags(),
+        ]
         common += ["-Xcompiler", "/MD"] if IS_WINDOWS else ["-Xcompiler", "-fPIC"]
         # nvcc compiles one source for several archs; give each job a share of the threads.
         threads = max(1, jobs // max(1, len(sources)))
@@ -323,8 +360,14 @@ setup(
     ext_modules=[
         Extension(
             "pointops._C",
-            sources=sorted(str(p.relative_to(HERE)) for p in [*CSRC.glob("*.cpp"), *(CSRC / "binding").glob("*.cpp"),
-                                                              *(CSRC / "cpu").glob("*.cpp")]),
+            sources=sorted(
+                str(p.relative_to(HERE))
+                for p in [
+                    *CSRC.glob("*.cpp"),
+                    *(CSRC / "binding").glob("*.cpp"),
+                    *(CSRC / "cpu").glob("*.cpp"),
+                ]
+            ),
             py_limited_api=True,
         )
     ],

@@ -49,14 +49,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run(cmd: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None,
-        cwd: str | None = None) -> Completed:
+def run(
+    cmd: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> Completed:
     """Run `cmd` (stdin from the null device) for at most `timeout_s` seconds; never raises for the
     program's sake."""
     try:
-        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=dict(env) if env is not None else None, cwd=cwd,
-                                start_new_session=os.name == "posix")
+        proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=os.name == "posix",
+        )
     except FileNotFoundError:
         return Completed(None, start_error="not found")
     except OSError as exc:

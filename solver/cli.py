@@ -30,9 +30,17 @@ from solver.errors import (
 
 # subcommand -> (module, one-line help, takes the shared --json/--quiet)
 SUBCOMMANDS = {
-    "make-env": ("solver.make_env", "print a conda environment file that fits this (or a given) GPU and driver", True),
+    "make-env": (
+        "solver.make_env",
+        "print a conda environment file that fits this (or a given) GPU and driver",
+        True,
+    ),
     "doctor": ("solver.doctor", "diagnose the current PyTorch/CUDA environment and say the fix", True),
-    "channel": ("solver.channel.cli", "build, package and index pointops conda packages into a channel", False),
+    "channel": (
+        "solver.channel.cli",
+        "build, package and index pointops conda packages into a channel",
+        False,
+    ),
 }
 
 SHARED_OPTIONS = {
@@ -115,5 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(prog, "standard output was closed before everything was written (broken pipe)")
         return EXIT_FAILURE
     except Exception as exc:  # a bug: one line that says so, instead of a traceback
-        _say(prog, f"internal error ({type(exc).__name__}: {exc}); please report it with the command line used")
+        _say(
+            prog, f"internal error ({type(exc).__name__}: {exc}); please report it with the command line used"
+        )
         return EXIT_FAILURE

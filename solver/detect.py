@@ -43,15 +43,15 @@ class GpuInfo:
 
 @dataclass
 class Detection:
-    platform: str                      # conda subdir of this machine, e.g. "linux-64"
-    glibc: str | None                  # "2.36" on glibc Linux, else None
-    driver_version: str | None         # "550.54.14"; None when no NVIDIA driver answered
-    driver_cuda: str | None            # highest CUDA the driver runs, e.g. "12.4"
+    platform: str  # conda subdir of this machine, e.g. "linux-64"
+    glibc: str | None  # "2.36" on glibc Linux, else None
+    driver_version: str | None  # "550.54.14"; None when no NVIDIA driver answered
+    driver_cuda: str | None  # highest CUDA the driver runs, e.g. "12.4"
     gpus: list[GpuInfo] = field(default_factory=list)
-    source: str = "none"               # "nvml", "nvidia-smi", "override" or "none"
+    source: str = "none"  # "nvml", "nvidia-smi", "override" or "none"
     notes: list[str] = field(default_factory=list)  # why a step failed or what was overridden
-    problem: str = ""                  # the driver is there but broken: "nvidia-smi does not answer ..."
-    override_error: str = ""           # a malformed CONDA_OVERRIDE_* (then no override was applied)
+    problem: str = ""  # the driver is there but broken: "nvidia-smi does not answer ..."
+    override_error: str = ""  # a malformed CONDA_OVERRIDE_* (then no override was applied)
 
     @property
     def min_compute_capability(self) -> str | None:
@@ -114,14 +114,18 @@ def _parse_rows(text: str, fields: tuple[str, ...]) -> tuple[list[GpuInfo], list
             continue
         if extra and "name" in fields:
             at = fields.index("name")
-            cols[at:at + extra + 1] = [", ".join(cols[at:at + extra + 1])]
+            cols[at : at + extra + 1] = [", ".join(cols[at : at + extra + 1])]
         row = dict(zip(fields, cols, strict=False))
-        if not row.get("index", "").isdigit() or ("driver_version" in row and not _is_version(row["driver_version"])):
+        if not row.get("index", "").isdigit() or (
+            "driver_version" in row and not _is_version(row["driver_version"])
+        ):
             rejected.append(line)
             continue
         cc_text = row.get("compute_cap", "")
         cc = normalize_compute_capability(cc_text) if cc_text else None
-        gpus.append(GpuInfo(index=int(row["index"]), name=row.get("name") or "unknown GPU", compute_capability=cc))
+        gpus.append(
+            GpuInfo(index=int(row["index"]), name=row.get("name") or "unknown GPU", compute_capability=cc)
+        )
     return gpus, rejected
 
 
@@ -144,8 +148,12 @@ class _Failure:
 
 
 # nvidia-smi's words for a driver that is installed but not running.
-_NOT_LOADED_WORDS = ("couldn't communicate with the nvidia driver", "driver not loaded", "driver is not loaded",
-                     "no nvidia kernel module")
+_NOT_LOADED_WORDS = (
+    "couldn't communicate with the nvidia driver",
+    "driver not loaded",
+    "driver is not loaded",
+    "no nvidia kernel module",
+)
 
 
 def _nvml_readings(pynvml) -> tuple[str, str, list[GpuInfo]]:
@@ -193,8 +201,10 @@ def _from_nvml(timeout: float) -> tuple[str, str, list[GpuInfo]] | _Failure:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        return _Failure(f"NVML did not answer within {timeout:g} s",
-                        f"NVML does not answer (no reply within {timeout:g} s): the NVIDIA driver may be hung")
+        return _Failure(
+            f"NVML did not answer within {timeout:g} s",
+            f"NVML does not answer (no reply within {timeout:g} s): the NVIDIA driver may be hung",
+        )
     if "value" in outcome:
         return outcome["value"]  # type: ignore[return-value]
     error = outcome.get("error")
@@ -227,19 +237,27 @@ def _smi_failure(done: bounded.Completed, timeout: float) -> _Failure:
     if done.start_error == "not found":
         return _Failure("nvidia-smi not found")
     if done.start_error:
-        return _Failure(f"nvidia-smi could not be started ({done.start_error})",
-                        f"nvidia-smi could not be started ({done.start_error})")
+        return _Failure(
+            f"nvidia-smi could not be started ({done.start_error})",
+            f"nvidia-smi could not be started ({done.start_error})",
+        )
     if done.timed_out:
-        return _Failure(f"nvidia-smi did not answer within {timeout:g} s",
-                        f"nvidia-smi does not answer (no reply within {timeout:g} s): the NVIDIA driver may be hung")
+        return _Failure(
+            f"nvidia-smi did not answer within {timeout:g} s",
+            f"nvidia-smi does not answer (no reply within {timeout:g} s): the NVIDIA driver may be hung",
+        )
     first = _first_line(done.output) or bounded.signal_text(done.returncode or 0)
     lowered = done.output.lower()
     if "no devices were found" in lowered:
         return _Failure(f"nvidia-smi: {first}")
     if any(word in lowered for word in _NOT_LOADED_WORDS):
-        return _Failure(f"nvidia-smi failed: {first}", f"the NVIDIA driver is not loaded (nvidia-smi: {first})")
-    return _Failure(f"nvidia-smi failed: {first}",
-                    f"nvidia-smi fails ({bounded.signal_text(done.returncode or 0)}: {first})")
+        return _Failure(
+            f"nvidia-smi failed: {first}", f"the NVIDIA driver is not loaded (nvidia-smi: {first})"
+        )
+    return _Failure(
+        f"nvidia-smi failed: {first}",
+        f"nvidia-smi fails ({bounded.signal_text(done.returncode or 0)}: {first})",
+    )
 
 
 def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo], list[str]] | _Failure:
@@ -259,8 +277,10 @@ def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo], li
     gpus, rejected = _parse_rows(done.stdout, fields)
     if rejected or not gpus:
         what = _first_line(rejected[0] if rejected else done.output) or "nothing"
-        return _Failure(f"nvidia-smi printed no GPU list ({what})",
-                        f"nvidia-smi answers, but not with a GPU list: {what!r}")
+        return _Failure(
+            f"nvidia-smi printed no GPU list ({what})",
+            f"nvidia-smi answers, but not with a GPU list: {what!r}",
+        )
     rows = [line for line in done.stdout.splitlines() if line.strip()]
     columns = [c.strip() for c in rows[0].split(",")]
     driver = columns[-1] if fields[-1] == "driver_version" else None
@@ -272,8 +292,9 @@ def _from_nvidia_smi(timeout: float) -> tuple[str, str | None, list[GpuInfo], li
     return driver or "", cuda, gpus, notes
 
 
-def detect(env: Mapping[str, str] | None = None, use_nvml: bool = True,
-           nvidia_smi_timeout: float | None = None) -> Detection:
+def detect(
+    env: Mapping[str, str] | None = None, use_nvml: bool = True, nvidia_smi_timeout: float | None = None
+) -> Detection:
     """Detect this machine's GPUs and driver. Never raises; failures end up in `notes`, a broken
     driver in `problem`, a malformed CONDA_OVERRIDE_* in `override_error`. Each of NVML and
     nvidia-smi gets `nvidia_smi_timeout` seconds (default NVIDIA_SMI_TIMEOUT_S, read at call time)."""
@@ -326,7 +347,9 @@ def _fill_compute_capabilities(info: Detection) -> None:
     for gpu in missing:
         gpu.compute_capability = kb.gpu_compute_capability(gpu.name)
         if gpu.compute_capability:
-            info.notes.append(f"compute capability of {gpu.name} taken from the GPU table: {gpu.compute_capability}")
+            info.notes.append(
+                f"compute capability of {gpu.name} taken from the GPU table: {gpu.compute_capability}"
+            )
 
 
 def _apply_overrides(info: Detection, overrides: Overrides) -> None:
@@ -342,7 +365,9 @@ def _apply_overrides(info: Detection, overrides: Overrides) -> None:
     cc = overrides.cuda_arch
     if cc is not None:
         if info.driver_cuda is None:
-            info.notes.append("ignored CONDA_OVERRIDE_CUDA_ARCH: it needs a driver (CONDA_OVERRIDE_CUDA) as well")
+            info.notes.append(
+                "ignored CONDA_OVERRIDE_CUDA_ARCH: it needs a driver (CONDA_OVERRIDE_CUDA) as well"
+            )
             return
         if info.gpus:
             for gpu in info.gpus:

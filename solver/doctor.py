@@ -18,23 +18,54 @@ STATUS_LABEL = {"fail": "FAIL", "warn": "WARN", "pass": "ok  ", "info": "info"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prefix", metavar="DIR",
-                        help="environment to inspect (default: the one this Python runs in)")
-    parser.add_argument("--python", metavar="EXE",
-                        help="interpreter that imports torch and the extensions (default: the prefix's python)")
-    parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
-                        help="also try importing this extension module (repeatable)")
-    parser.add_argument("--probe", action="store_true",
-                        help="try to reach each configured conda channel and the pip index")
-    parser.add_argument("--probe-url", action="append", default=[], metavar="URL",
-                        help="also probe this URL (implies --probe; repeatable)")
-    parser.add_argument("--probe-timeout", type=float, default=5.0, metavar="S",
-                        help="seconds per connectivity probe (default 5)")
-    parser.add_argument("--runtime-timeout", type=float, default=180.0, metavar="S",
-                        help="seconds allowed for importing torch and the extensions (default 180)")
-    parser.add_argument("--driver-timeout", type=float, default=10.0, metavar="S",
-                        help="seconds allowed for nvidia-smi / NVML, and again for py-rattler's virtual-package "
-                             "detection (default 10)")
+    parser.add_argument(
+        "--prefix", metavar="DIR", help="environment to inspect (default: the one this Python runs in)"
+    )
+    parser.add_argument(
+        "--python",
+        metavar="EXE",
+        help="interpreter that imports torch and the extensions (default: the prefix's python)",
+    )
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="also try importing this extension module (repeatable)",
+    )
+    parser.add_argument(
+        "--probe", action="store_true", help="try to reach each configured conda channel and the pip index"
+    )
+    parser.add_argument(
+        "--probe-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also probe this URL (implies --probe; repeatable)",
+    )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds per connectivity probe (default 5)",
+    )
+    parser.add_argument(
+        "--runtime-timeout",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="seconds allowed for importing torch and the extensions (default 180)",
+    )
+    parser.add_argument(
+        "--driver-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds allowed for nvidia-smi / NVML, and again for py-rattler's virtual-package "
+        "detection (default 10)",
+    )
 
 
 def exit_status(findings) -> int:
@@ -53,8 +84,12 @@ def render_text(findings, header: str, quiet: bool = False) -> str:
             lines[-1] += f"  [{finding.evidence}]"
         if finding.fix and finding.status in ("fail", "warn"):
             lines.append(f"        fix: {finding.fix}")
-    counts = {status: sum(1 for f in findings if f.status == status) for status in ("fail", "warn", "pass", "info")}
-    lines.append(f"{counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['info']} notes")
+    counts = {
+        status: sum(1 for f in findings if f.status == status) for status in ("fail", "warn", "pass", "info")
+    }
+    lines.append(
+        f"{counts['fail']} failed, {counts['warn']} warnings, {counts['pass']} passed, {counts['info']} notes"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -86,10 +121,13 @@ def check_arguments(args: argparse.Namespace) -> None:
     from solver.doctor_checks.network import probe_url_problem
 
     if args.prefix is not None and not Path(args.prefix).is_dir():
-        raise UsageError(f"--prefix {args.prefix}: no such directory; give the path of an environment "
-                         "(e.g. $CONDA_PREFIX)")
+        raise UsageError(
+            f"--prefix {args.prefix}: no such directory; give the path of an environment (e.g. $CONDA_PREFIX)"
+        )
     if args.prefix is not None and args.python is None and python_of_prefix(Path(args.prefix)) is None:
-        raise UsageError(f"--prefix {args.prefix} has no python; pass --python <interpreter of that environment>")
+        raise UsageError(
+            f"--prefix {args.prefix} has no python; pass --python <interpreter of that environment>"
+        )
     if args.python is not None and not Path(args.python).is_file():
         raise UsageError(f"--python {args.python}: no such file")
     for name in ("probe_timeout", "runtime_timeout", "driver_timeout"):
@@ -99,8 +137,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     for url in args.probe_url:
         problem = probe_url_problem(url)
         if problem:
-            raise UsageError(f"--probe-url {url!r}: {problem}; give a URL such as "
-                             "https://conda.anaconda.org/conda-forge/noarch/repodata.json")
+            raise UsageError(
+                f"--probe-url {url!r}: {problem}; give a URL such as "
+                "https://conda.anaconda.org/conda-forge/noarch/repodata.json"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +161,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_stdout(render_json(findings, facts, options.prefix))
     else:
-        header = (f"solver doctor: {facts.platform}, environment {options.prefix} "
-                  f"(python {options.python})")
+        header = f"solver doctor: {facts.platform}, environment {options.prefix} (python {options.python})"
         write_stdout(render_text(findings, header, quiet=args.quiet))
     return exit_status(findings)

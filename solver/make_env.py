@@ -21,29 +21,56 @@ DEFAULT_CHANNELS = ("pointops", "conda-forge")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Print a conda environment file (CEP 24) whose python, pytorch build, cuda-version and "
-                          "pointops build fit the GPU and driver; explanations go to stderr.")
-    parser.add_argument("--gpu", default="auto", metavar="GPU",
-                        help="auto (detect: NVML, then nvidia-smi), none (CPU), a GPU name ('RTX 4090'), a compute "
-                             "capability (8.6 or sm_86), or 'NAME:8.6' for a GPU the table lacks (default: auto)")
-    parser.add_argument("--driver", metavar="VERSION",
-                        help="NVIDIA driver version of the target, Linux (550.54.14) or Windows (566.03) style")
-    parser.add_argument("--platform", metavar="SUBDIR",
-                        help="linux-64, linux-aarch64, win-64, osx-64 or osx-arm64 (default: this machine)")
+    parser.description = (
+        "Print a conda environment file (CEP 24) whose python, pytorch build, cuda-version and "
+        "pointops build fit the GPU and driver; explanations go to stderr."
+    )
+    parser.add_argument(
+        "--gpu",
+        default="auto",
+        metavar="GPU",
+        help="auto (detect: NVML, then nvidia-smi), none (CPU), a GPU name ('RTX 4090'), a compute "
+        "capability (8.6 or sm_86), or 'NAME:8.6' for a GPU the table lacks (default: auto)",
+    )
+    parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="NVIDIA driver version of the target, Linux (550.54.14) or Windows (566.03) style",
+    )
+    parser.add_argument(
+        "--platform",
+        metavar="SUBDIR",
+        help="linux-64, linux-aarch64, win-64, osx-64 or osx-arm64 (default: this machine)",
+    )
     parser.add_argument("--python", metavar="X.Y", help="pin the Python version")
-    parser.add_argument("--torch", metavar="X.Y[.Z]", help="pin the pytorch version (X.Y.Z pins that release)")
+    parser.add_argument(
+        "--torch", metavar="X.Y[.Z]", help="pin the pytorch version (X.Y.Z pins that release)"
+    )
     parser.add_argument("--cuda", metavar="X.Y", help="pin the CUDA version (cuda-version)")
-    parser.add_argument("--channel", action="append", metavar="CHANNEL",
-                        help="channel name (conda-forge, owner/label/dev), URL or directory (./dir, /dir, or one "
-                             "that exists); repeatable, in priority order (default: pointops, then conda-forge)")
+    parser.add_argument(
+        "--channel",
+        action="append",
+        metavar="CHANNEL",
+        help="channel name (conda-forge, owner/label/dev), URL or directory (./dir, /dir, or one "
+        "that exists); repeatable, in priority order (default: pointops, then conda-forge)",
+    )
     parser.add_argument("--name", default="pointops", help="environment name (default: pointops)")
-    parser.add_argument("--offline", action="store_true",
-                        help="do not contact the channels: emit the plan alone, marked as not verified")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write env.yml to FILE instead of stdout (a symlink is written through, a FIFO or "
-                             "device written to, a regular file replaced whole; /dev/stdout, /dev/fd/N are written "
-                             "to the open descriptor, so `>> log` appends)")
-    parser.add_argument("--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="do not contact the channels: emit the plan alone, marked as not verified",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write env.yml to FILE instead of stdout (a symlink is written through, a FIFO or "
+        "device written to, a regular file replaced whole; /dev/stdout, /dev/fd/N are written "
+        "to the open descriptor, so `>> log` appends)",
+    )
+    parser.add_argument(
+        "--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)"
+    )
     parser.add_argument("--lock", metavar="FILE", help="also write a rattler lock file (needs a solve)")
 
 
@@ -89,11 +116,15 @@ def check_flags(args) -> None:
         raise UsageError("--explicit and --lock record a real solve; drop --offline (or drop them).")
     name = args.name
     if not name.strip() or _BAD_NAME.search(name) or name.startswith("-") or not _encodable(name):
-        raise UsageError(f"--name {name!r} is not a usable environment name; use letters, digits, '-', '_' "
-                         "or '.' (no spaces, '/', '\\', ':', '#' or control characters).")
+        raise UsageError(
+            f"--name {name!r} is not a usable environment name; use letters, digits, '-', '_' "
+            "or '.' (no spaces, '/', '\\', ':', '#' or control characters)."
+        )
     for channel in args.channel or []:
         if not channel.strip() or any(ord(c) < 32 or c == "\x7f" for c in channel) or not _encodable(channel):
-            raise UsageError(f"--channel {channel!r} is not a channel: give a channel name, URL or directory.")
+            raise UsageError(
+                f"--channel {channel!r} is not a channel: give a channel name, URL or directory."
+            )
     from solver.output import check_destinations
 
     check_destinations(_destinations(args))
@@ -114,9 +145,11 @@ def _detector(args):
 
     info = detect()
     if info.problem and info.source != "override":  # CONDA_OVERRIDE_CUDA states the driver instead
-        raise SolverError(f"{info.problem}, so this machine's GPU cannot be planned for",
-                          "fix the driver (nvidia-smi must answer), or plan explicitly: --gpu NAME --driver "
-                          "VERSION, or --gpu none for a CPU environment")
+        raise SolverError(
+            f"{info.problem}, so this machine's GPU cannot be planned for",
+            "fix the driver (nvidia-smi must answer), or plan explicitly: --gpu NAME --driver "
+            "VERSION, or --gpu none for a CPU environment",
+        )
     return lambda: info
 
 
@@ -136,14 +169,22 @@ def make_env(args) -> int:
     try:
         kb = load()
     except KnowledgeError as exc:
-        raise SolverError(f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver") from None
+        raise SolverError(
+            f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver"
+        ) from None
     check_overrides(kb)  # CONDA_OVERRIDE_CUDA_ARCH=13.5 is refused as --gpu 13.5 is, before detection
 
-    outcome = Outcome(plan=None, target=None, channels=channels, name=args.name,
-                      env_channels=[channel_for_env_file(c) for c in channels])
+    outcome = Outcome(
+        plan=None,
+        target=None,
+        channels=channels,
+        name=args.name,
+        env_channels=[channel_for_env_file(c) for c in channels],
+    )
     try:
-        outcome.target = build_target(kb, gpu=args.gpu, driver=args.driver, platform=args.platform,
-                                      detector=_detector(args))
+        outcome.target = build_target(
+            kb, gpu=args.gpu, driver=args.driver, platform=args.platform, detector=_detector(args)
+        )
         outcome.plan = make_plan(kb, outcome.target, python=args.python, torch=args.torch, cuda=args.cuda)
         _verify_by_solve(args, kb, outcome, notes)
     except SolverError as exc:
@@ -155,8 +196,10 @@ def make_env(args) -> int:
 
     plan = outcome.plan
     if outcome.solution is None and (args.explicit is not None or args.lock is not None):
-        raise SolverError(f"--explicit/--lock need a solve, and none ran ({outcome.status}); nothing was written",
-                          "make the channels reachable, or drop --explicit/--lock")
+        raise SolverError(
+            f"--explicit/--lock need a solve, and none ran ({outcome.status}); nothing was written",
+            "make the channels reachable, or drop --explicit/--lock",
+        )
     from solver.output import write_files, write_stdout
 
     text = env_yml(outcome)
@@ -202,7 +245,9 @@ def _verify_by_solve(args, kb, outcome, notes: _Notes) -> None:
     try:
         result = solve_plan(plan, outcome.channels)
     except ChannelAccessError as exc:
-        outcome.status = f"channels not reachable ({exc.one_line()}); the plan follows the solver's knowledge tables"
+        outcome.status = (
+            f"channels not reachable ({exc.one_line()}); the plan follows the solver's knowledge tables"
+        )
         outcome.warnings.append(f"not verified by a solve: {exc.one_line()}")
         return
     except SolverError:
@@ -211,11 +256,15 @@ def _verify_by_solve(args, kb, outcome, notes: _Notes) -> None:
     problems = verify(kb, plan, result.packages)
     if problems:
         outcome.status = "verification failed"
-        raise SolverError("the solve broke the plan's rules: " + "; ".join(problems),
-                          "report this with the command line used")
+        raise SolverError(
+            "the solve broke the plan's rules: " + "; ".join(problems),
+            "report this with the command line used",
+        )
     outcome.verified = True
     outcome.solution = result
-    shown = [v.rsplit("=", 1)[0] for v in result.virtual_packages if not v.startswith(("__unix", "__archspec"))]
+    shown = [
+        v.rsplit("=", 1)[0] for v in result.virtual_packages if not v.startswith(("__unix", "__archspec"))
+    ]
     outcome.status = f"solved against {', '.join(outcome.channels)} with {' '.join(shown)}"
 
 

@@ -62,8 +62,10 @@ def check_destinations(destinations: list[Destination]) -> None:
         if key in seen:
             first = seen[key]
             same = dest.path if dest.path == first.path else f"{first.path} and {dest.path}"
-            raise UsageError(f"{first.flag} and {dest.flag} both name {same}, so one would overwrite the other; "
-                             "give each its own file.")
+            raise UsageError(
+                f"{first.flag} and {dest.flag} both name {same}, so one would overwrite the other; "
+                "give each its own file."
+            )
         seen[key] = dest
 
 
@@ -80,7 +82,9 @@ def _cannot(dest: Destination, exc: OSError) -> OutputError:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return OutputError(f"cannot write {dest.path}: {reason}", "choose a path you may write to")
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return OutputError(f"cannot write {dest.path}: {reason}", "create its directory first or fix the path")
+        return OutputError(
+            f"cannot write {dest.path}: {reason}", "create its directory first or fix the path"
+        )
     return OutputError(f"cannot write {dest.path}: {reason}")
 
 
@@ -169,8 +173,10 @@ class _Staged:
         try:
             st = os.fstat(self.fd)
         except OSError:
-            raise OutputError(f"cannot write {self.dest.path}: file descriptor {self.fd} is not open",
-                              f"open it in the shell ({self.fd}> FILE), or name a file") from None
+            raise OutputError(
+                f"cannot write {self.dest.path}: file descriptor {self.fd} is not open",
+                f"open it in the shell ({self.fd}> FILE), or name a file",
+            ) from None
         if stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot write {self.dest.path}: it is a directory")
         try:
@@ -180,8 +186,10 @@ class _Staged:
         except (ImportError, OSError):
             readonly = False
         if readonly:
-            raise OutputError(f"cannot write {self.dest.path}: file descriptor {self.fd} is open for reading only",
-                              "name a file, or a descriptor opened for writing")
+            raise OutputError(
+                f"cannot write {self.dest.path}: file descriptor {self.fd} is open for reading only",
+                "name a file, or a descriptor opened for writing",
+            )
 
     def _write_temp(self, old: os.stat_result | None) -> None:
         directory, name = os.path.split(self.target)
@@ -241,8 +249,9 @@ class _Staged:
                     fd = os.open(path, flags | os.O_NONBLOCK)  # ENXIO at once when nobody reads it
                 except OSError as exc:
                     if exc.errno == errno.ENXIO:
-                        raise OutputError(f"cannot write {path}: no process is reading this FIFO",
-                                          "start its reader first") from None
+                        raise OutputError(
+                            f"cannot write {path}: no process is reading this FIFO", "start its reader first"
+                        ) from None
                     raise
                 os.set_blocking(fd, True)
             else:

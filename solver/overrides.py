@@ -33,8 +33,10 @@ class Overrides:
 def _version(name: str, value: str, example: str) -> str:
     match = _VERSION.match(value)
     if not match:
-        raise UsageError(f"{name}={value!r} is not a version",
-                         f"set it like {name}={example} (conda, pixi and rattler refuse it too), or unset it")
+        raise UsageError(
+            f"{name}={value!r} is not a version",
+            f"set it like {name}={example} (conda, pixi and rattler refuse it too), or unset it",
+        )
     return f"{int(match.group(1))}.{int(match.group(2) or 0)}"
 
 
@@ -47,9 +49,11 @@ def read_overrides(env: Mapping[str, str]) -> Overrides:
     if arch is not None:
         match = _ARCH.match(arch)
         if not match:
-            raise UsageError(f"CONDA_OVERRIDE_CUDA_ARCH={arch!r} is not a compute capability",
-                             "set it as major.minor, e.g. CONDA_OVERRIDE_CUDA_ARCH=8.6 (the form conda and "
-                             "rattler accept), or unset it")
+            raise UsageError(
+                f"CONDA_OVERRIDE_CUDA_ARCH={arch!r} is not a compute capability",
+                "set it as major.minor, e.g. CONDA_OVERRIDE_CUDA_ARCH=8.6 (the form conda and "
+                "rattler accept), or unset it",
+            )
         arch = f"{int(match.group(1))}.{match.group(2)}"
     glibc = (env.get("CONDA_OVERRIDE_GLIBC") or "").strip() or None
     if glibc is not None:

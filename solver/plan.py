@@ -49,18 +49,18 @@ class PlanError(SolverError):
 @dataclass
 class Plan:
     target: Target
-    python: str                    # "3.13"
-    pytorch_version: str           # release, e.g. "2.13.0"
-    variant: str                   # "cpu" or "cuda129"
-    cuda_version: str | None       # "12.9"; None for CPU
+    python: str  # "3.13"
+    pytorch_version: str  # release, e.g. "2.13.0"
+    variant: str  # "cpu" or "cuda129"
+    cuda_version: str | None  # "12.9"; None for CPU
     pointops_version: str
-    driver_mode: str | None = None             # "full" or "mvc"
+    driver_mode: str | None = None  # "full" or "mvc"
     coverage: dict[str, str] = field(default_factory=dict)  # package -> "sass" / "ptx"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    arm_variant: str | None = None             # "sbsa" / "tegra": linux-aarch64 CUDA plans
+    arm_variant: str | None = None  # "sbsa" / "tegra": linux-aarch64 CUDA plans
     pytorch_min_build_number: int | None = None  # only builds from this one carry the GPU's arch
-    pytorch_exact: bool = False    # --torch X.Y.Z: pin that release instead of X.Y.*
+    pytorch_exact: bool = False  # --torch X.Y.Z: pin that release instead of X.Y.*
 
     @property
     def pytorch_minor(self) -> str:
@@ -74,8 +74,10 @@ class Plan:
     def specs(self) -> list[str]:
         """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
         if self.pytorch_min_build_number is not None:
-            pytorch = (f"pytorch={self.pytorch_version}={self.pytorch_build}"
-                       f"[build_number='>={self.pytorch_min_build_number}']")
+            pytorch = (
+                f"pytorch={self.pytorch_version}={self.pytorch_build}"
+                f"[build_number='>={self.pytorch_min_build_number}']"
+            )
         else:
             torch = self.pytorch_version if self.pytorch_exact else f"{self.pytorch_minor}.*"
             pytorch = f"pytorch={torch}={self.pytorch_build}"
@@ -92,7 +94,7 @@ class Plan:
 class _Rejection:
     release: str
     variant: str
-    kind: str        # "arch", "driver", "mvc-ptx", "glibc", "build"
+    kind: str  # "arch", "driver", "mvc-ptx", "glibc", "build"
     detail: str
     required_driver: str | None = None
 
@@ -104,13 +106,17 @@ def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
     if torch is not None:
         wanted = parse_version(torch)
         if wanted[:2] < minimum:
-            raise PlanError(f"pointops needs pytorch >= {kb.pointops['torch_min']} (its stable-ABI floor); "
-                            f"--torch {torch} is older. Drop --torch or pass --torch {kb.pointops['torch_min']} or newer.")
-        matching = [r for r in known if parse_version(r.version)[:len(wanted)] == wanted]
+            raise PlanError(
+                f"pointops needs pytorch >= {kb.pointops['torch_min']} (its stable-ABI floor); "
+                f"--torch {torch} is older. Drop --torch or pass --torch {kb.pointops['torch_min']} or newer."
+            )
+        matching = [r for r in known if parse_version(r.version)[: len(wanted)] == wanted]
         if not matching:
-            versions = sorted({'.'.join(r.version.split('.')[:2]) for r in known}, key=parse_version)
-            raise PlanError(f"conda-forge has no pytorch {torch} that pointops supports (known: "
-                            f"{', '.join(versions)}). Pass one of those to --torch.")
+            versions = sorted({".".join(r.version.split(".")[:2]) for r in known}, key=parse_version)
+            raise PlanError(
+                f"conda-forge has no pytorch {torch} that pointops supports (known: "
+                f"{', '.join(versions)}). Pass one of those to --torch."
+            )
         known = matching
     seen, result = set(), []
     for release in known:
@@ -128,14 +134,22 @@ def _python_for(release: PytorchRelease, python: str | None, kb: Knowledge) -> s
     return python if python in allowed else None
 
 
-def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: str | None = None,
-              cuda: str | None = None) -> Plan:
+def make_plan(
+    kb: Knowledge,
+    target: Target,
+    python: str | None = None,
+    torch: str | None = None,
+    cuda: str | None = None,
+) -> Plan:
     """The newest consistent plan for the target, or PlanError saying why none exists."""
     releases = _releases(kb, torch)
     if not target.has_gpu:
         if cuda is not None:
-            raise PlanError(f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
-                            "or pass --gpu NAME --driver VERSION.", exit_code=2)
+            raise PlanError(
+                f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
+                "or pass --gpu NAME --driver VERSION.",
+                exit_code=2,
+            )
         plan = _cpu_plan(kb, target, releases, python)
     else:
         plan = _gpu_plan(kb, target, releases, python, cuda)
@@ -145,8 +159,10 @@ def make_plan(kb: Knowledge, target: Target, python: str | None = None, torch: s
 
 def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:
     supported = sorted({p for r in releases for p in r.pythons}, key=parse_version)
-    return PlanError(f"--python {python} has no conda-forge pytorch build that pointops supports "
-                     f"(those are built for Python {', '.join(supported)}). Pass one of those to --python.")
+    return PlanError(
+        f"--python {python} has no conda-forge pytorch build that pointops supports "
+        f"(those are built for Python {', '.join(supported)}). Pass one of those to --python."
+    )
 
 
 def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None) -> Plan:
@@ -156,13 +172,22 @@ def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
         chosen_python = _python_for(release, python, kb)
         if chosen_python is None:
             continue
-        plan = Plan(target=target, python=chosen_python, pytorch_version=release.version, variant="cpu",
-                    cuda_version=None, pointops_version=kb.pointops["version"])
+        plan = Plan(
+            target=target,
+            python=chosen_python,
+            pytorch_version=release.version,
+            variant="cpu",
+            cuda_version=None,
+            pointops_version=kb.pointops["version"],
+        )
         plan.reasons.extend(target.notes)
-        plan.reasons.append(f"pytorch {plan.pytorch_minor} CPU build: newest release pointops supports "
-                            f"on {target.platform}")
-        plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
-                            f"newest Python that pytorch {plan.pytorch_minor} is built for"))
+        plan.reasons.append(
+            f"pytorch {plan.pytorch_minor} CPU build: newest release pointops supports on {target.platform}"
+        )
+        plan.reasons.append(
+            f"python {chosen_python}: "
+            + ("as asked" if python else f"newest Python that pytorch {plan.pytorch_minor} is built for")
+        )
         return plan
     if python is not None:
         raise _no_python(python, releases)
@@ -205,18 +230,25 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
             raise PlanError(
                 f"driver {target.driver_version} (R{branch.branch}) no longer supports {_describe_gpu(kb, target)}; "
                 f"R{arch.last_branch} is the last driver branch for {arch.family}. Install an R{arch.last_branch} "
-                f"({arch.last_branch}.xx) driver, or pass --gpu none for a CPU environment.")
+                f"({arch.last_branch}.xx) driver, or pass --gpu none for a CPU environment."
+            )
     if target.driver_cuda is None:
         minimum = kb.mvc_min_driver(12, target.os)
         raise PlanError(
             f"driver {target.driver_version} is older than every driver branch the solver knows (R450+); "
             f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word(target.os)}. "
-            "Upgrade the driver, or pass --gpu none for a CPU environment.")
+            "Upgrade the driver, or pass --gpu none for a CPU environment."
+        )
     # A generation first known to CUDA 12.x/13.x needs that release's driver branch; older ones are
     # driven by any driver new enough for CUDA 12, which the checks below ask for anyway.
-    if arch and arch.first_cuda and cc and kb.is_compute_capability(cc) \
-            and parse_version(arch.first_cuda)[:2] > (12, 0) \
-            and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]:
+    if (
+        arch
+        and arch.first_cuda
+        and cc
+        and kb.is_compute_capability(cc)
+        and parse_version(arch.first_cuda)[:2] > (12, 0)
+        and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]
+    ):
         first = kb.first_branch_for_cuda(arch.first_cuda)
         minimum = kb.cuda_min_driver(arch.first_cuda, target.os)
         install = first.branch
@@ -224,27 +256,36 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
         if own is not None:  # the GPU's own minimum replaces the branch's first build
             minimum, install = own, max(first.branch, kb.driver_branch(own).branch)
         branch = kb.driver_branch(target.driver_version) if target.driver_version else None
-        which = f"{_driver_text(target)} (R{branch.branch})" if branch else \
-            f"{_driver_text(target)} (CUDA {target.driver_cuda})"
+        which = (
+            f"{_driver_text(target)} (R{branch.branch})"
+            if branch
+            else f"{_driver_text(target)} (CUDA {target.driver_cuda})"
+        )
         raise PlanError(
             f"{which} cannot drive {_describe_gpu(kb, target)}: compute capability {cc} first appears in CUDA "
             f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{install} or "
             f"newer driver{_min_driver_text(minimum, target.os, floor.gpu if own else None)}, "
-            "or pass --gpu none for a CPU environment.")
+            "or pass --gpu none for a CPU environment."
+        )
     own = floor.minimum(target.os) if floor else None
-    if own is not None and target.driver_version \
-            and parse_version(target.driver_version) < parse_version(own):
+    if (
+        own is not None
+        and target.driver_version
+        and parse_version(target.driver_version) < parse_version(own)
+    ):
         branch = kb.driver_branch(target.driver_version)
         raise PlanError(
             f"driver {target.driver_version} (R{branch.branch}) is too old for {_describe_gpu(kb, target)}: "
             f"NVIDIA names driver {own} or later for it on {os_word(target.os)} ({floor.source}). Install "
-            f"driver {own} or later, or pass --gpu none for a CPU environment.")
+            f"driver {own} or later, or pass --gpu none for a CPU environment."
+        )
     if cc and parse_version(cc) < (5, 0):
         family = arch.family if arch else "This"
         raise PlanError(
             f"{_describe_gpu(kb, target)} cannot run any pointops GPU build: {family} GPUs need CUDA <= 11.8 "
             f"(and driver R{arch.last_branch if arch and arch.last_branch else 470} or older), while pointops' "
-            "GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
+            "GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment."
+        )
 
 
 def _check_jetson(kb: Knowledge, target: Target) -> JetsonStack:
@@ -254,18 +295,23 @@ def _check_jetson(kb: Knowledge, target: Target) -> JetsonStack:
     if not module.stacks:
         raise PlanError(
             f"{gpu} has no CUDA 12 or 13 stack: the last NVIDIA ships for {module.name} is {module.last_stack}, "
-            "and pointops' GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment.")
+            "and pointops' GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment."
+        )
     if target.jetson_stack is not None:
         return kb.jetson_stacks[target.jetson_stack]
     if target.driver_version:
-        offered = " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
-                              for key in module.stacks)
+        offered = " or ".join(
+            f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
+            for key in module.stacks
+        )
         raise PlanError(
             f"driver {target.driver_version} is not a {module.name} driver: {module.name} runs {offered}. "
-            "Check --driver (nvidia-smi on the Jetson prints it), or pass --gpu none for a CPU environment.")
+            "Check --driver (nvidia-smi on the Jetson prints it), or pass --gpu none for a CPU environment."
+        )
     raise PlanError(
         f"the driver runs CUDA <= {target.driver_cuda}, and {module.name} runs pointops only on "
-        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or pass --gpu none for a CPU environment.")
+        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or pass --gpu none for a CPU environment."
+    )
 
 
 def _has_pointops(kb: Knowledge, platform: str, arm_variant: str) -> bool:
@@ -276,12 +322,20 @@ def _has_pointops(kb: Knowledge, platform: str, arm_variant: str) -> bool:
 def _stacks_with_pointops(kb: Knowledge, target: Target) -> str:
     """'JetPack 7.2 (L4T r39.2) or newer (driver 580 or newer)': the module's stacks pointops has builds for."""
     module = kb.jetson_module(target.compute_capability)
-    working = [key for key in module.stacks if _has_pointops(kb, target.platform, kb.jetson_stacks[key].arm_variant)]
-    return " or ".join(f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})"
-                       for key in working) or "no JetPack release"
+    working = [
+        key for key in module.stacks if _has_pointops(kb, target.platform, kb.jetson_stacks[key].arm_variant)
+    ]
+    return (
+        " or ".join(
+            f"{module.stacks[key]} (driver {_jetson_driver_text(kb.jetson_stacks[key])})" for key in working
+        )
+        or "no JetPack release"
+    )
 
 
-def _refuse_stack_without_pointops(kb: Knowledge, target: Target, stack: JetsonStack, cuda: str | None) -> None:
+def _refuse_stack_without_pointops(
+    kb: Knowledge, target: Target, stack: JetsonStack, cuda: str | None
+) -> None:
     """JetPack 6: conda-forge has tegra pytorch builds, pointops none. Refused whatever --cuda/--torch say,
     so the fix named is one that works."""
     if _has_pointops(kb, target.platform, stack.arm_variant):
@@ -291,7 +345,8 @@ def _refuse_stack_without_pointops(kb: Knowledge, target: Target, stack: JetsonS
     raise PlanError(
         f"pointops publishes no build for the {stack.arm_variant} CUDA stack of {module.name} on {stack.label}, "
         f"the only CUDA builds its driver runs; {module.name} runs pointops on "
-        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or {cpu} for a CPU environment.")
+        f"{_stacks_with_pointops(kb, target)}. Upgrade JetPack, or {cpu} for a CPU environment."
+    )
 
 
 def _jetson_driver_text(stack: JetsonStack) -> str:
@@ -323,8 +378,9 @@ def _coverage(cc: str | None, build: TorchBuild, tegra: bool) -> tuple[str | Non
     return newest, (None if older == newest else build.since_build_number)
 
 
-def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None,
-              cuda: str | None) -> Plan:
+def _gpu_plan(
+    kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str | None
+) -> Plan:
     if target.os == "osx":
         raise PlanError("macOS has no CUDA: pass --gpu none for a CPU environment.")
     cc = target.compute_capability
@@ -355,46 +411,96 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
             cuda_version = cuda_of_variant(variant)
             build = kb.pointops_build(target.platform, variant, arm_variant)
             if build is None:
-                rejections.append(_Rejection(release.version, variant, "build",
-                                             f"pointops has no {torch_build.key} build for {target.platform}"))
+                rejections.append(
+                    _Rejection(
+                        release.version,
+                        variant,
+                        "build",
+                        f"pointops has no {torch_build.key} build for {target.platform}",
+                    )
+                )
                 continue
             min_glibc = kb.glibc_floor(torch_build)
-            if target.os == "linux" and target.glibc and min_glibc and \
-                    parse_version(target.glibc) < parse_version(min_glibc):
-                rejections.append(_Rejection(release.version, variant, "glibc",
-                                             f"the CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= "
-                                             f"{min_glibc}, the target has {target.glibc}"))
+            if (
+                target.os == "linux"
+                and target.glibc
+                and min_glibc
+                and parse_version(target.glibc) < parse_version(min_glibc)
+            ):
+                rejections.append(
+                    _Rejection(
+                        release.version,
+                        variant,
+                        "glibc",
+                        f"the CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= "
+                        f"{min_glibc}, the target has {target.glibc}",
+                    )
+                )
                 continue
             torch_cov, since = _coverage(cc, torch_build, tegra)
             ops_cov = arch_coverage(cc, build.archs, tegra) if cc else "unknown"
             if torch_cov is None or ops_cov is None:
                 lacking = "pytorch" if torch_cov is None else "pointops"
                 archs = torch_build.archs if torch_cov is None else build.archs
-                rejections.append(_Rejection(release.version, variant, "arch",
-                                             f"{lacking} {torch_build.key} carries {archs.describe()}"))
+                rejections.append(
+                    _Rejection(
+                        release.version,
+                        variant,
+                        "arch",
+                        f"{lacking} {torch_build.key} carries {archs.describe()}",
+                    )
+                )
                 continue
             both_sass = torch_cov == "sass" and ops_cov == "sass"
             mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, mvc_driver, target.os)
-            required = (kb.mvc_min_driver(parse_version(cuda_version)[0], target.os) if both_sass
-                        else kb.cuda_min_driver(cuda_version, target.os))
+            required = (
+                kb.mvc_min_driver(parse_version(cuda_version)[0], target.os)
+                if both_sass
+                else kb.cuda_min_driver(cuda_version, target.os)
+            )
             if mode is None:
-                rejections.append(_Rejection(release.version, variant, "driver",
-                                             f"needs driver >= {required}", required))
+                rejections.append(
+                    _Rejection(release.version, variant, "driver", f"needs driver >= {required}", required)
+                )
                 continue
             if mode == "mvc" and cc is None:
-                rejections.append(_Rejection(release.version, variant, "mvc-unknown",
-                                             f"CUDA {cuda_version} would need minor-version compatibility, which "
-                                             "needs SASS for the GPU, and its compute capability is unknown",
-                                             kb.cuda_min_driver(cuda_version, target.os)))
+                rejections.append(
+                    _Rejection(
+                        release.version,
+                        variant,
+                        "mvc-unknown",
+                        f"CUDA {cuda_version} would need minor-version compatibility, which "
+                        "needs SASS for the GPU, and its compute capability is unknown",
+                        kb.cuda_min_driver(cuda_version, target.os),
+                    )
+                )
                 continue
             if mode == "mvc" and not both_sass:
-                rejections.append(_Rejection(release.version, variant, "mvc-ptx",
-                                             f"only PTX covers compute capability {cc} in the CUDA {cuda_version} "
-                                             "builds, and an older driver cannot JIT newer PTX",
-                                             kb.cuda_min_driver(cuda_version, target.os)))
+                rejections.append(
+                    _Rejection(
+                        release.version,
+                        variant,
+                        "mvc-ptx",
+                        f"only PTX covers compute capability {cc} in the CUDA {cuda_version} "
+                        "builds, and an older driver cannot JIT newer PTX",
+                        kb.cuda_min_driver(cuda_version, target.os),
+                    )
+                )
                 continue
-            return _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, torch_cov, ops_cov,
-                               rejections, stack, since)
+            return _gpu_result(
+                kb,
+                target,
+                release,
+                torch_build,
+                chosen_python,
+                python,
+                mode,
+                torch_cov,
+                ops_cov,
+                rejections,
+                stack,
+                since,
+            )
     if python_missing and python is not None:
         raise _no_python(python, releases)
     if wanted_variant and not variant_seen:
@@ -402,13 +508,27 @@ def _gpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
     raise PlanError(_explain(kb, target, rejections, cuda, stack))
 
 
-def _no_such_cuda(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str,
-                  arm_variant: str | None, stack: JetsonStack | None) -> PlanError:
+def _no_such_cuda(
+    kb: Knowledge,
+    target: Target,
+    releases: list[PytorchRelease],
+    python: str | None,
+    cuda: str,
+    arm_variant: str | None,
+    stack: JetsonStack | None,
+) -> PlanError:
     """--cuda names a version conda-forge lacks here: name the ones it has, and the ones among them
     that plan for this GPU and driver (the fix must work); none: the refusal without --cuda."""
-    built = sorted({b.cuda_version for r in releases for b in r.cuda_builds(target.platform)
-                    if b.arm_variant == arm_variant
-                    and kb.pointops_build(target.platform, b.variant, arm_variant) is not None}, key=parse_version)
+    built = sorted(
+        {
+            b.cuda_version
+            for r in releases
+            for b in r.cuda_builds(target.platform)
+            if b.arm_variant == arm_variant
+            and kb.pointops_build(target.platform, b.variant, arm_variant) is not None
+        },
+        key=parse_version,
+    )
     fitting = []
     for version in built:
         try:
@@ -424,67 +544,110 @@ def _no_such_cuda(kb: Knowledge, target: Target, releases: list[PytorchRelease],
     have = f"conda-forge pytorch has no CUDA {cuda} build for {_where(kb, target, stack)} (it has {', '.join(built)})"
     if fitting == built:
         return PlanError(f"{have}. Pass one of those to --cuda, or drop --cuda.")
-    return PlanError(f"{have}; {' and '.join(fitting)} {'fits' if len(fitting) == 1 else 'fit'} this GPU and driver. "
-                     f"Pass --cuda {fitting[-1]}, or drop --cuda.")
+    return PlanError(
+        f"{have}; {' and '.join(fitting)} {'fits' if len(fitting) == 1 else 'fit'} this GPU and driver. "
+        f"Pass --cuda {fitting[-1]}, or drop --cuda."
+    )
 
 
 def _flavour(build: TorchBuild) -> str:
     return f"{build.arm_variant} " if build.arm_variant and build.arm_variant != DEFAULT_ARM_VARIANT else ""
 
 
-def _gpu_result(kb, target, release, torch_build, chosen_python, python, mode, torch_cov, ops_cov, rejections,
-                stack, since) -> Plan:
+def _gpu_result(
+    kb,
+    target,
+    release,
+    torch_build,
+    chosen_python,
+    python,
+    mode,
+    torch_cov,
+    ops_cov,
+    rejections,
+    stack,
+    since,
+) -> Plan:
     variant = torch_build.variant
     cuda_version = cuda_of_variant(variant)
-    plan = Plan(target=target, python=chosen_python, pytorch_version=release.version, variant=variant,
-                cuda_version=cuda_version, pointops_version=kb.pointops["version"], driver_mode=mode,
-                coverage={"pytorch": torch_cov, "pointops": ops_cov}, arm_variant=torch_build.arm_variant,
-                pytorch_min_build_number=since)
+    plan = Plan(
+        target=target,
+        python=chosen_python,
+        pytorch_version=release.version,
+        variant=variant,
+        cuda_version=cuda_version,
+        pointops_version=kb.pointops["version"],
+        driver_mode=mode,
+        coverage={"pytorch": torch_cov, "pointops": ops_cov},
+        arm_variant=torch_build.arm_variant,
+        pytorch_min_build_number=since,
+    )
     plan.reasons.append(f"GPU: {_describe_gpu(kb, target)}")
     plan.reasons.append(f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}")
     plan.reasons.extend(target.notes)
-    skipped = sorted({f"{cuda_of_variant(r.variant)} ({r.detail})" for r in rejections
-                      if r.release == release.version})
-    plan.reasons.append(f"pytorch {plan.pytorch_minor} {torch_build.key}: newest pytorch and CUDA that fit"
-                        + (f"; skipped CUDA {'; '.join(skipped)}" if skipped else ""))
+    skipped = sorted(
+        {f"{cuda_of_variant(r.variant)} ({r.detail})" for r in rejections if r.release == release.version}
+    )
+    plan.reasons.append(
+        f"pytorch {plan.pytorch_minor} {torch_build.key}: newest pytorch and CUDA that fit"
+        + (f"; skipped CUDA {'; '.join(skipped)}" if skipped else "")
+    )
     if stack is not None:
         module = kb.jetson_module(target.compute_capability)
-        plan.reasons.append(f"{module.name} on {module.stacks.get(stack.key, stack.label)}: conda-forge's "
-                            f"{stack.arm_variant} builds, the ones its CUDA driver runs (arm-variant="
-                            f"{stack.arm_variant} pinned); only SASS for exactly {target.compute_capability} or "
-                            "PTX counts on a Jetson")
+        plan.reasons.append(
+            f"{module.name} on {module.stacks.get(stack.key, stack.label)}: conda-forge's "
+            f"{stack.arm_variant} builds, the ones its CUDA driver runs (arm-variant="
+            f"{stack.arm_variant} pinned); only SASS for exactly {target.compute_capability} or "
+            "PTX counts on a Jetson"
+        )
         if stack.key in module.assumed and target.driver_version is not None:
             plan.reasons.append(f"assumed: {module.assumed[stack.key]}")
     elif torch_build.arm_variant:
-        plan.reasons.append(f"arm-variant={torch_build.arm_variant} pinned: {target.platform} servers run the "
-                            f"{torch_build.arm_variant} builds, never the Jetson (tegra) ones that share their "
-                            "build strings")
+        plan.reasons.append(
+            f"arm-variant={torch_build.arm_variant} pinned: {target.platform} servers run the "
+            f"{torch_build.arm_variant} builds, never the Jetson (tegra) ones that share their "
+            "build strings"
+        )
     if since is not None:
-        plan.reasons.append(f"pytorch {release.version} build number >= {since}: its older builds lack SASS for "
-                            f"{target.compute_capability}")
+        plan.reasons.append(
+            f"pytorch {release.version} build number >= {since}: its older builds lack SASS for "
+            f"{target.compute_capability}"
+        )
     min_glibc = kb.glibc_floor(torch_build)
     if target.os == "linux" and min_glibc and parse_version(min_glibc) > (2, 17):
         assumed = ", assumed" if target.glibc_assumed else ""
-        plan.reasons.append(f"CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= {min_glibc} on the "
-                            f"target: conda-forge builds them against glibc {min_glibc} (target glibc "
-                            f"{target.glibc}{assumed})")
+        plan.reasons.append(
+            f"CUDA {cuda_version} {_flavour(torch_build)}builds need glibc >= {min_glibc} on the "
+            f"target: conda-forge builds them against glibc {min_glibc} (target glibc "
+            f"{target.glibc}{assumed})"
+        )
     if mode == "mvc":
-        plan.reasons.append(f"CUDA {cuda_version} runs on this driver through minor-version compatibility: "
-                            f"pytorch and pointops both carry SASS for {target.compute_capability}")
+        plan.reasons.append(
+            f"CUDA {cuda_version} runs on this driver through minor-version compatibility: "
+            f"pytorch and pointops both carry SASS for {target.compute_capability}"
+        )
     if "ptx" in (torch_cov, ops_cov):
         which = " and ".join(k for k, v in (("pytorch", torch_cov), ("pointops", ops_cov)) if v == "ptx")
-        plan.warnings.append(f"only PTX covers compute capability {target.compute_capability} in {which} "
-                             f"{variant}: kernels are JIT-compiled by the driver on first use (slow first start)")
+        plan.warnings.append(
+            f"only PTX covers compute capability {target.compute_capability} in {which} "
+            f"{variant}: kernels are JIT-compiled by the driver on first use (slow first start)"
+        )
     if torch_cov == "unknown":
-        plan.warnings.append("the GPU's compute capability is unknown, so arch coverage was not checked; "
-                             "pass --gpu 'NAME:X.Y' to check it")
+        plan.warnings.append(
+            "the GPU's compute capability is unknown, so arch coverage was not checked; "
+            "pass --gpu 'NAME:X.Y' to check it"
+        )
     plan.warnings.extend(_driver_floor_warnings(kb, target))
     arch = kb.architecture(target.compute_capability) if target.compute_capability else None
     if arch and arch.last_branch and arch.last_branch >= 580 and stack is None:
-        plan.warnings.append(f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
-                             "builds no longer target them: this machine stays on CUDA 12 builds")
-    plan.reasons.append(f"python {chosen_python}: " + ("as asked" if python else
-                        f"newest Python that pytorch {plan.pytorch_minor} is built for"))
+        plan.warnings.append(
+            f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
+            "builds no longer target them: this machine stays on CUDA 12 builds"
+        )
+    plan.reasons.append(
+        f"python {chosen_python}: "
+        + ("as asked" if python else f"newest Python that pytorch {plan.pytorch_minor} is built for")
+    )
     return plan
 
 
@@ -492,62 +655,102 @@ def _driver_floor_warnings(kb: Knowledge, target: Target) -> list[str]:
     """A GPU's own minimum driver that could not be checked: none named for Windows, or a driver
     known only by the CUDA version it reports (a CONDA_OVERRIDE_CUDA or a detection without a version)."""
     floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
-    if floor is None or kb.gpu_compute_capability(floor.gpu) != target.compute_capability or target.driver_assumed:
+    if (
+        floor is None
+        or kb.gpu_compute_capability(floor.gpu) != target.compute_capability
+        or target.driver_assumed
+    ):
         return []
     own = floor.minimum(target.os)
     if own is None:
-        named = "; ".join(f"{v} on {os_word(o)}" for o, v in (("linux", floor.linux), ("windows", floor.windows)) if v)
+        named = "; ".join(
+            f"{v} on {os_word(o)}" for o, v in (("linux", floor.linux), ("windows", floor.windows)) if v
+        )
         first = kb.first_branch_for_cuda(kb.architecture(target.compute_capability).first_cuda)
         other = "Linux" if target.os == "windows" else "Windows"
-        return [f"NVIDIA names a minimum driver for the {floor.gpu} only as {named} ({floor.source}); "
-                f"{os_word(target.os)} drivers of a branch are numbered apart from {other} ones, so only the "
-                f"R{first.branch} branch was checked here"]
+        return [
+            f"NVIDIA names a minimum driver for the {floor.gpu} only as {named} ({floor.source}); "
+            f"{os_word(target.os)} drivers of a branch are numbered apart from {other} ones, so only the "
+            f"R{first.branch} branch was checked here"
+        ]
     branch = kb.driver_branch(own)
-    if target.driver_version is None and target.driver_cuda \
-            and parse_version(target.driver_cuda)[:2] <= parse_version(branch.max_cuda)[:2]:
-        return [f"the driver's version is unknown (it reports CUDA {target.driver_cuda}, an R{branch.branch} "
-                f"driver or older): NVIDIA names driver {own} or later for the {floor.gpu} ({floor.source}); "
-                "check the version nvidia-smi prints"]
+    if (
+        target.driver_version is None
+        and target.driver_cuda
+        and parse_version(target.driver_cuda)[:2] <= parse_version(branch.max_cuda)[:2]
+    ):
+        return [
+            f"the driver's version is unknown (it reports CUDA {target.driver_cuda}, an R{branch.branch} "
+            f"driver or older): NVIDIA names driver {own} or later for the {floor.gpu} ({floor.source}); "
+            "check the version nvidia-smi prints"
+        ]
     return []
 
 
-def _explain(kb: Knowledge, target: Target, rejections: list[_Rejection], cuda: str | None,
-             stack: JetsonStack | None = None) -> str:
+def _explain(
+    kb: Knowledge,
+    target: Target,
+    rejections: list[_Rejection],
+    cuda: str | None,
+    stack: JetsonStack | None = None,
+) -> str:
     """One or two sentences: the system cause and the fix."""
     gpu = _describe_gpu(kb, target)
     fix_cpu = "or pass --gpu none for a CPU environment."
     unknown = [r for r in rejections if r.kind == "mvc-unknown"]
     if unknown and not [r for r in rejections if r.kind == "arch"]:
-        return (f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}, so the CUDA "
-                f"{cuda_of_variant(unknown[0].variant)} builds need minor-version compatibility, which is safe only "
-                "for a GPU with SASS in them, and the GPU's compute capability is unknown. Give it "
-                f"(CONDA_OVERRIDE_CUDA_ARCH=8.6, or --gpu 'NAME:8.6'), {fix_cpu}")
-    driver_blocked = [r for r in rejections if r.kind in ("driver", "mvc-ptx", "mvc-unknown") and r.required_driver]
+        return (
+            f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}, so the CUDA "
+            f"{cuda_of_variant(unknown[0].variant)} builds need minor-version compatibility, which is safe only "
+            "for a GPU with SASS in them, and the GPU's compute capability is unknown. Give it "
+            f"(CONDA_OVERRIDE_CUDA_ARCH=8.6, or --gpu 'NAME:8.6'), {fix_cpu}"
+        )
+    driver_blocked = [
+        r for r in rejections if r.kind in ("driver", "mvc-ptx", "mvc-unknown") and r.required_driver
+    ]
     if driver_blocked:
         need = min(driver_blocked, key=lambda r: parse_version(r.required_driver))
         need_cuda = cuda_of_variant(need.variant)
         major = parse_version(need_cuda)[0]
         # Through minor-version compatibility any driver of the major will do: name the major only.
-        what = f"CUDA {major}" if need.required_driver == kb.mvc_min_driver(major, target.os) else f"CUDA {need_cuda}"
-        ptx = " (only PTX covers this GPU there, and an older driver cannot JIT newer PTX)" \
-            if need.kind == "mvc-ptx" else ""
-        return (f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}; pointops' GPU builds for this GPU need "
-                f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word(target.os)}. Upgrade the driver, "
-                f"{fix_cpu}")
+        what = (
+            f"CUDA {major}"
+            if need.required_driver == kb.mvc_min_driver(major, target.os)
+            else f"CUDA {need_cuda}"
+        )
+        ptx = (
+            " (only PTX covers this GPU there, and an older driver cannot JIT newer PTX)"
+            if need.kind == "mvc-ptx"
+            else ""
+        )
+        return (
+            f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}; pointops' GPU builds for this GPU need "
+            f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word(target.os)}. Upgrade the driver, "
+            f"{fix_cpu}"
+        )
     arch_blocked = [r for r in rejections if r.kind == "arch"]
     if arch_blocked:
         details = sorted({r.detail for r in arch_blocked})
         pinned = f" with --cuda {cuda}" if cuda else ""
         fix = "Drop --cuda, or pass --gpu none" if cuda else "Pass --gpu none"
-        exact = (f" (a Jetson needs SASS for exactly {target.compute_capability}, or PTX of an older arch)"
-                 if stack is not None else "")
-        return (f"no pytorch/pointops CUDA build for {_where(kb, target, stack)}{pinned} runs on {gpu}{exact}: "
-                f"{'; '.join(details)}. {fix} for a CPU environment.")
+        exact = (
+            f" (a Jetson needs SASS for exactly {target.compute_capability}, or PTX of an older arch)"
+            if stack is not None
+            else ""
+        )
+        return (
+            f"no pytorch/pointops CUDA build for {_where(kb, target, stack)}{pinned} runs on {gpu}{exact}: "
+            f"{'; '.join(details)}. {fix} for a CPU environment."
+        )
     glibc_blocked = [r for r in rejections if r.kind == "glibc"]
     if glibc_blocked:
-        return (f"{glibc_blocked[0].detail}, and no other CUDA build fits. Plan on a newer Linux "
-                f"(or set CONDA_OVERRIDE_GLIBC if the target differs), {fix_cpu}")
+        return (
+            f"{glibc_blocked[0].detail}, and no other CUDA build fits. Plan on a newer Linux "
+            f"(or set CONDA_OVERRIDE_GLIBC if the target differs), {fix_cpu}"
+        )
     if rejections:
         return f"{rejections[0].detail}. Pass --gpu none for a CPU environment."
-    return (f"conda-forge has no CUDA pytorch build for {_where(kb, target, stack)}. "
-            "Pass --gpu none for a CPU environment.")
+    return (
+        f"conda-forge has no CUDA pytorch build for {_where(kb, target, stack)}. "
+        "Pass --gpu none for a CPU environment."
+    )

@@ -50,8 +50,14 @@ class WheelTable:
     def indexes_for(self, torch_minor: str) -> list[WheelIndex]:
         return [self.indexes[tag] for tag in self.releases.get(torch_minor, [])]
 
-    def choose(self, kb: Knowledge, platform: str, compute_capability: str | None, driver_cuda: str | None,
-               driver_version: str | None = None) -> WheelChoice | None:
+    def choose(
+        self,
+        kb: Knowledge,
+        platform: str,
+        compute_capability: str | None,
+        driver_cuda: str | None,
+        driver_version: str | None = None,
+    ) -> WheelChoice | None:
         """The newest torch and CUDA wheels that fit the GPU and driver; None when none does."""
         if compute_capability is None or driver_cuda is None:
             return None
@@ -106,8 +112,10 @@ def parse_wheels(raw: dict) -> WheelTable:
         cuda = str((item or {}).get("cuda", ""))
         if tag != "cu" + cuda.replace(".", ""):
             raise KnowledgeError(f"{where} indexes.{tag}: cuda {cuda!r} does not match the tag")
-        archs = {str(platform): _arch_list(value, f"{where} indexes.{tag}.archs.{platform}")
-                 for platform, value in (item.get("archs") or {}).items()}
+        archs = {
+            str(platform): _arch_list(value, f"{where} indexes.{tag}.archs.{platform}")
+            for platform, value in (item.get("archs") or {}).items()
+        }
         indexes[tag] = WheelIndex(tag=tag, cuda=cuda, url=str(raw["index_url"]).format(tag=tag), archs=archs)
     releases = {}
     for torch, tags in raw["releases"].items():

@@ -36,18 +36,18 @@ class TargetError(SolverError):
 
 @dataclass
 class Target:
-    platform: str                       # conda subdir, e.g. "linux-64"
-    os: str                             # "linux", "windows" or "osx"
-    glibc: str | None                   # None on Windows/macOS
-    gpu_name: str | None                # None: plan a CPU environment
-    compute_capability: str | None      # "8.6"; None when a GPU of unknown capability was detected
-    driver_version: str | None          # "550.54.14"; None when only its CUDA version is known
-    driver_cuda: str | None             # highest CUDA the driver runs
-    source: str                         # "detected", "flags" or "override"
-    driver_assumed: bool = False        # no driver given: the newest branch for this GPU is assumed
+    platform: str  # conda subdir, e.g. "linux-64"
+    os: str  # "linux", "windows" or "osx"
+    glibc: str | None  # None on Windows/macOS
+    gpu_name: str | None  # None: plan a CPU environment
+    compute_capability: str | None  # "8.6"; None when a GPU of unknown capability was detected
+    driver_version: str | None  # "550.54.14"; None when only its CUDA version is known
+    driver_cuda: str | None  # highest CUDA the driver runs
+    source: str  # "detected", "flags" or "override"
+    driver_assumed: bool = False  # no driver given: the newest branch for this GPU is assumed
     notes: list[str] = field(default_factory=list)
-    glibc_assumed: bool = False         # glibc is DEFAULT_GLIBC, not this machine's or an override
-    jetson_stack: str | None = None     # Jetson only: the JetPack stack of its driver ("jetpack6", "unified")
+    glibc_assumed: bool = False  # glibc is DEFAULT_GLIBC, not this machine's or an override
+    jetson_stack: str | None = None  # Jetson only: the JetPack stack of its driver ("jetpack6", "unified")
 
     @property
     def has_gpu(self) -> bool:
@@ -57,8 +57,12 @@ class Target:
 def virtual_package_strings(target: Target) -> list[str]:
     """Virtual packages of the target machine as name=version=build strings, for a solver."""
     gpu = target.has_gpu and target.driver_cuda
-    return virtual_packages(target.platform, glibc=target.glibc, cuda=target.driver_cuda if gpu else None,
-                            cuda_arch=target.compute_capability if gpu else None)
+    return virtual_packages(
+        target.platform,
+        glibc=target.glibc,
+        cuda=target.driver_cuda if gpu else None,
+        cuda_arch=target.compute_capability if gpu else None,
+    )
 
 
 _DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
@@ -67,8 +71,10 @@ _DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
 def parse_driver_flag(text: str) -> str:
     value = text.strip()
     if not _DRIVER_RE.match(value):
-        raise TargetError(f"--driver {text!r} is not an NVIDIA driver version; expected e.g. 550.54.14 (Linux) "
-                          "or 566.03 (Windows), as nvidia-smi prints it.")
+        raise TargetError(
+            f"--driver {text!r} is not an NVIDIA driver version; expected e.g. 550.54.14 (Linux) "
+            "or 566.03 (Windows), as nvidia-smi prints it."
+        )
     return value
 
 
@@ -112,14 +118,17 @@ def check_overrides(kb: Knowledge) -> Overrides:
     arch = overrides.cuda_arch
     if arch is not None and not kb.is_compute_capability(arch):
         known = ", ".join(kb.known_compute_capabilities())
-        raise TargetError(f"CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute capability {arch}; set it "
-                          f"as major.minor to one that exists ({known}; nvidia-smi --query-gpu=compute_cap "
-                          "--format=csv prints the GPU's), or unset it")
+        raise TargetError(
+            f"CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute capability {arch}; set it "
+            f"as major.minor to one that exists ({known}; nvidia-smi --query-gpu=compute_cap "
+            "--format=csv prints the GPU's), or unset it"
+        )
     return overrides
 
 
-def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
-                 platform: str | None = None, detector=None) -> Target:
+def build_target(
+    kb: Knowledge, gpu: str = "auto", driver: str | None = None, platform: str | None = None, detector=None
+) -> Target:
     """Resolve the flags (and, for --gpu auto, this machine) into a Target."""
     kind, name, cc = parse_gpu_flag(gpu)
     driver = parse_driver_flag(driver) if driver is not None else None
@@ -136,13 +145,23 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
 
     platform = platform or host_platform()
     if platform not in PLATFORMS:
-        raise TargetError(f"this machine ({platform}) is not a conda platform pointops supports; "
-                          f"pass --platform with one of: {', '.join(PLATFORMS)}.")
+        raise TargetError(
+            f"this machine ({platform}) is not a conda platform pointops supports; "
+            f"pass --platform with one of: {', '.join(PLATFORMS)}."
+        )
     os_name = os_of_platform(platform)
     glibc = (_glibc_override() or DEFAULT_GLIBC) if os_name == "linux" else None
-    target = Target(platform=platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
-                    driver_version=None, driver_cuda=None, source="flags",
-                    glibc_assumed=os_name == "linux" and _glibc_override() is None)
+    target = Target(
+        platform=platform,
+        os=os_name,
+        glibc=glibc,
+        gpu_name=None,
+        compute_capability=None,
+        driver_version=None,
+        driver_cuda=None,
+        source="flags",
+        glibc_assumed=os_name == "linux" and _glibc_override() is None,
+    )
     if kind == "none":
         target.notes.append("--gpu none: CPU environment")
         if driver:
@@ -158,12 +177,17 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
         cc = _checked_compute_capability(kb, gpu, name, cc, entry, target)
     elif name is not None:
         if entry is None:
-            raise TargetError(f"unknown GPU {name!r}; give its compute capability too, e.g. --gpu '{name}:8.6' "
-                              "(nvidia-smi --query-gpu=compute_cap --format=csv prints it).")
+            raise TargetError(
+                f"unknown GPU {name!r}; give its compute capability too, e.g. --gpu '{name}:8.6' "
+                "(nvidia-smi --query-gpu=compute_cap --format=csv prints it)."
+            )
         cc = entry.compute_capability
     if os_name == "osx":
-        raise TargetError("macOS has no CUDA: pytorch and pointops run on the CPU there. "
-                          "Pass --gpu none, or --platform linux-64/win-64 for an NVIDIA machine.", exit_code=1)
+        raise TargetError(
+            "macOS has no CUDA: pytorch and pointops run on the CPU there. "
+            "Pass --gpu none, or --platform linux-64/win-64 for an NVIDIA machine.",
+            exit_code=1,
+        )
     target.gpu_name = entry.name if entry else (name or f"sm_{cc.replace('.', '')} GPU")
     target.compute_capability = cc
     _check_jetson_platform(kb, target)
@@ -172,8 +196,10 @@ def build_target(kb: Knowledge, gpu: str = "auto", driver: str | None = None,
     if driver is not None:
         _note_driver_override(kb, target, overrides, driver)
     elif overrides.cuda == "":
-        target.notes.append(f"CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu {gpu.strip()!r} asks for a GPU: "
-                            "the variable was ignored")
+        target.notes.append(
+            f"CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu {gpu.strip()!r} asks for a GPU: "
+            "the variable was ignored"
+        )
     _set_jetson_stack(kb, target)
     return target
 
@@ -183,8 +209,10 @@ def _note_arch_override(kb: Knowledge, target: Target, overrides: Overrides, gpu
     arch = overrides.cuda_arch
     if arch is None or target.compute_capability in (arch, kb.architecture(arch).renamed_to):
         return
-    target.notes.append(f"CONDA_OVERRIDE_CUDA_ARCH={arch} ignored: --gpu {gpu.strip()!r} gives compute capability "
-                        f"{target.compute_capability} (the variable replaces detection, --gpu auto)")
+    target.notes.append(
+        f"CONDA_OVERRIDE_CUDA_ARCH={arch} ignored: --gpu {gpu.strip()!r} gives compute capability "
+        f"{target.compute_capability} (the variable replaces detection, --gpu auto)"
+    )
 
 
 def _note_driver_override(kb: Knowledge, target: Target, overrides: Overrides, driver: str) -> None:
@@ -192,25 +220,37 @@ def _note_driver_override(kb: Knowledge, target: Target, overrides: Overrides, d
     cuda = overrides.cuda
     if not cuda or cuda == target.driver_cuda:
         return
-    target.notes = [n for n in target.notes if not n.startswith(f"CONDA_OVERRIDE_CUDA={cuda}:")]  # detection's
-    target.notes.append(f"CONDA_OVERRIDE_CUDA={cuda} ignored: --driver {driver} runs CUDA <= "
-                        f"{target.driver_cuda or 'unknown'}")
+    target.notes = [
+        n for n in target.notes if not n.startswith(f"CONDA_OVERRIDE_CUDA={cuda}:")
+    ]  # detection's
+    target.notes.append(
+        f"CONDA_OVERRIDE_CUDA={cuda} ignored: --driver {driver} runs CUDA <= "
+        f"{target.driver_cuda or 'unknown'}"
+    )
 
 
-def _checked_compute_capability(kb: Knowledge, flag: str, name: str | None, cc: str, entry, target: Target) -> str:
+def _checked_compute_capability(
+    kb: Knowledge, flag: str, name: str | None, cc: str, entry, target: Target
+) -> str:
     """A typed compute capability must belong to a GPU that exists, and to the GPU named with it."""
     if not kb.is_compute_capability(cc):
         known = ", ".join(kb.known_compute_capabilities())
-        raise TargetError(f"--gpu {flag!r}: no NVIDIA GPU has compute capability {cc} (known: {known}). Check "
-                          "the value (nvidia-smi --query-gpu=compute_cap --format=csv prints it), or update "
-                          "pointops-solver if the GPU is newer than its tables.")
+        raise TargetError(
+            f"--gpu {flag!r}: no NVIDIA GPU has compute capability {cc} (known: {known}). Check "
+            "the value (nvidia-smi --query-gpu=compute_cap --format=csv prints it), or update "
+            "pointops-solver if the GPU is newer than its tables."
+        )
     if entry is not None and entry.compute_capability != cc:
-        raise TargetError(f"--gpu {flag!r}: the {entry.name} has compute capability {entry.compute_capability}, "
-                          f"not {cc}. Pass --gpu {name!r} alone, or --gpu {cc} alone if the name is wrong.")
+        raise TargetError(
+            f"--gpu {flag!r}: the {entry.name} has compute capability {entry.compute_capability}, "
+            f"not {cc}. Pass --gpu {name!r} alone, or --gpu {cc} alone if the name is wrong."
+        )
     renamed = kb.architecture(cc).renamed_to
     if renamed:
-        target.notes.append(f"compute capability {cc} is the CUDA 12 number of what CUDA 13 calls {renamed}: "
-                            f"planning for {renamed}")
+        target.notes.append(
+            f"compute capability {cc} is the CUDA 12 number of what CUDA 13 calls {renamed}: "
+            f"planning for {renamed}"
+        )
         return renamed
     return cc
 
@@ -238,11 +278,15 @@ def _set_driver(kb: Knowledge, target: Target, driver: str | None) -> None:
         stack = kb.jetson_stacks[list(module.stacks)[-1]]
         target.jetson_stack = stack.key
         target.driver_cuda = stack.cuda or newest.max_cuda
-        target.notes.append(f"no --driver given: assuming {module.stacks[stack.key]}, the newest stack for "
-                            f"{module.name}; pass --driver to plan for an older one")
+        target.notes.append(
+            f"no --driver given: assuming {module.stacks[stack.key]}, the newest stack for "
+            f"{module.name}; pass --driver to plan for an older one"
+        )
         return
-    target.notes.append(f"no --driver given: assuming a current driver for this GPU (R{newest.branch}, "
-                        f"CUDA {newest.max_cuda}); pass --driver to plan for an older one")
+    target.notes.append(
+        f"no --driver given: assuming a current driver for this GPU (R{newest.branch}, "
+        f"CUDA {newest.max_cuda}); pass --driver to plan for an older one"
+    )
 
 
 def _driver_cuda(kb: Knowledge, driver: str, compute_capability: str | None) -> str | None:
@@ -258,9 +302,12 @@ def _driver_cuda(kb: Knowledge, driver: str, compute_capability: str | None) -> 
 def _check_jetson_platform(kb: Knowledge, target: Target) -> None:
     module = kb.jetson_module(target.compute_capability) if target.compute_capability else None
     if module is not None and target.platform != ARM_VARIANT_PLATFORM:
-        raise TargetError(f"{module.name} (compute capability {target.compute_capability}) is a Jetson, a "
-                          f"{ARM_VARIANT_PLATFORM} machine, not {target.platform}. Pass --platform "
-                          f"{ARM_VARIANT_PLATFORM}.", exit_code=1)
+        raise TargetError(
+            f"{module.name} (compute capability {target.compute_capability}) is a Jetson, a "
+            f"{ARM_VARIANT_PLATFORM} machine, not {target.platform}. Pass --platform "
+            f"{ARM_VARIANT_PLATFORM}.",
+            exit_code=1,
+        )
 
 
 def _set_jetson_stack(kb: Knowledge, target: Target) -> None:
@@ -274,8 +321,12 @@ def _set_jetson_stack(kb: Knowledge, target: Target) -> None:
             return  # the planner refuses: a driver of no JetPack stack this module has
         target.jetson_stack = stack.key
     stack = kb.jetson_stacks[target.jetson_stack]
-    if stack.glibc and target.glibc_assumed and target.glibc \
-            and parse_version(stack.glibc) > parse_version(target.glibc):
+    if (
+        stack.glibc
+        and target.glibc_assumed
+        and target.glibc
+        and parse_version(stack.glibc) > parse_version(target.glibc)
+    ):
         target.glibc = stack.glibc
         target.notes.append(f"glibc {stack.glibc} assumed: the Ubuntu release {stack.label} is built on")
 
@@ -286,25 +337,39 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
     info = (detector or detect)()
     plan_platform = platform or info.platform
     if plan_platform not in PLATFORMS:
-        raise TargetError(f"this machine ({info.platform}) is not a conda platform pointops supports; "
-                          f"pass --platform with one of: {', '.join(PLATFORMS)}.")
+        raise TargetError(
+            f"this machine ({info.platform}) is not a conda platform pointops supports; "
+            f"pass --platform with one of: {', '.join(PLATFORMS)}."
+        )
     os_name = os_of_platform(plan_platform)
     same_machine = plan_platform == info.platform
     glibc = None
     if os_name == "linux":
         glibc = _glibc_override() or (info.glibc if same_machine else None) or DEFAULT_GLIBC
-    target = Target(platform=plan_platform, os=os_name, glibc=glibc, gpu_name=None, compute_capability=None,
-                    driver_version=driver or info.driver_version, driver_cuda=info.driver_cuda,
-                    source="override" if info.source == "override" else "detected", notes=list(info.notes),
-                    glibc_assumed=os_name == "linux" and glibc == DEFAULT_GLIBC and _glibc_override() is None
-                    and not (same_machine and info.glibc))
+    target = Target(
+        platform=plan_platform,
+        os=os_name,
+        glibc=glibc,
+        gpu_name=None,
+        compute_capability=None,
+        driver_version=driver or info.driver_version,
+        driver_cuda=info.driver_cuda,
+        source="override" if info.source == "override" else "detected",
+        notes=list(info.notes),
+        glibc_assumed=os_name == "linux"
+        and glibc == DEFAULT_GLIBC
+        and _glibc_override() is None
+        and not (same_machine and info.glibc),
+    )
     if driver is not None:
         target.driver_cuda = kb.driver_max_cuda(driver)
     if info.driver_cuda and not info.gpus and info.source == "override" and os_name != "osx":
         # CONDA_OVERRIDE_CUDA without CONDA_OVERRIDE_CUDA_ARCH: a GPU of unknown capability.
         target.gpu_name = "unidentified GPU"
-        target.notes.append("CONDA_OVERRIDE_CUDA_ARCH is not set: the GPU's compute capability is unknown, "
-                            "so arch coverage is not checked")
+        target.notes.append(
+            "CONDA_OVERRIDE_CUDA_ARCH is not set: the GPU's compute capability is unknown, "
+            "so arch coverage is not checked"
+        )
         return target
     if os_name == "osx":
         target.driver_version = target.driver_cuda = None
@@ -313,8 +378,10 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
     if (info.driver_cuda is None and driver is None) or not info.gpus:
         why = "; ".join(info.notes) or "no NVIDIA driver answered"
         target.driver_version = target.driver_cuda = None
-        target.notes = [f"no usable NVIDIA GPU found ({why}): CPU environment; "
-                        "pass --gpu NAME --driver VERSION to plan for another machine"]
+        target.notes = [
+            f"no usable NVIDIA GPU found ({why}): CPU environment; "
+            "pass --gpu NAME --driver VERSION to plan for another machine"
+        ]
         if driver is not None:
             target.notes.append(f"--driver {driver} ignored: there is no GPU to plan for")
         return target
@@ -323,10 +390,14 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
     target.gpu_name, target.compute_capability = chosen.name, chosen.compute_capability
     distinct = {g.compute_capability for g in info.gpus}
     if len(distinct) > 1:
-        target.notes.append(f"{len(info.gpus)} GPUs with compute capabilities {sorted(distinct, key=str)}: "
-                            f"planning for the lowest ({lowest})")
+        target.notes.append(
+            f"{len(info.gpus)} GPUs with compute capabilities {sorted(distinct, key=str)}: "
+            f"planning for the lowest ({lowest})"
+        )
     if target.compute_capability is None:
-        target.notes.append(f"the compute capability of {chosen.name} is unknown: arch coverage is not checked")
+        target.notes.append(
+            f"the compute capability of {chosen.name} is unknown: arch coverage is not checked"
+        )
     if target.driver_version:
         try:
             parse_version(target.driver_version)

@@ -14,7 +14,9 @@ from solver.plan import Plan
 def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
     """Problems found in the solved packages (solver.solve.SolvedPackage); empty when all is well."""
     by_name = {r.name: r for r in records}
-    missing = [f"the solution has no {name}" for name in ("python", "pytorch", "pointops") if name not in by_name]
+    missing = [
+        f"the solution has no {name}" for name in ("python", "pytorch", "pointops") if name not in by_name
+    ]
     if missing:
         return missing
     problems = []
@@ -30,11 +32,13 @@ def _versions(kb, plan, by_name, records) -> list[str]:
         problems.append(f"python {python} was solved, {plan.python} was planned")
     torch = by_name["pytorch"]
     planned = plan.pytorch_version if plan.pytorch_exact else plan.pytorch_minor
-    if parse_version(str(torch.version))[:len(parse_version(planned))] != parse_version(planned):
+    if parse_version(str(torch.version))[: len(parse_version(planned))] != parse_version(planned):
         problems.append(f"pytorch {torch.version} was solved, {planned} was planned")
     if plan.pytorch_min_build_number is not None and torch.build_number < plan.pytorch_min_build_number:
-        problems.append(f"pytorch {torch.version} {torch.build} has build number {torch.build_number}; only "
-                        f"{plan.pytorch_min_build_number} and newer carry SASS for {plan.target.compute_capability}")
+        problems.append(
+            f"pytorch {torch.version} {torch.build} has build number {torch.build_number}; only "
+            f"{plan.pytorch_min_build_number} and newer carry SASS for {plan.target.compute_capability}"
+        )
     return problems
 
 
@@ -66,7 +70,11 @@ def _arm_variant(kb, plan, by_name, records) -> list[str]:
 def _cuda_version(kb, plan, by_name, records) -> list[str]:
     target, cuda_record = plan.target, by_name.get("cuda-version")
     if not plan.cuda_version:
-        return [f"cuda-version {cuda_record.version} in a plan without CUDA"] if cuda_record and target.has_gpu else []
+        return (
+            [f"cuda-version {cuda_record.version} in a plan without CUDA"]
+            if cuda_record and target.has_gpu
+            else []
+        )
     if cuda_record is None:
         return ["the solution has no cuda-version package"]
     problems = []
@@ -77,8 +85,10 @@ def _cuda_version(kb, plan, by_name, records) -> list[str]:
     if mode is None:
         problems.append(f"cuda-version {solved} is newer than the driver runs (CUDA <= {target.driver_cuda})")
     elif mode == "mvc" and set(plan.coverage.values()) != {"sass"}:
-        problems.append(f"cuda-version {solved} needs minor-version compatibility, which needs SASS for "
-                        f"compute capability {target.compute_capability}")
+        problems.append(
+            f"cuda-version {solved} needs minor-version compatibility, which needs SASS for "
+            f"compute capability {target.compute_capability}"
+        )
     return problems
 
 
@@ -92,6 +102,8 @@ def _arch_constraints(kb, plan, by_name, records) -> list[str]:
         for constraint in list(record.constrains) + list(record.depends):
             match = re.match(r"^__cuda_arch\s*>=\s*([\d.]+)", str(constraint))
             if match and cc < parse_version(match.group(1)):
-                problems.append(f"{record.name} {record.build} needs compute capability >= "
-                                f"{match.group(1)}, the GPU has {capability}")
+                problems.append(
+                    f"{record.name} {record.build} needs compute capability >= "
+                    f"{match.group(1)}, the GPU has {capability}"
+                )
     return problems

@@ -28,7 +28,7 @@ DEFAULT_ARM_VARIANT = "sbsa"
 ARM_VARIANT_PLATFORM = "linux-aarch64"
 
 # Virtual packages assumed for a target that is not this machine (CEP 26 names).
-DEFAULT_GLIBC = "2.28"          # conda-forge's CUDA 13 floor; a planned Linux target is assumed to meet it
+DEFAULT_GLIBC = "2.28"  # conda-forge's CUDA 13 floor; a planned Linux target is assumed to meet it
 DEFAULT_LINUX_KERNEL = "5.15"
 DEFAULT_MACOS = {"osx-64": "12.0", "osx-arm64": "13.0"}
 
@@ -73,7 +73,7 @@ def has_arm_variants(platform: str) -> bool:
 
 def cuda_of_variant(variant: str) -> str:
     """'cuda129' -> '12.9', 'cuda130' -> '13.0'."""
-    digits = variant[len("cuda"):]
+    digits = variant[len("cuda") :]
     return f"{digits[:-1]}.{digits[-1]}"
 
 
@@ -100,8 +100,9 @@ def normalize_compute_capability(text: str) -> str | None:
     return None
 
 
-def virtual_packages(platform: str, glibc: str | None = None, cuda: str | None = None,
-                     cuda_arch: str | None = None) -> list[str]:
+def virtual_packages(
+    platform: str, glibc: str | None = None, cuda: str | None = None, cuda_arch: str | None = None
+) -> list[str]:
     """Virtual packages of a target machine as name=version=build strings, for a solver."""
     os_name = os_of_platform(platform)
     if os_name == "linux":

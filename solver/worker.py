@@ -35,8 +35,7 @@ def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return child
 
 
-def call(function: str, request: Mapping, timeout_s: float, what: str,
-         env: Mapping[str, str] | None = None):
+def call(function: str, request: Mapping, timeout_s: float, what: str, env: Mapping[str, str] | None = None):
     """`function` is "solver.module:name"; returns its result. Raises SolverError subclasses."""
     if not function.startswith("solver.") or ":" not in function:
         raise ValueError(f"not a solver function: {function!r}")
@@ -48,12 +47,13 @@ def call(function: str, request: Mapping, timeout_s: float, what: str,
         raise errors.WorkerError(f"{what} could not start a Python interpreter ({done.start_error})")
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(_MARKER):
-            reply = json.loads(line[len(_MARKER):])
+            reply = json.loads(line[len(_MARKER) :])
             break
     else:
         tail = " ".join(done.stderr.strip().splitlines()[-3:])[-300:]
-        raise errors.WorkerError(f"{what} crashed ({bounded.signal_text(done.returncode or 0)})"
-                                 + (f": {tail}" if tail else ""))
+        raise errors.WorkerError(
+            f"{what} crashed ({bounded.signal_text(done.returncode or 0)})" + (f": {tail}" if tail else "")
+        )
     if "result" in reply:
         return reply["result"]
     failure = reply["error"]
@@ -71,8 +71,14 @@ def _main(argv: list[str]) -> None:
             raise ValueError(f"not a solver function: {function!r}")
         result = {"result": getattr(importlib.import_module(module_name), name)(**request)}
     except errors.SolverError as exc:
-        result = {"error": {"class": type(exc).__name__, "message": str(exc), "fix": exc.fix,
-                            "exit_code": exc.exit_code}}
+        result = {
+            "error": {
+                "class": type(exc).__name__,
+                "message": str(exc),
+                "fix": exc.fix,
+                "exit_code": exc.exit_code,
+            }
+        }
     except Exception as exc:  # reported to the caller, which names the work that failed
         result = {"error": {"class": "", "message": f"{type(exc).__name__}: {exc}"}}
     sys.stdout.write(_MARKER + json.dumps(result) + "\n")

@@ -20,8 +20,13 @@ from pathlib import Path
 import yaml
 
 DATA = Path(__file__).resolve().parent / "data" / "conda_forge_metadata.yaml"
-SUBDIR_ARCH = {"win-64": ("win", "x86_64"), "linux-64": ("linux", "x86_64"), "linux-aarch64": ("linux", "aarch64"),
-               "osx-64": ("osx", "x86_64"), "osx-arm64": ("osx", "arm64")}
+SUBDIR_ARCH = {
+    "win-64": ("win", "x86_64"),
+    "linux-64": ("linux", "x86_64"),
+    "linux-aarch64": ("linux", "aarch64"),
+    "osx-64": ("osx", "x86_64"),
+    "osx-arm64": ("osx", "arm64"),
+}
 GLIBC = {"12.8": "2.17", "12.9": "2.17", "13.0": "2.28", None: "2.17"}
 
 
@@ -52,10 +57,27 @@ def _next_patch(version: str) -> str:
     return f"{major}.{minor}.{int(patch) + 1}"
 
 
-def record(name: str, version: str, build: str, subdir: str, build_number: int = 0, depends=(), constrains=(),
-           run_exports: dict | None = None, noarch: str | None = None, track_features: str | None = None) -> dict:
-    out = {"name": name, "version": str(version), "build": build, "build_number": int(build_number),
-           "subdir": "noarch" if noarch else subdir, "depends": list(depends), "constrains": list(constrains)}
+def record(
+    name: str,
+    version: str,
+    build: str,
+    subdir: str,
+    build_number: int = 0,
+    depends=(),
+    constrains=(),
+    run_exports: dict | None = None,
+    noarch: str | None = None,
+    track_features: str | None = None,
+) -> dict:
+    out = {
+        "name": name,
+        "version": str(version),
+        "build": build,
+        "build_number": int(build_number),
+        "subdir": "noarch" if noarch else subdir,
+        "depends": list(depends),
+        "constrains": list(constrains),
+    }
     if noarch:
         out["noarch"] = noarch
     if run_exports:
@@ -70,9 +92,16 @@ def _cuda_values(cuda: str | None) -> dict:
         return {}
     versions = metadata()["cuda"][cuda]
     major = int(cuda.split(".")[0])
-    return {"cuda": cuda, "cuda_major": major, "cuda_next_major": major + 1, "cuda_next_minor": _next_minor(cuda),
-            "nvcc": versions["nvcc"], "cudart": versions["cudart"], "cupti": versions["cupti"],
-            "cupti_next_patch": _next_patch(versions["cupti"])}
+    return {
+        "cuda": cuda,
+        "cuda_major": major,
+        "cuda_next_major": major + 1,
+        "cuda_next_minor": _next_minor(cuda),
+        "nvcc": versions["nvcc"],
+        "cudart": versions["cudart"],
+        "cupti": versions["cupti"],
+        "cupti_next_patch": _next_patch(versions["cupti"]),
+    }
 
 
 def cuda_records(subdir: str, cuda: str) -> list[dict]:
@@ -83,28 +112,73 @@ def cuda_records(subdir: str, cuda: str) -> list[dict]:
     aarch64 = subdir == "linux-aarch64"
     out = []
     cv = pkgs["cuda-version"]
-    out.append(record("cuda-version", cuda, cv["build"], subdir, cv["build_number"], _fill(cv["depends"], **values),
-                      _fill(cv["constrains"], **values), noarch="generic"))
+    out.append(
+        record(
+            "cuda-version",
+            cuda,
+            cv["build"],
+            subdir,
+            cv["build_number"],
+            _fill(cv["depends"], **values),
+            _fill(cv["constrains"], **values),
+            noarch="generic",
+        )
+    )
     nvcc = pkgs["cuda-nvcc_{platform}"]
-    depends = _fill(nvcc["depends"][os_name], **values) + (_fill(nvcc["depends"]["aarch64"], **values) if aarch64 else [])
+    depends = _fill(nvcc["depends"][os_name], **values) + (
+        _fill(nvcc["depends"]["aarch64"], **values) if aarch64 else []
+    )
     strong = _fill(nvcc["run_exports"]["strong"], **values) + (
-        _fill(nvcc["run_exports"]["strong_aarch64"], **values) if aarch64 else [])
-    out.append(record(f"cuda-nvcc_{subdir}", values["nvcc"], nvcc["build"], subdir, nvcc["build_number"], depends,
-                      run_exports={"strong": strong}))
-    for name in ("cuda-cudart", "cuda-cudart-dev", "cuda-cudart-static", "cuda-cudart-dev_{platform}",
-                 "cuda-cudart-static_{platform}", "cuda-cudart_{platform}"):
+        _fill(nvcc["run_exports"]["strong_aarch64"], **values) if aarch64 else []
+    )
+    out.append(
+        record(
+            f"cuda-nvcc_{subdir}",
+            values["nvcc"],
+            nvcc["build"],
+            subdir,
+            nvcc["build_number"],
+            depends,
+            run_exports={"strong": strong},
+        )
+    )
+    for name in (
+        "cuda-cudart",
+        "cuda-cudart-dev",
+        "cuda-cudart-static",
+        "cuda-cudart-dev_{platform}",
+        "cuda-cudart-static_{platform}",
+        "cuda-cudart_{platform}",
+    ):
         spec = pkgs[name]
-        depends = _fill(spec["depends"], **values) + (_fill(spec.get("depends_aarch64"), **values) if aarch64 else [])
+        depends = _fill(spec["depends"], **values) + (
+            _fill(spec.get("depends_aarch64"), **values) if aarch64 else []
+        )
         run_exports = None
         if "run_exports" in spec and os_name in spec["run_exports_on"][cuda]:
             run_exports = {k: _fill(v, **values) for k, v in spec["run_exports"].items()}
-        out.append(record(name.format(platform=subdir), values["cudart"], spec["build"], subdir, 0, depends,
-                          run_exports=run_exports, noarch=spec.get("noarch")))
+        out.append(
+            record(
+                name.format(platform=subdir),
+                values["cudart"],
+                spec["build"],
+                subdir,
+                0,
+                depends,
+                run_exports=run_exports,
+                noarch=spec.get("noarch"),
+            )
+        )
     return out
 
 
-def torch_records(subdir: str, torch: str, pythons: list[str], variants: list[str] | None = None,
-                  blas: list[str] | None = None) -> list[dict]:
+def torch_records(
+    subdir: str,
+    torch: str,
+    pythons: list[str],
+    variants: list[str] | None = None,
+    blas: list[str] | None = None,
+) -> list[dict]:
     """libtorch and pytorch of one release for every variant (cpu, cuda1xx), blas and Python."""
     pkgs = _packages()
     release = pkgs["pytorch_releases"][torch]
@@ -118,13 +192,25 @@ def torch_records(subdir: str, torch: str, pythons: list[str], variants: list[st
             if blas_impl not in platform["blas"]:
                 continue
             number = release["build"] + (200 if cuda else 0) + (100 if blas_impl == "mkl" else 0)
-            values = {"version": torch, "minor_next": _next_minor(torch), "variant": variant, "blas": blas_impl,
-                      "number": number, "triton": release["triton"], "glibc": GLIBC[cuda],
-                      "gcc": platform.get("gcc", ""), **_cuda_values(cuda)}
+            values = {
+                "version": torch,
+                "minor_next": _next_minor(torch),
+                "variant": variant,
+                "blas": blas_impl,
+                "number": number,
+                "triton": release["triton"],
+                "glibc": GLIBC[cuda],
+                "gcc": platform.get("gcc", ""),
+                **_cuda_values(cuda),
+            }
             lib = pkgs["libtorch"]
-            lib_build = lib["build"].format(hash=_hash("libtorch", torch, variant, blas_impl, subdir), **values)
+            lib_build = lib["build"].format(
+                hash=_hash("libtorch", torch, variant, blas_impl, subdir), **values
+            )
             deps = lib["depends"]
-            depends = (_fill(deps["mkl"], **values) if blas_impl == "mkl" else []) + _fill(deps[f"derived_{os_name}"], **values)
+            depends = (_fill(deps["mkl"], **values) if blas_impl == "mkl" else []) + _fill(
+                deps[f"derived_{os_name}"], **values
+            )
             if cuda:
                 depends += _fill(deps["derived_cuda"], **values)
                 if os_name == "win" and torch.startswith("2.13"):
@@ -132,13 +218,28 @@ def torch_records(subdir: str, torch: str, pythons: list[str], variants: list[st
             constrains = _fill(lib["constrains"]["cuda" if cuda else "cpu"], **values)
             if os_name != "win" and blas_impl != "mkl":
                 constrains += _fill(lib["constrains"]["unix_generic"], **values)
-            out.append(record("libtorch", torch, lib_build, subdir, number, depends, constrains,
-                              run_exports={k: _fill(v, **values) for k, v in lib["run_exports"].items()}))
+            out.append(
+                record(
+                    "libtorch",
+                    torch,
+                    lib_build,
+                    subdir,
+                    number,
+                    depends,
+                    constrains,
+                    run_exports={k: _fill(v, **values) for k, v in lib["run_exports"].items()},
+                )
+            )
             spec = pkgs["pytorch"]
             deps = spec["depends"]
             for py in pythons:
-                py_values = {**values, "libtorch_build": lib_build, "py": py, "py_nodot": py.replace(".", ""),
-                             "py_next": _next_minor(py)}
+                py_values = {
+                    **values,
+                    "libtorch_build": lib_build,
+                    "py": py,
+                    "py_nodot": py.replace(".", ""),
+                    "py_next": _next_minor(py),
+                }
                 depends = _fill(deps["all"], **py_values) + _fill(deps[torch], **py_values)
                 depends += _fill(deps["mkl" if blas_impl == "mkl" else "generic"], **py_values)
                 if cuda:
@@ -148,11 +249,24 @@ def torch_records(subdir: str, torch: str, pythons: list[str], variants: list[st
                     if os_name == "win" and torch.startswith("2.13"):
                         depends += _fill(deps["win_cuda_2.13"], **py_values)
                     depends += _fill(deps["derived_cuda"], **py_values)
-                depends += _fill(deps["derived_python"], **py_values) + _fill(deps[f"derived_{os_name}"], **py_values)
-                build = spec["build"].format(hash=_hash("pytorch", torch, variant, blas_impl, py, subdir), **py_values)
-                out.append(record("pytorch", torch, build, subdir, number, depends,
-                                  _fill(spec["constrains"]["cuda" if cuda else "cpu"], **py_values),
-                                  run_exports={k: _fill(v, **py_values) for k, v in spec["run_exports"].items()}))
+                depends += _fill(deps["derived_python"], **py_values) + _fill(
+                    deps[f"derived_{os_name}"], **py_values
+                )
+                build = spec["build"].format(
+                    hash=_hash("pytorch", torch, variant, blas_impl, py, subdir), **py_values
+                )
+                out.append(
+                    record(
+                        "pytorch",
+                        torch,
+                        build,
+                        subdir,
+                        number,
+                        depends,
+                        _fill(spec["constrains"]["cuda" if cuda else "cpu"], **py_values),
+                        run_exports={k: _fill(v, **py_values) for k, v in spec["run_exports"].items()},
+                    )
+                )
     return out
 
 
@@ -164,22 +278,50 @@ def python_records(subdir: str, py: str, full_version: str) -> list[dict]:
     # conda-forge's CPython builds end in _cpython up to 3.12 and in their cp tag from 3.13 on
     # (the pinning's python key: "3.12.* *_cpython", "3.13.* *_cp313").
     flavour = tag if int(py.split(".")[1]) >= 13 else "cpython"
-    depends = ["__glibc >=2.17,<3.0.a0"] if os_name == "linux" else (
-        ["ucrt >=10.0.20348.0", "vc14_runtime >=14.44.35208"] if os_name == "win" else [])
+    depends = (
+        ["__glibc >=2.17,<3.0.a0"]
+        if os_name == "linux"
+        else (["ucrt >=10.0.20348.0", "vc14_runtime >=14.44.35208"] if os_name == "win" else [])
+    )
     out = [
-        record("python", full_version, f"h0_0_{flavour}", subdir, 0, depends + [f"python_abi {py}.* *_{tag}"],
-               run_exports={"weak": [f"python_abi {py}.* *_{tag}"]}),
+        record(
+            "python",
+            full_version,
+            f"h0_0_{flavour}",
+            subdir,
+            0,
+            depends + [f"python_abi {py}.* *_{tag}"],
+            run_exports={"weak": [f"python_abi {py}.* *_{tag}"]},
+        ),
         record("python_abi", py, f"8_{tag}", subdir, 8, constrains=[f"python {py}.* *_{flavour}"]),
     ]
     abi3 = pkgs["python-abi3"]
     unix_or_win = "win" if os_name == "win" else "unix"
     values = {"py": py, "os": unix_or_win}
-    out.append(record("python-abi3", py, abi3["build"].format(**values), subdir, abi3["build_number"],
-                      _fill(abi3["depends"], **values), noarch="generic",
-                      run_exports={k: _fill(v, **values) for k, v in abi3["run_exports"].items()}))
+    out.append(
+        record(
+            "python-abi3",
+            py,
+            abi3["build"].format(**values),
+            subdir,
+            abi3["build_number"],
+            _fill(abi3["depends"], **values),
+            noarch="generic",
+            run_exports={k: _fill(v, **values) for k, v in abi3["run_exports"].items()},
+        )
+    )
     support = pkgs["_python_abi3_support"]
-    out.append(record("_python_abi3_support", support["version"], support["build"], subdir, support["build_number"],
-                      support["depends"], noarch="generic"))
+    out.append(
+        record(
+            "_python_abi3_support",
+            support["version"],
+            support["build"],
+            subdir,
+            support["build_number"],
+            support["depends"],
+            noarch="generic",
+        )
+    )
     return out
 
 
@@ -198,20 +340,47 @@ def compiler_records(subdir: str) -> list[dict]:
         values = {"platform": subdir, "gcc": gcc, "gcc_full": full}
         for name in ("gcc_{platform}", "gxx_{platform}"):
             spec = pkgs[name]
-            out.append(record(name.format(**values), full, spec["build"], subdir, 0, _fill(spec["depends"], **values),
-                              run_exports={k: _fill(v, **values) for k, v in spec["run_exports"].items()}))
+            out.append(
+                record(
+                    name.format(**values),
+                    full,
+                    spec["build"],
+                    subdir,
+                    0,
+                    _fill(spec["depends"], **values),
+                    run_exports={k: _fill(v, **values) for k, v in spec["run_exports"].items()},
+                )
+            )
     for glibc in pkgs["sysroot_versions"]:
         spec = pkgs["sysroot_{platform}"]
         values = {"glibc": glibc}
-        out.append(record(f"sysroot_{subdir}", glibc, spec["build"], subdir, 0, _fill(spec["depends"], **values),
-                          run_exports={k: _fill(v, **values) for k, v in spec["run_exports"].items()},
-                          noarch="generic"))
+        out.append(
+            record(
+                f"sysroot_{subdir}",
+                glibc,
+                spec["build"],
+                subdir,
+                0,
+                _fill(spec["depends"], **values),
+                run_exports={k: _fill(v, **values) for k, v in spec["run_exports"].items()},
+                noarch="generic",
+            )
+        )
     return out
 
 
 def _plain(name: str, spec: dict, subdir: str) -> dict:
-    return record(name, spec["version"], spec["build"], subdir, spec.get("build_number", 0), spec.get("depends"),
-                  spec.get("constrains", ()), spec.get("run_exports"), track_features=spec.get("track_features"))
+    return record(
+        name,
+        spec["version"],
+        spec["build"],
+        subdir,
+        spec.get("build_number", 0),
+        spec.get("depends"),
+        spec.get("constrains", ()),
+        spec.get("run_exports"),
+        track_features=spec.get("track_features"),
+    )
 
 
 def leaf_records(subdir: str, pythons: dict[str, str]) -> list[dict]:
@@ -220,7 +389,9 @@ def leaf_records(subdir: str, pythons: dict[str, str]) -> list[dict]:
     leaves = pkgs["leaves"]
     out = [_plain(name, pkgs[name], subdir) for name in MSVC_RUNTIME] if subdir == "win-64" else []
     for name, version in leaves["versioned"].items():
-        out.append(record(name.format(platform=subdir), version, "sbsa" if name == "arm-variant" else "h0_0", subdir))
+        out.append(
+            record(name.format(platform=subdir), version, "sbsa" if name == "arm-variant" else "h0_0", subdir)
+        )
     for name in leaves["per_python"]:
         out += [record(name, full, "h0_0", subdir) for full in pythons.values()]
     for cuda in metadata()["cuda"]:
@@ -237,8 +408,13 @@ def leaf_records(subdir: str, pythons: dict[str, str]) -> list[dict]:
     return out
 
 
-def conda_forge_records(subdir: str, pythons: dict[str, str], torch_versions=("2.13.0",),
-                        cuda_versions: list[str] | None = None, toolchain: bool = True) -> list[dict]:
+def conda_forge_records(
+    subdir: str,
+    pythons: dict[str, str],
+    torch_versions=("2.13.0",),
+    cuda_versions: list[str] | None = None,
+    toolchain: bool = True,
+) -> list[dict]:
     """Everything one platform needs: pythons ({"3.11": "3.11.7"}), pytorch/libtorch of each
     release, the CUDA packages and (toolchain=True) compilers and sysroots."""
     if cuda_versions is None:
@@ -276,15 +452,27 @@ def package_archive(record: dict, files: dict[str, object] | None) -> bytes:
                 info.type = tarfile.SYMTYPE
                 info.linkname = str(content[1])
                 tar.addfile(info)
-                paths.append({"_path": path, "path_type": "softlink", "sha256": hashlib.sha256(b"").hexdigest(),
-                              "size_in_bytes": 0})
+                paths.append(
+                    {
+                        "_path": path,
+                        "path_type": "softlink",
+                        "sha256": hashlib.sha256(b"").hexdigest(),
+                        "size_in_bytes": 0,
+                    }
+                )
                 continue
             data = content[1].encode() if isinstance(content, tuple) else bytes(content)
             info.size = len(data)
             info.mode = 0o755 if isinstance(content, tuple) else 0o644
             tar.addfile(info, io.BytesIO(data))
-            paths.append({"_path": path, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(),
-                          "size_in_bytes": len(data)})
+            paths.append(
+                {
+                    "_path": path,
+                    "path_type": "hardlink",
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size_in_bytes": len(data),
+                }
+            )
         meta = {"info/index.json": index, "info/paths.json": {"paths": paths, "paths_version": 1}}
         if record.get("run_exports"):
             meta["info/run_exports.json"] = record["run_exports"]
@@ -297,7 +485,9 @@ def package_archive(record: dict, files: dict[str, object] | None) -> bytes:
     return buffer.getvalue()
 
 
-def write_channel(root: Path, records: list[dict], files: dict[tuple[str, str, str], dict] | None = None) -> Path:
+def write_channel(
+    root: Path, records: list[dict], files: dict[tuple[str, str, str], dict] | None = None
+) -> Path:
     """Write the records as packages under root/<subdir>/ and index them with py-rattler.
     `files` maps (name, version, build) to a package's content."""
     from rattler.index import index_fs

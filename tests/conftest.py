@@ -10,7 +10,12 @@ def _no_pointops_problem_left_on_the_gpu():
     GPU. Only where the test imported pointops and a GPU is present."""
     yield
     pointops, torch = sys.modules.get("pointops"), sys.modules.get("torch")
-    if pointops is None or torch is None or not torch.cuda.is_available() or not pointops.build_info()["cuda"]:
+    if (
+        pointops is None
+        or torch is None
+        or not torch.cuda.is_available()
+        or not pointops.build_info()["cuda"]
+    ):
         return
     try:
         pointops.check_errors()

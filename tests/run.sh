@@ -36,7 +36,10 @@ $PY -m pip install -q --disable-pip-version-check -e '.[test]' 'torch==2.13.0'
 # pointops itself, CPU extension (the CUDA sources are compile-checked by tests/ops).
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation ./ops-src
 
-echo "== ruff"
+echo "== ruff, ruff format, clang-format"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check --quiet .
+find ops-src/csrc tests/gpu tests/windows -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' |
+  xargs .venv/bin/clang-format --dry-run --Werror
 echo "== pytest"
 $PY -m pytest -q "$@"

@@ -38,12 +38,16 @@ def test_cuda_pytorch_needs_a_driver_and_cpu_pytorch_does_not(records):
         assert ("__cuda" in rec["depends"]) == cuda, rec["build"]
         assert any(d.startswith("cuda-version >=") for d in rec["depends"]) == cuda
         assert any(d.startswith("libtorch " + rec["version"]) for d in rec["depends"])
-        assert rec["constrains"] == ([f"pytorch-gpu {rec['version']}", "pytorch-cpu <0.0a0"] if cuda
-                                     else [f"pytorch-cpu {rec['version']}", "pytorch-gpu <0.0a0"])
+        assert rec["constrains"] == (
+            [f"pytorch-gpu {rec['version']}", "pytorch-cpu <0.0a0"]
+            if cuda
+            else [f"pytorch-cpu {rec['version']}", "pytorch-gpu <0.0a0"]
+        )
         minor = rec["version"].rsplit(".", 1)[0]
         nxt = f"{minor.split('.')[0]}.{int(minor.split('.')[1]) + 1}"
-        assert rec["run_exports"] == {"weak": [f"pytorch >={rec['version']},<{nxt}.0a0",
-                                               f"libtorch >={rec['version']},<{nxt}.0a0"]}
+        assert rec["run_exports"] == {
+            "weak": [f"pytorch >={rec['version']},<{nxt}.0a0", f"libtorch >={rec['version']},<{nxt}.0a0"]
+        }
         # build numbers: +200 CUDA, +100 mkl on top of the release's build
         base = META["packages"]["pytorch_releases"][rec["version"]]["build"]
         assert rec["build_number"] == base + (200 if cuda else 0) + (100 if "_mkl_" in rec["build"] else 0)
@@ -92,7 +96,11 @@ def test_python_abi3_exports_its_support_package(records):
     subdir, recs = records
     (abi3,) = by_name(recs, "python-abi3")
     assert abi3["run_exports"] == {"weak": ["_python_abi3_support 1.*", "cpython >=3.11"]}
-    assert abi3["depends"] == ["python 3.11.*", "_python_abi3_support", "__win" if subdir == "win-64" else "__unix"]
+    assert abi3["depends"] == [
+        "python 3.11.*",
+        "_python_abi3_support",
+        "__win" if subdir == "win-64" else "__unix",
+    ]
 
 
 def test_the_windows_compiler_exports_the_msvc_runtime(records):
@@ -101,7 +109,9 @@ def test_the_windows_compiler_exports_the_msvc_runtime(records):
         pytest.skip("Windows only")
     for name in ("vs2022_win-64", "vs_win-64"):
         (rec,) = by_name(recs, name)
-        assert rec["run_exports"] == {"strong": ["vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0"]}
+        assert rec["run_exports"] == {
+            "strong": ["vc >=14.3,<15", "vc14_runtime >=14.44.35208", "ucrt >=10.0.20348.0"]
+        }
     (runtime,) = by_name(recs, "vc14_runtime")
     assert "ucrt >=10.0.20348.0" in runtime["depends"]
 
@@ -114,7 +124,9 @@ def test_the_linux_toolchain_exports_its_runtimes(records):
         major = rec["version"].split(".")[0]
         assert rec["run_exports"] == {"strong": [f"libstdcxx >={major}", f"libgcc >={major}"]}
     assert {r["version"]: r["run_exports"]["strong"] for r in by_name(recs, f"sysroot_{subdir}")} == {
-        "2.17": ["__glibc >=2.17,<3.0.a0"], "2.28": ["__glibc >=2.28,<3.0.a0"]}
+        "2.17": ["__glibc >=2.17,<3.0.a0"],
+        "2.28": ["__glibc >=2.28,<3.0.a0"],
+    }
 
 
 def canonical(specs) -> list[str]:

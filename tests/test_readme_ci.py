@@ -38,13 +38,17 @@ def test_readme_test_script_exists_and_runs_ruff_and_pytest():
 
 
 def test_solver_entry_point_prints_help():
-    out = subprocess.run([sys.executable, "-m", "solver", "--help"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "solver", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     for sub in ("make-env", "doctor", "channel"):
         assert sub in out.stdout
 
 
 def test_solver_rejects_unknown_subcommand_with_exit_2():
-    out = subprocess.run([sys.executable, "-m", "solver", "frobnicate"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "solver", "frobnicate"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2
     assert "invalid choice" in out.stderr

@@ -33,7 +33,7 @@ def install_torch_scatter_shim() -> bool:
         indptr = indptr.to(src.device, torch.int64)
         counts = indptr[1:] - indptr[:-1]
         segment = torch.repeat_interleave(torch.arange(counts.numel(), device=src.device), counts)
-        rows = src[int(indptr[0]):int(indptr[-1])]
+        rows = src[int(indptr[0]) : int(indptr[-1])]
         shape = (counts.numel(),) + tuple(src.shape[1:])
         index = segment.view(-1, *([1] * (src.dim() - 1))).expand_as(rows)
         if reduce in ("sum", "add", "mean"):
@@ -43,8 +43,9 @@ def install_torch_scatter_shim() -> bool:
             return total
         if reduce in ("max", "min"):
             fill = float("-inf") if reduce == "max" else float("inf")
-            out = src.new_full(shape, fill).scatter_reduce(0, index, rows, "amax" if reduce == "max" else "amin",
-                                                          include_self=True)
+            out = src.new_full(shape, fill).scatter_reduce(
+                0, index, rows, "amax" if reduce == "max" else "amin", include_self=True
+            )
             return torch.where(torch.isinf(out), torch.zeros_like(out), out)
         raise ValueError(f"segment_csr shim: reduce={reduce!r} is not supported")
 
@@ -68,8 +69,12 @@ def install_plain_grid_cluster() -> bool:
             return False
 
         @torch.library.custom_op("pyg::grid_cluster", mutates_args=())
-        def grid_cluster(pos: torch.Tensor, size: torch.Tensor, start: torch.Tensor | None = None,
-                         end: torch.Tensor | None = None) -> torch.Tensor:
+        def grid_cluster(
+            pos: torch.Tensor,
+            size: torch.Tensor,
+            start: torch.Tensor | None = None,
+            end: torch.Tensor | None = None,
+        ) -> torch.Tensor:
             pos = pos.view(pos.size(0), -1)
             start = pos.min(0).values if start is None else start
             end = pos.max(0).values if end is None else end
@@ -93,6 +98,7 @@ def install_cpu_legacy_constructors() -> None:
             if len(args) == 1 and isinstance(args[0], (list, tuple)):
                 return torch.tensor(args[0], dtype=dtype)
             return torch.empty(*args, dtype=dtype)
+
         return make
 
     torch.cuda.IntTensor = constructor(torch.int32)

@@ -33,11 +33,23 @@ import _shims  # noqa: E402
 POINTNEXT_S = {
     "NAME": "BaseCls",
     "encoder_args": {
-        "NAME": "PointNextEncoder", "blocks": [1, 1, 1, 1, 1, 1], "strides": [1, 2, 2, 2, 2, 1],
-        "width": 32, "in_channels": 4, "sa_layers": 2, "sa_use_res": True, "radius": 0.15,
-        "radius_scaling": 1.5, "nsample": 32, "expansion": 4, "aggr_args": {"feature_type": "dp_fj"},
-        "reduction": "max", "group_args": {"NAME": "ballquery", "normalize_dp": True},
-        "conv_args": {"order": "conv-norm-act"}, "act_args": {"act": "relu"}, "norm_args": {"norm": "bn"},
+        "NAME": "PointNextEncoder",
+        "blocks": [1, 1, 1, 1, 1, 1],
+        "strides": [1, 2, 2, 2, 2, 1],
+        "width": 32,
+        "in_channels": 4,
+        "sa_layers": 2,
+        "sa_use_res": True,
+        "radius": 0.15,
+        "radius_scaling": 1.5,
+        "nsample": 32,
+        "expansion": 4,
+        "aggr_args": {"feature_type": "dp_fj"},
+        "reduction": "max",
+        "group_args": {"NAME": "ballquery", "normalize_dp": True},
+        "conv_args": {"order": "conv-norm-act"},
+        "act_args": {"act": "relu"},
+        "norm_args": {"norm": "bn"},
     },
     "cls_args": {"NAME": "ClsHead", "num_classes": 15, "mlps": [512, 256], "norm_args": {"norm": "bn1d"}},
 }
@@ -45,9 +57,13 @@ POINTNEXT_S = {
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--openpoints", required=True, help="directory holding the openpoints package (unpacked wheel)")
+    p.add_argument(
+        "--openpoints", required=True, help="directory holding the openpoints package (unpacked wheel)"
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--cpu", action="store_true", help="map torch.cuda.FloatTensor & co. to CPU (CPU hosts only)")
+    p.add_argument(
+        "--cpu", action="store_true", help="map torch.cuda.FloatTensor & co. to CPU (CPU hosts only)"
+    )
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--points", type=int, default=1024)
     p.add_argument("--steps", type=int, default=3)
@@ -93,10 +109,18 @@ def main() -> int:
         losses.append(float(loss))
     params = [(n, q) for n, q in model.named_parameters() if q.requires_grad]
     missing = [n for n, q in params if q.grad is None or not torch.isfinite(q.grad).all()]
-    result = {"provider": provider, "device": args.device, "batch": args.batch, "points": args.points,
-              "logits": list(logits.shape), "losses": losses, "step_seconds": times,
-              "parameters": len(params), "parameters_without_finite_grad": missing,
-              "ok": bool(all(map(lambda v: v == v, losses))) and not missing}
+    result = {
+        "provider": provider,
+        "device": args.device,
+        "batch": args.batch,
+        "points": args.points,
+        "logits": list(logits.shape),
+        "losses": losses,
+        "step_seconds": times,
+        "parameters": len(params),
+        "parameters_without_finite_grad": missing,
+        "ok": bool(all(map(lambda v: v == v, losses))) and not missing,
+    }
     print(json.dumps(result), flush=True)
     if args.json:
         with open(args.json, "w") as f:

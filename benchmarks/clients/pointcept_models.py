@@ -41,12 +41,28 @@ sys.path.insert(0, HERE)
 import _shims  # noqa: E402
 
 PTV2_ARGS = dict(  # Pointcept configs/scannet/semseg-pt-v2m2-0-base.py, drop_path 0 for determinism
-    in_channels=9, num_classes=20, patch_embed_depth=1, patch_embed_channels=48, patch_embed_groups=6,
-    patch_embed_neighbours=8, enc_depths=(2, 2, 6, 2), enc_channels=(96, 192, 384, 512),
-    enc_groups=(12, 24, 48, 64), enc_neighbours=(16, 16, 16, 16), dec_depths=(1, 1, 1, 1),
-    dec_channels=(48, 96, 192, 384), dec_groups=(6, 12, 24, 48), dec_neighbours=(16, 16, 16, 16),
-    grid_sizes=(0.06, 0.15, 0.375, 0.9375), attn_qkv_bias=True, pe_multiplier=False, pe_bias=True,
-    attn_drop_rate=0.0, drop_path_rate=0.0, enable_checkpoint=False, unpool_backend="map",
+    in_channels=9,
+    num_classes=20,
+    patch_embed_depth=1,
+    patch_embed_channels=48,
+    patch_embed_groups=6,
+    patch_embed_neighbours=8,
+    enc_depths=(2, 2, 6, 2),
+    enc_channels=(96, 192, 384, 512),
+    enc_groups=(12, 24, 48, 64),
+    enc_neighbours=(16, 16, 16, 16),
+    dec_depths=(1, 1, 1, 1),
+    dec_channels=(48, 96, 192, 384),
+    dec_groups=(6, 12, 24, 48),
+    dec_neighbours=(16, 16, 16, 16),
+    grid_sizes=(0.06, 0.15, 0.375, 0.9375),
+    attn_qkv_bias=True,
+    pe_multiplier=False,
+    pe_bias=True,
+    attn_drop_rate=0.0,
+    drop_path_rate=0.0,
+    enable_checkpoint=False,
+    unpool_backend="map",
 )
 
 
@@ -54,7 +70,9 @@ def import_backend(backend: str, lib_dir: str | None):
     """Imports `pointops` from the chosen side and checks which one it is."""
     if backend == "pointcept":
         if not lib_dir:
-            raise SystemExit("--pointcept-lib (the directory Pointcept's library was installed into) is needed")
+            raise SystemExit(
+                "--pointcept-lib (the directory Pointcept's library was installed into) is needed"
+            )
         sys.path.insert(0, os.path.abspath(lib_dir))
     import pointops
 
@@ -97,18 +115,31 @@ def synthetic_batch(scenes: int, points: int, device: str, seed: int):
         coords.append(c)
         feats.append(torch.cat([c, torch.rand(n, 6, generator=g)], 1))
     offset = torch.tensor(sizes).cumsum(0).int()
-    origin = [torch.rand(n // 2, 3, generator=g) * c.max(0).values for n, c in zip(sizes, coords, strict=True)]
+    origin = [
+        torch.rand(n // 2, 3, generator=g) * c.max(0).values for n, c in zip(sizes, coords, strict=True)
+    ]
     origin_offset = torch.tensor([o.shape[0] for o in origin]).cumsum(0).int()
-    batch = dict(coord=torch.cat(coords), feat=torch.cat(feats), offset=offset,
-                 origin_coord=torch.cat(origin), origin_offset=origin_offset)
+    batch = dict(
+        coord=torch.cat(coords),
+        feat=torch.cat(feats),
+        offset=offset,
+        origin_coord=torch.cat(origin),
+        origin_offset=origin_offset,
+    )
     return {k: v.to(device) for k, v in batch.items()}
 
 
 def run(args) -> dict:
     if args.cpu:
         _shims.install_cpu_legacy_constructors()
-    shimmed = [name for name, install in (("torch_scatter", _shims.install_torch_scatter_shim),
-                                          ("timm", _shims.install_timm_droppath_shim)) if install()]
+    shimmed = [
+        name
+        for name, install in (
+            ("torch_scatter", _shims.install_torch_scatter_shim),
+            ("timm", _shims.install_timm_droppath_shim),
+        )
+        if install()
+    ]
     if shimmed:
         print(f"[{args.backend}] plain-torch stand-ins for absent modules: {', '.join(shimmed)}", flush=True)
     pointops = import_backend(args.backend, args.pointcept_lib)
@@ -116,11 +147,18 @@ def run(args) -> dict:
     device = args.device
     data = synthetic_batch(args.scenes, args.points, device, args.seed)
     init = torch.load(args.init_from, map_location="cpu") if args.init_from else None
-    result = {"backend": args.backend, "pointops_file": pointops.__file__, "device": device,
-              "points": int(data["coord"].shape[0]), "models": {}}
+    result = {
+        "backend": args.backend,
+        "pointops_file": pointops.__file__,
+        "device": device,
+        "points": int(data["coord"].shape[0]),
+        "models": {},
+    }
     saved_init = {}
-    builders = {"ptv1": lambda: seg1.PointTransformerSeg50(in_channels=9, num_classes=20),
-                "ptv2": lambda: seg2.PointTransformerV2(**PTV2_ARGS)}
+    builders = {
+        "ptv1": lambda: seg1.PointTransformerSeg50(in_channels=9, num_classes=20),
+        "ptv2": lambda: seg2.PointTransformerV2(**PTV2_ARGS),
+    }
     for name in args.models:
         torch.manual_seed(args.seed)
         model = builders[name]().to(device)
@@ -139,13 +177,25 @@ def run(args) -> dict:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
         grads = {k: p.grad.detach().cpu() for k, p in model.named_parameters() if p.grad is not None}
-        result["models"][name] = {"logits": logits.detach().cpu(), "grads": grads, "seconds": seconds,
-                                  "loss": float(loss)}
-        print(f"[{args.backend}] {name}: {data['coord'].shape[0]} points, logits {list(logits.shape)}, "
-              f"loss {float(loss):.6g}, {len(grads)} parameter gradients, {seconds:.2f} s fwd+bwd", flush=True)
+        result["models"][name] = {
+            "logits": logits.detach().cpu(),
+            "grads": grads,
+            "seconds": seconds,
+            "loss": float(loss),
+        }
+        print(
+            f"[{args.backend}] {name}: {data['coord'].shape[0]} points, logits {list(logits.shape)}, "
+            f"loss {float(loss):.6g}, {len(grads)} parameter gradients, {seconds:.2f} s fwd+bwd",
+            flush=True,
+        )
     # test-time mapping of predictions back to the original points (Pointcept's evaluator/tester)
-    idx, dist = pointops.knn_query(1, data["coord"].float(), data["offset"].int(),
-                                   data["origin_coord"].float(), data["origin_offset"].int())
+    idx, dist = pointops.knn_query(
+        1,
+        data["coord"].float(),
+        data["offset"].int(),
+        data["origin_coord"].float(),
+        data["origin_offset"].int(),
+    )
     result["knn_query_1"] = {"idx": idx.cpu(), "dist": dist.cpu()}
     print(f"[{args.backend}] knn_query(1, ...): {idx.shape[0]} origin points mapped", flush=True)
     if args.save_init:
@@ -171,12 +221,19 @@ def compare(a_path: str, b_path: str) -> dict:
             rel = float((ga.double() - gb.double()).norm() / gb.double().norm().clamp_min(1e-30))
             if rel > worst:
                 worst, worst_name = rel, k
-        report["models"][name] = {"logits_max_abs_diff": float((la - lb).abs().max()),
-                                  "logits_rel_l2": logit_rel, "worst_grad_rel_l2": worst,
-                                  "worst_grad_param": worst_name, "seconds": [ma["seconds"], mb["seconds"]]}
+        report["models"][name] = {
+            "logits_max_abs_diff": float((la - lb).abs().max()),
+            "logits_rel_l2": logit_rel,
+            "worst_grad_rel_l2": worst,
+            "worst_grad_param": worst_name,
+            "seconds": [ma["seconds"], mb["seconds"]],
+        }
     ia, ib = a["knn_query_1"]["idx"], b["knn_query_1"]["idx"]
-    report["knn_query_1"] = {"same_idx": int((ia == ib).sum()), "total": int(ia.numel()),
-                             "max_dist_diff": float((a["knn_query_1"]["dist"] - b["knn_query_1"]["dist"]).abs().max())}
+    report["knn_query_1"] = {
+        "same_idx": int((ia == ib).sum()),
+        "total": int(ia.numel()),
+        "max_dist_diff": float((a["knn_query_1"]["dist"] - b["knn_query_1"]["dist"]).abs().max()),
+    }
     return report
 
 
@@ -188,8 +245,11 @@ def main() -> int:
         s.add_argument("--pointcept", required=True, help="Pointcept checkout (holds pointcept/)")
         s.add_argument("--pointcept-lib", help="directory Pointcept's own pointops was installed into")
         s.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-        s.add_argument("--cpu", action="store_true",
-                       help="map torch.cuda.IntTensor & co. to CPU tensors (PTv1 calls them; CPU hosts only)")
+        s.add_argument(
+            "--cpu",
+            action="store_true",
+            help="map torch.cuda.IntTensor & co. to CPU tensors (PTv1 calls them; CPU hosts only)",
+        )
         s.add_argument("--scenes", type=int, default=4)
         s.add_argument("--points", type=int, default=20000, help="mean points per scene")
         s.add_argument("--seed", type=int, default=0)
@@ -213,8 +273,20 @@ def main() -> int:
         print(json.dumps(compare(args.a, args.b), indent=1))
         return 0
     os.makedirs(args.out_dir, exist_ok=True)
-    common = ["--pointcept", args.pointcept, "--device", args.device, "--scenes", str(args.scenes),
-              "--points", str(args.points), "--seed", str(args.seed), "--models", *args.models]
+    common = [
+        "--pointcept",
+        args.pointcept,
+        "--device",
+        args.device,
+        "--scenes",
+        str(args.scenes),
+        "--points",
+        str(args.points),
+        "--seed",
+        str(args.seed),
+        "--models",
+        *args.models,
+    ]
     if args.cpu:
         common.append("--cpu")
     init = os.path.join(args.out_dir, "init.pt")
@@ -224,8 +296,21 @@ def main() -> int:
     if not args.pointcept_lib or not os.path.isdir(args.pointcept_lib):
         print(f"Pointcept's library not found at {args.pointcept_lib!r}: skipping the comparison run")
         return 0
-    subprocess.run([*me, "--backend", "pointcept", "--pointcept-lib", args.pointcept_lib, "--out", theirs,
-                    "--init-from", init, *common], check=True)
+    subprocess.run(
+        [
+            *me,
+            "--backend",
+            "pointcept",
+            "--pointcept-lib",
+            args.pointcept_lib,
+            "--out",
+            theirs,
+            "--init-from",
+            init,
+            *common,
+        ],
+        check=True,
+    )
     report = compare(ours, theirs)
     print(json.dumps(report, indent=1))
     if args.json:

@@ -78,8 +78,14 @@ CASES = {  # name: (model class, points, input channels beyond xyz, classes, tas
     "sem-msg-4096": ("PointNet2SemSegMSG", 4096, 6, 13, "sem"),
 }
 VARIANTS = ("pointnet2_ops", "pointops", "pointops-nochecks", "torch", "torch-fma")
-AUDITED = ("furthest_point_sample", "gather_operation", "ball_query", "grouping_operation", "three_nn",
-           "three_interpolate")
+AUDITED = (
+    "furthest_point_sample",
+    "gather_operation",
+    "ball_query",
+    "grouping_operation",
+    "three_nn",
+    "three_interpolate",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,15 +98,20 @@ class _Inert(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        raise RuntimeError(f"{self.__name__} is not installed; the pointnet2_training harness only stands in "
-                           f"for it so that the model modules import ({self.__name__}.{name} was used)")
+        raise RuntimeError(
+            f"{self.__name__} is not installed; the pointnet2_training harness only stands in "
+            f"for it so that the model modules import ({self.__name__}.{name} was used)"
+        )
 
 
 def install_standins() -> list[str]:
     installed = []
     lightning = types.ModuleType("pytorch_lightning")
-    lightning.LightningModule = type("LightningModule", (nn.Module,), {
-        "__doc__": "nn.Module standing in for Lightning's (pointnet2_training harness)"})
+    lightning.LightningModule = type(
+        "LightningModule",
+        (nn.Module,),
+        {"__doc__": "nn.Module standing in for Lightning's (pointnet2_training harness)"},
+    )
     sys.modules["pytorch_lightning"] = lightning
     installed.append("pytorch_lightning (LightningModule = nn.Module)")
     for name in ("torchvision", "h5py", "lmdb", "msgpack_numpy", "tqdm"):
@@ -130,8 +141,10 @@ def import_library(variant: str, peer: str, site_dir: str | None) -> types.Modul
         if site_dir:
             site_dir = os.path.abspath(site_dir)
             if not glob.glob(os.path.join(site_dir, "pointnet2_ops", "_ext*.so")):
-                raise SystemExit(f"no compiled pointnet2_ops in {site_dir} (pointnet2_ops/_ext*.so): build it with "
-                                 "benchmarks/peers/build_peers.sh, or pass the directory it was installed into")
+                raise SystemExit(
+                    f"no compiled pointnet2_ops in {site_dir} (pointnet2_ops/_ext*.so): build it with "
+                    "benchmarks/peers/build_peers.sh, or pass the directory it was installed into"
+                )
             sys.path.insert(0, site_dir)
         from pointnet2_ops import pointnet2_utils  # its __init__ also imports pointnet2_modules
 
@@ -279,6 +292,7 @@ class Recorder:
                 call["out"] = out.detach().clone()
             self.calls.append(call)
             return out
+
         return recorded
 
 
@@ -307,15 +321,17 @@ def audit(calls: list, library: types.ModuleType) -> tuple[list, dict]:
                 dist, idx = out
                 e_dist, e_idx = ref.three_nn(args[0].double(), args[1].double())
                 row["rows_differing_idx"] = int((e_idx != idx.to(e_idx.dtype)).any(dim=2).sum())
-                same = (e_idx == idx.to(e_idx.dtype))
+                same = e_idx == idx.to(e_idx.dtype)
                 row["dist_rel_err"] = _rel(dist[same], e_dist[same]) if bool(same.any()) else None
                 indices[key] = idx.cpu()
                 indices[key + ":dist"] = dist.cpu()
             else:
                 ref_fn = getattr(ref, op)
                 feat = args[0].double().requires_grad_(True)
-                expect = ref_fn(feat, *[a.double() if torch.is_tensor(a) and a.is_floating_point() else a
-                                        for a in args[1:]])
+                expect = ref_fn(
+                    feat,
+                    *[a.double() if torch.is_tensor(a) and a.is_floating_point() else a for a in args[1:]],
+                )
                 row["fwd_rel_err"] = _rel(out, expect)
                 if "grad_out" in call:
                     g = call["grad_out"]
@@ -370,8 +386,10 @@ def run(args) -> dict:
     # the first step, phase by phase
     profiler = None
     if args.profile_first:
-        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU] + (
-            [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
+        profiler = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU]
+            + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        )
         profiler.__enter__()
     torch.manual_seed(args.seed + 1)
     opt.zero_grad(set_to_none=True)
@@ -420,16 +438,31 @@ def run(args) -> dict:
             loss = loss_of(model, points, labels)
             loss.backward()
         losses.append(float(loss.detach()))
-        grads.append({k: p.grad.detach().float().cpu().clone() for k, p in model.named_parameters()
-                      if p.grad is not None})
+        grads.append(
+            {
+                k: p.grad.detach().float().cpu().clone()
+                for k, p in model.named_parameters()
+                if p.grad is not None
+            }
+        )
     audit_rows, indices = audit(calls, library) if calls else ([], {})
     check_separation(args.variant)
     result = {
-        "variant": args.variant, "case": args.case, "device": str(device), "batch": args.batch,
-        "torch": torch.__version__, "library_file": getattr(library, "__file__", None),
-        "standins": standins, "init": init_source, "first_call": first,
-        "step_ms": times, "median_step_ms": statistics.median(times) if times else None,
-        "losses": losses, "grads": grads, "audit": audit_rows, "indices": indices,
+        "variant": args.variant,
+        "case": args.case,
+        "device": str(device),
+        "batch": args.batch,
+        "torch": torch.__version__,
+        "library_file": getattr(library, "__file__", None),
+        "standins": standins,
+        "init": init_source,
+        "first_call": first,
+        "step_ms": times,
+        "median_step_ms": statistics.median(times) if times else None,
+        "losses": losses,
+        "grads": grads,
+        "audit": audit_rows,
+        "indices": indices,
     }
     if args.variant.startswith("pointops"):
         import pointops
@@ -437,9 +470,12 @@ def run(args) -> dict:
         result["pointops_value_checks"] = pointops.value_checks_enabled()
     torch.save(result, args.out)
     med = f"{result['median_step_ms']:.2f} ms" if times else "-"
-    print(f"[{args.variant}] {args.case}: B{args.batch} loss {losses[0]:.6g}, median step {med} over "
-          f"{len(times)}, first fwd/bwd {first['fwd_ms']:.0f}/{first['bwd_ms']:.0f} ms, "
-          f"{len(audit_rows)} calls audited", flush=True)
+    print(
+        f"[{args.variant}] {args.case}: B{args.batch} loss {losses[0]:.6g}, median step {med} over "
+        f"{len(times)}, first fwd/bwd {first['fwd_ms']:.0f}/{first['bwd_ms']:.0f} ms, "
+        f"{len(audit_rows)} calls audited",
+        flush=True,
+    )
     return result
 
 
@@ -473,8 +509,9 @@ def index_agreement(a: dict, b: dict) -> dict:
         if ta.shape == tb.shape and not same:
             entry["rows_differing"] += int((ta != tb).reshape(ta.shape[0], ta.shape[1], -1).any(-1).sum())
         if op == "three_nn" and key + ":dist" in b:
-            entry["max_dist_abs_diff"] = max(entry.get("max_dist_abs_diff", 0.0),
-                                             float((a[key + ":dist"] - b[key + ":dist"]).abs().max()))
+            entry["max_dist_abs_diff"] = max(
+                entry.get("max_dist_abs_diff", 0.0), float((a[key + ":dist"] - b[key + ":dist"]).abs().max())
+            )
     return out
 
 
@@ -497,9 +534,13 @@ def compare(results: dict, baseline: str) -> dict:
         entry = {"variants": {}}
         base = by_variant.get(baseline)
         for variant, r in by_variant.items():
-            v = {"median_step_ms": r["median_step_ms"], "first_call": r["first_call"], "loss": r["losses"][0],
-                 "self_grad_rel_l2": grad_rel_l2(r["grads"][1], r["grads"][0]),
-                 "audit": audit_summary(r["audit"])}
+            v = {
+                "median_step_ms": r["median_step_ms"],
+                "first_call": r["first_call"],
+                "loss": r["losses"][0],
+                "self_grad_rel_l2": grad_rel_l2(r["grads"][1], r["grads"][0]),
+                "audit": audit_summary(r["audit"]),
+            }
             if "pointops_value_checks" in r:
                 v["pointops_value_checks"] = r["pointops_value_checks"]
             if base is not None and variant != baseline:
@@ -519,40 +560,57 @@ def _fmt(x, spec=".3g", missing="-"):
 
 def print_report(report: dict) -> None:
     base = report["baseline"]
-    print(f"\nTraining step (forward, loss, backward, SGD), median ms; ratio and gradient difference "
-          f"against {base}; 'self' = two gradient steps of the same variant")
-    head = f"{'case':14} {'variant':18} {'step ms':>9} {'ratio':>6} {'grad vs base':>12} {'self':>9} " \
-           f"{'first fwd':>9} {'first bwd':>9} {'import':>7}  index outputs vs base"
+    print(
+        f"\nTraining step (forward, loss, backward, SGD), median ms; ratio and gradient difference "
+        f"against {base}; 'self' = two gradient steps of the same variant"
+    )
+    head = (
+        f"{'case':14} {'variant':18} {'step ms':>9} {'ratio':>6} {'grad vs base':>12} {'self':>9} "
+        f"{'first fwd':>9} {'first bwd':>9} {'import':>7}  index outputs vs base"
+    )
     print(head)
     print("-" * len(head))
     for case, entry in report["cases"].items():
         for variant, v in entry["variants"].items():
             fc = v["first_call"]
             idx = v.get("indices_vs_baseline")
-            idx_text = ", ".join(f"{op} {e['identical']}/{e['calls']}" for op, e in idx.items()) if idx else ""
-            print(f"{case:14} {variant:18} {_fmt(v['median_step_ms'], '.2f'):>9} "
-                  f"{_fmt(v.get('ratio_to_baseline'), '.2f'):>6} {_fmt(v.get('grad_rel_l2_to_baseline'), '.2e'):>12} "
-                  f"{_fmt(v['self_grad_rel_l2'], '.1e'):>9} {fc['fwd_ms']:9.0f} {fc['bwd_ms']:9.0f} "
-                  f"{fc['import_library_ms'] + fc['import_models_ms']:7.0f}  {idx_text}")
+            idx_text = (
+                ", ".join(f"{op} {e['identical']}/{e['calls']}" for op, e in idx.items()) if idx else ""
+            )
+            print(
+                f"{case:14} {variant:18} {_fmt(v['median_step_ms'], '.2f'):>9} "
+                f"{_fmt(v.get('ratio_to_baseline'), '.2f'):>6} {_fmt(v.get('grad_rel_l2_to_baseline'), '.2e'):>12} "
+                f"{_fmt(v['self_grad_rel_l2'], '.1e'):>9} {fc['fwd_ms']:9.0f} {fc['bwd_ms']:9.0f} "
+                f"{fc['import_library_ms'] + fc['import_models_ms']:7.0f}  {idx_text}"
+            )
     print("\nFirst calls in a fresh process, ms (plain torch model first, then the library):")
-    print(f"{'case':14} {'variant':18} {'torch':>6} {'init':>6} {'pt fwd1':>8} {'pt bwd1':>8} {'pt bwd2':>8} "
-          f"{'lib imp':>8} {'models':>7} {'build':>6} {'fwd':>7} {'bwd':>7} {'opt':>6} {'2nd step':>8}")
+    print(
+        f"{'case':14} {'variant':18} {'torch':>6} {'init':>6} {'pt fwd1':>8} {'pt bwd1':>8} {'pt bwd2':>8} "
+        f"{'lib imp':>8} {'models':>7} {'build':>6} {'fwd':>7} {'bwd':>7} {'opt':>6} {'2nd step':>8}"
+    )
     for case, entry in report["cases"].items():
         for variant, v in entry["variants"].items():
             fc, pt = v["first_call"], v["first_call"].get("plain_torch", {})
-            print(f"{case:14} {variant:18} {fc['import_torch_ms']:6.0f} {fc['device_init_ms']:6.0f} "
-                  f"{_fmt(pt.get('fwd1_ms'), '8.0f'):>8} {_fmt(pt.get('bwd1_ms'), '8.0f'):>8} "
-                  f"{_fmt(pt.get('bwd2_ms'), '8.1f'):>8} {fc['import_library_ms']:8.0f} "
-                  f"{fc['import_models_ms']:7.0f} {fc['build_model_ms']:6.0f} {fc['fwd_ms']:7.0f} "
-                  f"{fc['bwd_ms']:7.0f} {fc['opt_ms']:6.0f} {fc['second_step_ms']:8.1f}")
-    print("\nAudit: worst error of each op against plain torch in float64 (fwd/bwd relative L2; "
-          "index rows that differ from the reference's choice)")
+            print(
+                f"{case:14} {variant:18} {fc['import_torch_ms']:6.0f} {fc['device_init_ms']:6.0f} "
+                f"{_fmt(pt.get('fwd1_ms'), '8.0f'):>8} {_fmt(pt.get('bwd1_ms'), '8.0f'):>8} "
+                f"{_fmt(pt.get('bwd2_ms'), '8.1f'):>8} {fc['import_library_ms']:8.0f} "
+                f"{fc['import_models_ms']:7.0f} {fc['build_model_ms']:6.0f} {fc['fwd_ms']:7.0f} "
+                f"{fc['bwd_ms']:7.0f} {fc['opt_ms']:6.0f} {fc['second_step_ms']:8.1f}"
+            )
+    print(
+        "\nAudit: worst error of each op against plain torch in float64 (fwd/bwd relative L2; "
+        "index rows that differ from the reference's choice)"
+    )
     for case, entry in report["cases"].items():
         for variant, v in entry["variants"].items():
             parts = []
             for op, e in v["audit"].items():
-                fields = ", ".join(f"{k} {_fmt(val, '.1e') if isinstance(val, float) else val}"
-                                   for k, val in e.items() if k != "calls")
+                fields = ", ".join(
+                    f"{k} {_fmt(val, '.1e') if isinstance(val, float) else val}"
+                    for k, val in e.items()
+                    if k != "calls"
+                )
                 parts.append(f"{op}[{e['calls']}]: {fields}")
             print(f"{case:14} {variant:18} " + "; ".join(parts))
 
@@ -564,12 +622,30 @@ def print_report(report: dict) -> None:
 def run_all(args) -> int:
     os.makedirs(args.out_dir, exist_ok=True)
     variants = list(dict.fromkeys(args.variants))
-    if "pointnet2_ops" in variants and not args.pointnet2_ops and importlib.util.find_spec("pointnet2_ops") is None:
-        raise SystemExit("pointnet2_ops is not installed: pass --pointnet2-ops DIR (see build_peers.sh) or drop "
-                         "it from --variants")
+    if (
+        "pointnet2_ops" in variants
+        and not args.pointnet2_ops
+        and importlib.util.find_spec("pointnet2_ops") is None
+    ):
+        raise SystemExit(
+            "pointnet2_ops is not installed: pass --pointnet2-ops DIR (see build_peers.sh) or drop "
+            "it from --variants"
+        )
     me = [sys.executable, os.path.abspath(__file__), "run"]
-    common = ["--peer", args.peer, "--device", args.device, "--batch", str(args.batch), "--steps", str(args.steps),
-              "--warmup", str(args.warmup), "--seed", str(args.seed)]
+    common = [
+        "--peer",
+        args.peer,
+        "--device",
+        args.device,
+        "--batch",
+        str(args.batch),
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(args.seed),
+    ]
     if args.pointnet2_ops:
         common += ["--pointnet2-ops", args.pointnet2_ops]
     if not args.audit:
@@ -589,10 +665,17 @@ def run_all(args) -> int:
             results.setdefault(case, {})[variant] = torch.load(out, weights_only=False)
     baseline = args.baseline or variants[0]
     report = compare(results, baseline)
-    report["config"] = {"device": args.device, "batch": args.batch, "steps": args.steps, "warmup": args.warmup,
-                        "seed": args.seed, "variants": variants, "failures": failures,
-                        "torch": torch.__version__,
-                        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None}
+    report["config"] = {
+        "device": args.device,
+        "batch": args.batch,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "seed": args.seed,
+        "variants": variants,
+        "failures": failures,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+    }
     print_report(report)
     if failures:
         print("\nFAILED runs: " + "; ".join(failures))
@@ -608,32 +691,52 @@ def main() -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     for cmd in ("run", "all"):
         s = sub.add_parser(cmd)
-        s.add_argument("--peer", required=True, help="Pointnet2_PyTorch checkout (holds pointnet2/ and pointnet2_ops_lib/)")
+        s.add_argument(
+            "--peer",
+            required=True,
+            help="Pointnet2_PyTorch checkout (holds pointnet2/ and pointnet2_ops_lib/)",
+        )
         s.add_argument("--pointnet2-ops", help="directory pointnet2_ops was installed into (pip --target)")
         s.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
         s.add_argument("--batch", type=int, default=16)
         s.add_argument("--steps", type=int, default=50, help="timed steps (median reported)")
         s.add_argument("--warmup", type=int, default=10, help="untimed steps after the first two")
         s.add_argument("--seed", type=int, default=0)
-        s.add_argument("--no-audit", dest="audit", action="store_false",
-                       help="skip recording and checking every op call of the gradient step")
+        s.add_argument(
+            "--no-audit",
+            dest="audit",
+            action="store_false",
+            help="skip recording and checking every op call of the gradient step",
+        )
         if cmd == "run":
             s.add_argument("--variant", choices=VARIANTS, required=True)
             s.add_argument("--case", choices=list(CASES), required=True)
             s.add_argument("--out", required=True)
             s.add_argument("--init", help="initial weights: loaded if the file exists, else saved there")
-            s.add_argument("--no-reference-model", dest="reference_model", action="store_false",
-                           help="skip the plain-torch model run before the library is imported")
-            s.add_argument("--profile-first", metavar="TRACE.json",
-                           help="profile the first step (torch.profiler) and write a chrome trace")
+            s.add_argument(
+                "--no-reference-model",
+                dest="reference_model",
+                action="store_false",
+                help="skip the plain-torch model run before the library is imported",
+            )
+            s.add_argument(
+                "--profile-first",
+                metavar="TRACE.json",
+                help="profile the first step (torch.profiler) and write a chrome trace",
+            )
         else:
             s.add_argument("--variants", nargs="+", choices=VARIANTS, default=["pointnet2_ops", "pointops"])
-            s.add_argument("--baseline", choices=VARIANTS, help="the variant others are compared with (default: "
-                           "the first of --variants)")
+            s.add_argument(
+                "--baseline",
+                choices=VARIANTS,
+                help="the variant others are compared with (default: the first of --variants)",
+            )
             s.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
             s.add_argument("--out-dir", required=True)
             s.add_argument("--json", help="write the report here")
-            s.add_argument("--keep-init", action="store_true", help="reuse initial weights saved by an earlier run")
+            s.add_argument(
+                "--keep-init", action="store_true", help="reuse initial weights saved by an earlier run"
+            )
     c = sub.add_parser("compare", help="re-read the runs of an out-dir")
     c.add_argument("out_dir")
     c.add_argument("--baseline", choices=VARIANTS, default="pointnet2_ops")

@@ -16,9 +16,11 @@ def _load() -> dict:
         with open(_INFO_PATH, encoding="utf-8") as f:
             return json.load(f)
     except FileNotFoundError:
-        raise RuntimeError(f"pointops: {_INFO_PATH.name} is missing; the package was not installed "
-                           "by its setup.py (reinstall with `pip install ./ops-src "
-                           "--no-build-isolation`)") from None
+        raise RuntimeError(
+            f"pointops: {_INFO_PATH.name} is missing; the package was not installed "
+            "by its setup.py (reinstall with `pip install ./ops-src "
+            "--no-build-isolation`)"
+        ) from None
 
 
 def build_info() -> dict:

@@ -19,8 +19,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # DLLs a Windows build of the extension imports besides system DLLs (torch's import libraries
 # are torch_cpu.lib and c10.lib; the MSVC runtime comes from vc14_runtime / the VC redist).
-WINDOWS_DEPENDENCIES = ("torch_cpu.dll", "c10.dll", "vcruntime140.dll", "vcruntime140_1.dll",
-                        "msvcp140.dll")
+WINDOWS_DEPENDENCIES = ("torch_cpu.dll", "c10.dll", "vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll")
 
 
 class ExtensionLoadError(ImportError):
@@ -38,8 +37,9 @@ def find_extension(package_dir: Path = PACKAGE_DIR) -> Path:
     return candidates[0]
 
 
-def dll_search_dirs(platform: str, torch_dir: Path, prefix: Path,
-                    is_dir: Callable[[Path], bool] = Path.is_dir) -> list[Path]:
+def dll_search_dirs(
+    platform: str, torch_dir: Path, prefix: Path, is_dir: Callable[[Path], bool] = Path.is_dir
+) -> list[Path]:
     """Directories to add to the DLL search path before loading the extension (Windows only):
     torch's lib dir, then the environment's Library/bin (conda keeps DLLs there)."""
     if platform != "win32":
@@ -51,9 +51,13 @@ def dll_search_dirs(platform: str, torch_dir: Path, prefix: Path,
     return dirs
 
 
-def prepare_dll_search_path(platform: str, torch_dir: Path, prefix: Path,
-                            add_dll_directory: Callable[[str], object] | None,
-                            is_dir: Callable[[Path], bool] = Path.is_dir) -> list[Path]:
+def prepare_dll_search_path(
+    platform: str,
+    torch_dir: Path,
+    prefix: Path,
+    add_dll_directory: Callable[[str], object] | None,
+    is_dir: Callable[[Path], bool] = Path.is_dir,
+) -> list[Path]:
     """Adds dll_search_dirs(...) with os.add_dll_directory; returns the directories added."""
     dirs = dll_search_dirs(platform, torch_dir, prefix, is_dir)
     if add_dll_directory is None:
@@ -63,9 +67,14 @@ def prepare_dll_search_path(platform: str, torch_dir: Path, prefix: Path,
     return dirs
 
 
-def missing_dlls(required: Iterable[str], search_dirs: Iterable[Path], path_env: str,
-                 system_dir: Path | None, exists: Callable[[Path], bool] = Path.exists,
-                 make_path: Callable[[str], Path] = Path) -> list[str]:
+def missing_dlls(
+    required: Iterable[str],
+    search_dirs: Iterable[Path],
+    path_env: str,
+    system_dir: Path | None,
+    exists: Callable[[Path], bool] = Path.exists,
+    make_path: Callable[[str], Path] = Path,
+) -> list[str]:
     """The DLLs of `required` found in none of the search dirs, PATH entries (';'-separated, as
     on Windows) or the system dir."""
     dirs = list(search_dirs) + [make_path(p) for p in path_env.split(";") if p]
@@ -74,8 +83,9 @@ def missing_dlls(required: Iterable[str], search_dirs: Iterable[Path], path_env:
     return [dll for dll in required if not any(exists(d / dll) for d in dirs)]
 
 
-def explain_load_failure(error: BaseException, extension: Path, platform: str,
-                         search_dirs: list[Path], missing: list[str]) -> str:
+def explain_load_failure(
+    error: BaseException, extension: Path, platform: str, search_dirs: list[Path], missing: list[str]
+) -> str:
     """A message for a failed load that names what is missing and how to fix it."""
     lines = [f"pointops: could not load its compiled extension {extension}: {error}"]
     text = str(error)
@@ -83,20 +93,28 @@ def explain_load_failure(error: BaseException, extension: Path, platform: str,
         if missing:
             lines.append("Missing DLL(s): " + ", ".join(missing) + ".")
             if any(d.lower().startswith(("vcruntime", "msvcp")) for d in missing):
-                lines.append("The Microsoft Visual C++ runtime is missing: install vc14_runtime "
-                             "(conda install -c conda-forge vc14_runtime) or the VC++ 2015-2022 "
-                             "redistributable.")
+                lines.append(
+                    "The Microsoft Visual C++ runtime is missing: install vc14_runtime "
+                    "(conda install -c conda-forge vc14_runtime) or the VC++ 2015-2022 "
+                    "redistributable."
+                )
             if any(d.lower() in ("torch_cpu.dll", "c10.dll") for d in missing):
-                lines.append("torch's DLLs were not found: check that PyTorch >= 2.10 is "
-                             "installed in this environment.")
+                lines.append(
+                    "torch's DLLs were not found: check that PyTorch >= 2.10 is "
+                    "installed in this environment."
+                )
         else:
-            lines.append("All direct dependencies were found; a dependency of theirs may be "
-                         "missing or built for another architecture.")
+            lines.append(
+                "All direct dependencies were found; a dependency of theirs may be "
+                "missing or built for another architecture."
+            )
         searched = ", ".join(str(d) for d in search_dirs) or "(none)"
         lines.append(f"Searched: {searched}, PATH and the system directory.")
     elif "undefined symbol" in text or "Symbol not found" in text:
-        lines.append("The installed torch lacks a symbol the extension needs: pointops needs "
-                     "PyTorch >= 2.10. Upgrade torch, or rebuild pointops against it.")
+        lines.append(
+            "The installed torch lacks a symbol the extension needs: pointops needs "
+            "PyTorch >= 2.10. Upgrade torch, or rebuild pointops against it."
+        )
     else:
         lines.append("Reinstall pointops with `pip install ./ops-src --no-build-isolation`.")
     return "\n".join(lines)
@@ -109,16 +127,20 @@ def load_extension(load_library: Callable[[str], None]) -> Path:
     extension = find_extension()
     torch_dir = Path(torch.__file__).resolve().parent
     prefix = Path(sys.prefix)
-    dirs = prepare_dll_search_path(sys.platform, torch_dir, prefix,
-                                   getattr(os, "add_dll_directory", None))
+    dirs = prepare_dll_search_path(sys.platform, torch_dir, prefix, getattr(os, "add_dll_directory", None))
     try:
         load_library(str(extension))
     except OSError as error:
         missing: list[str] = []
         if sys.platform == "win32":
             system_root = os.environ.get("SystemRoot")
-            missing = missing_dlls(WINDOWS_DEPENDENCIES, dirs, os.environ.get("PATH", ""),
-                                   Path(system_root) / "System32" if system_root else None)
+            missing = missing_dlls(
+                WINDOWS_DEPENDENCIES,
+                dirs,
+                os.environ.get("PATH", ""),
+                Path(system_root) / "System32" if system_root else None,
+            )
         raise ExtensionLoadError(
-            explain_load_failure(error, extension, sys.platform, dirs, missing)) from error
+            explain_load_failure(error, extension, sys.platform, dirs, missing)
+        ) from error
     return extension

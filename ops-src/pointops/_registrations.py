@@ -66,8 +66,11 @@ def _knn_packed_fake(xyz, ptr, query, query_ptr, k):
 @torch.library.register_fake("pointops::ball_query_packed")
 def _ball_query_packed_fake(xyz, ptr, query, query_ptr, radius, k, inclusive, return_dist2):
     Q = query.shape[0]
-    return (xyz.new_empty((Q, k), dtype=torch.int64), xyz.new_empty((Q,), dtype=torch.int64),
-            xyz.new_empty((Q, k) if return_dist2 else (0,)))
+    return (
+        xyz.new_empty((Q, k), dtype=torch.int64),
+        xyz.new_empty((Q,), dtype=torch.int64),
+        xyz.new_empty((Q, k) if return_dist2 else (0,)),
+    )
 
 
 @torch.library.register_fake("pointops::furthest_point_sample_packed")
@@ -124,6 +127,7 @@ def gather_backward_weight(grad_out, feat, idx):
 
 # --- gather: out[b,c,p] = sum_t w[b,p,t] * feat[b,c,idx[b,p,t]] ---------------------------------
 
+
 def _gather_setup(ctx, inputs, output):
     feat, idx, weight = inputs
     ctx.n = feat.shape[2]
@@ -144,6 +148,7 @@ def _gather_backward(ctx, grad):
 # --- gather_backward_feat: out[b,c,j] = sum over (p,t) with idx[b,p,t] = j of w[b,p,t] * g[b,c,p]
 # (the transpose of gather: its gradient w.r.t. g is a gather, w.r.t. w a gather_backward_weight)
 
+
 def _gather_backward_feat_setup(ctx, inputs, output):
     grad_out, idx, weight, _ = inputs
     ctx.has_weight = weight is not None
@@ -162,6 +167,7 @@ def _gather_backward_feat_backward(ctx, grad):
 
 # --- gather_backward_weight: out[b,p,t] = sum_c g[b,c,p] * feat[b,c,idx[b,p,t]] (bilinear) -----
 
+
 def _gather_backward_weight_setup(ctx, inputs, output):
     grad_out, feat, idx = inputs
     ctx.n = feat.shape[2]
@@ -179,6 +185,7 @@ def _gather_backward_weight_backward(ctx, grad):
 
 
 # --- distances of knn / ball_query w.r.t. both point sets ---------------------------------------
+
 
 def distance_backward(xyz, query, idx, grad_dist2):
     """Gradients of d2[b,m,s] = |query[b,m] - xyz[b,idx[b,m,s]]|^2 w.r.t. xyz and query;
@@ -206,8 +213,13 @@ def _knn_backward(ctx, grad_dist2, grad_idx):
     if grad_dist2 is None:
         return (None,) * 5
     grad_xyz, grad_query = distance_backward(xyz, query, idx, grad_dist2)
-    return (grad_xyz if ctx.needs_input_grad[0] else None,
-            grad_query if ctx.needs_input_grad[1] else None, None, None, None)
+    return (
+        grad_xyz if ctx.needs_input_grad[0] else None,
+        grad_query if ctx.needs_input_grad[1] else None,
+        None,
+        None,
+        None,
+    )
 
 
 def _ball_query_setup(ctx, inputs, output):
@@ -221,12 +233,15 @@ def _ball_query_backward(ctx, grad_idx, grad_count, grad_dist2):
     if grad_dist2 is None or not ctx.return_dist2:
         return (None,) * 8
     grad_xyz, grad_query = distance_backward(xyz, query, idx, grad_dist2)
-    return (grad_xyz if ctx.needs_input_grad[0] else None,
-            grad_query if ctx.needs_input_grad[1] else None) + (None,) * 6
+    return (
+        grad_xyz if ctx.needs_input_grad[0] else None,
+        grad_query if ctx.needs_input_grad[1] else None,
+    ) + (None,) * 6
 
 
 # --- packed batches: the same formulas on channels-last rows --------------------------------------
 # gather_rows: out[q,c] = sum_t w[q,t] * feat[idx[q,t],c]; its transposes as for the padded gather.
+
 
 def gather_rows(feat, idx, weight):
     return route(ops.gather_rows.default, feat, idx, weight)
@@ -311,8 +326,13 @@ def _knn_packed_backward(ctx, grad_dist2, grad_idx):
     if grad_dist2 is None:
         return (None,) * 5
     grad_xyz, grad_query = packed_distance_backward(xyz, query, idx, grad_dist2)
-    return (grad_xyz if ctx.needs_input_grad[0] else None, None,
-            grad_query if ctx.needs_input_grad[2] else None, None, None)
+    return (
+        grad_xyz if ctx.needs_input_grad[0] else None,
+        None,
+        grad_query if ctx.needs_input_grad[2] else None,
+        None,
+        None,
+    )
 
 
 def _ball_query_packed_setup(ctx, inputs, output):
@@ -325,11 +345,15 @@ def _ball_query_packed_backward(ctx, grad_idx, grad_count, grad_dist2):
     if grad_dist2 is None or not ctx.return_dist2:
         return (None,) * 8
     grad_xyz, grad_query = packed_distance_backward(xyz, query, idx, grad_dist2)
-    return (grad_xyz if ctx.needs_input_grad[0] else None, None,
-            grad_query if ctx.needs_input_grad[2] else None) + (None,) * 5
+    return (
+        grad_xyz if ctx.needs_input_grad[0] else None,
+        None,
+        grad_query if ctx.needs_input_grad[2] else None,
+    ) + (None,) * 5
 
 
 # --- the autograd.Functions and the autograd kernels ---------------------------------------------
+
 
 def _functions(name, op, setup_context, backward):
     """(eager, transformable) autograd.Functions of one op.
@@ -348,16 +372,24 @@ def _functions(name, op, setup_context, backward):
         setup_context(ctx, args, output)
         return output
 
-    eager = type(name, (torch.autograd.Function,), {
-        "forward": staticmethod(eager_forward),
-        "backward": staticmethod(backward),
-    })
-    transformable = type(name + "Transformable", (torch.autograd.Function,), {
-        "forward": staticmethod(below_autograd),
-        "setup_context": staticmethod(setup_context),
-        "backward": staticmethod(backward),
-        "generate_vmap_rule": True,
-    })
+    eager = type(
+        name,
+        (torch.autograd.Function,),
+        {
+            "forward": staticmethod(eager_forward),
+            "backward": staticmethod(backward),
+        },
+    )
+    transformable = type(
+        name + "Transformable",
+        (torch.autograd.Function,),
+        {
+            "forward": staticmethod(below_autograd),
+            "setup_context": staticmethod(setup_context),
+            "backward": staticmethod(backward),
+            "generate_vmap_rule": True,
+        },
+    )
     return eager, transformable
 
 
@@ -373,7 +405,8 @@ def _register_autograd(opname, eager, transformable):
                 raise RuntimeError(
                     f"pointops: torch.ops.pointops.{opname} is not differentiable under torch.func "
                     "transforms when called directly; call it through the pointops API "
-                    "(pointops.knn, pointops.gather_points, ...), which is")
+                    "(pointops.knn, pointops.gather_points, ...), which is"
+                )
             return eager.apply(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & after_autograd, *args)
@@ -382,35 +415,58 @@ def _register_autograd(opname, eager, transformable):
 
 
 GatherFunction, GatherTransformable = _functions(
-    "GatherFunction", ops.gather.default, _gather_setup, _gather_backward)
+    "GatherFunction", ops.gather.default, _gather_setup, _gather_backward
+)
 GatherBackwardFeatFunction, GatherBackwardFeatTransformable = _functions(
-    "GatherBackwardFeatFunction", ops.gather_backward_feat.default, _gather_backward_feat_setup,
-    _gather_backward_feat_backward)
+    "GatherBackwardFeatFunction",
+    ops.gather_backward_feat.default,
+    _gather_backward_feat_setup,
+    _gather_backward_feat_backward,
+)
 GatherBackwardWeightFunction, GatherBackwardWeightTransformable = _functions(
-    "GatherBackwardWeightFunction", ops.gather_backward_weight.default, _gather_backward_weight_setup,
-    _gather_backward_weight_backward)
+    "GatherBackwardWeightFunction",
+    ops.gather_backward_weight.default,
+    _gather_backward_weight_setup,
+    _gather_backward_weight_backward,
+)
 KnnFunction, KnnTransformable = _functions("KnnFunction", ops.knn.default, _knn_setup, _knn_backward)
 BallQueryFunction, BallQueryTransformable = _functions(
-    "BallQueryFunction", ops.ball_query.default, _ball_query_setup, _ball_query_backward)
+    "BallQueryFunction", ops.ball_query.default, _ball_query_setup, _ball_query_backward
+)
 
 GatherRowsFunction, GatherRowsTransformable = _functions(
-    "GatherRowsFunction", ops.gather_rows.default, _gather_rows_setup, _gather_rows_backward)
+    "GatherRowsFunction", ops.gather_rows.default, _gather_rows_setup, _gather_rows_backward
+)
 GatherRowsBackwardFeatFunction, GatherRowsBackwardFeatTransformable = _functions(
-    "GatherRowsBackwardFeatFunction", ops.gather_rows_backward_feat.default, _gather_rows_backward_feat_setup,
-    _gather_rows_backward_feat_backward)
+    "GatherRowsBackwardFeatFunction",
+    ops.gather_rows_backward_feat.default,
+    _gather_rows_backward_feat_setup,
+    _gather_rows_backward_feat_backward,
+)
 GatherRowsBackwardWeightFunction, GatherRowsBackwardWeightTransformable = _functions(
-    "GatherRowsBackwardWeightFunction", ops.gather_rows_backward_weight.default,
-    _gather_rows_backward_weight_setup, _gather_rows_backward_weight_backward)
+    "GatherRowsBackwardWeightFunction",
+    ops.gather_rows_backward_weight.default,
+    _gather_rows_backward_weight_setup,
+    _gather_rows_backward_weight_backward,
+)
 KnnPackedFunction, KnnPackedTransformable = _functions(
-    "KnnPackedFunction", ops.knn_packed.default, _knn_packed_setup, _knn_packed_backward)
+    "KnnPackedFunction", ops.knn_packed.default, _knn_packed_setup, _knn_packed_backward
+)
 BallQueryPackedFunction, BallQueryPackedTransformable = _functions(
-    "BallQueryPackedFunction", ops.ball_query_packed.default, _ball_query_packed_setup, _ball_query_packed_backward)
+    "BallQueryPackedFunction",
+    ops.ball_query_packed.default,
+    _ball_query_packed_setup,
+    _ball_query_packed_backward,
+)
 
 _register_autograd("gather", GatherFunction, GatherTransformable)
 _register_autograd("gather_rows", GatherRowsFunction, GatherRowsTransformable)
-_register_autograd("gather_rows_backward_feat", GatherRowsBackwardFeatFunction, GatherRowsBackwardFeatTransformable)
-_register_autograd("gather_rows_backward_weight", GatherRowsBackwardWeightFunction,
-                   GatherRowsBackwardWeightTransformable)
+_register_autograd(
+    "gather_rows_backward_feat", GatherRowsBackwardFeatFunction, GatherRowsBackwardFeatTransformable
+)
+_register_autograd(
+    "gather_rows_backward_weight", GatherRowsBackwardWeightFunction, GatherRowsBackwardWeightTransformable
+)
 _register_autograd("knn_packed", KnnPackedFunction, KnnPackedTransformable)
 _register_autograd("ball_query_packed", BallQueryPackedFunction, BallQueryPackedTransformable)
 _register_autograd("gather_backward_feat", GatherBackwardFeatFunction, GatherBackwardFeatTransformable)
@@ -420,6 +476,7 @@ _register_autograd("ball_query", BallQueryFunction, BallQueryTransformable)
 
 
 # --- vmap rules: the vmapped dimension joins the batch dimension ---------------------------------
+
 
 def _fold(batch_size: int, in_dims, args) -> tuple[list, int]:
     """Every tensor argument as [V*B, ...] (vmapped dimension first, then merged with B; a tensor
@@ -451,11 +508,19 @@ def _vmap_rule(op):
         if isinstance(out, Tensor):
             return _unfold(out, info.batch_size, B), 0
         dims = tuple(0 if t.dim() > 1 else None for t in out)  # every batched output is [B, ...]
-        return tuple(_unfold(t, info.batch_size, B) if d == 0 else t for t, d in zip(out, dims, strict=True)), dims
+        return tuple(
+            _unfold(t, info.batch_size, B) if d == 0 else t for t, d in zip(out, dims, strict=True)
+        ), dims
 
     return rule
 
 
-for _name in ("furthest_point_sample", "ball_query", "knn", "gather", "gather_backward_feat",
-              "gather_backward_weight"):
+for _name in (
+    "furthest_point_sample",
+    "ball_query",
+    "knn",
+    "gather",
+    "gather_backward_feat",
+    "gather_backward_weight",
+):
     torch.library.register_vmap(f"pointops::{_name}", _vmap_rule(getattr(ops, _name).default))

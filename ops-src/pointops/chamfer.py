@@ -26,9 +26,11 @@ _BATCH_REDUCTIONS = ("mean", "sum", None)
 
 def _cloud(t, lengths, name: str):
     if not isinstance(t, Tensor):
-        raise TypeError(f"pointops: {name} must be a tensor [N, P, D] (pytorch3d Pointclouds objects "
-                        f"are not taken: pass points_padded() and num_points_per_cloud()), got "
-                        f"{type(t).__name__}")
+        raise TypeError(
+            f"pointops: {name} must be a tensor [N, P, D] (pytorch3d Pointclouds objects "
+            f"are not taken: pass points_padded() and num_points_per_cloud()), got "
+            f"{type(t).__name__}"
+        )
     if t.dim() != 3:
         raise ValueError(f"pointops: {name} must have shape [N, P, D], got {list(t.shape)}")
     if not t.is_floating_point():
@@ -53,8 +55,12 @@ def _nearest(x: Tensor, x_len: Tensor, y: Tensor, y_len: Tensor, norm: int) -> T
     under L2 (norm 2) or L1 (norm 1); -1 where the x point is padding or its y cloud is empty."""
     N, P1, D = x.shape
     with torch.no_grad():
-        if norm == 2 and D == 3 and x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16) \
-                and (x.is_cuda or x.dtype in (torch.float32, torch.float64)):
+        if (
+            norm == 2
+            and D == 3
+            and x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+            and (x.is_cuda or x.dtype in (torch.float32, torch.float64))
+        ):
             _, idx = ops.knn(y.detach(), x.detach(), 1, lengths=y_len, query_lengths=x_len)
             return idx[..., 0]
         # exact brute force over packed clouds
@@ -62,8 +68,14 @@ def _nearest(x: Tensor, x_len: Tensor, y: Tensor, y_len: Tensor, norm: int) -> T
         y_mask = torch.arange(y.shape[1], device=y.device)[None, :] < y_len[:, None]
         x_ptr, y_ptr = packed.ptr_from_counts(x_len), packed.ptr_from_counts(y_len)
         work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-        _, flat = _bruteforce.knn(y.detach()[y_mask].to(work), y_ptr, x.detach()[x_mask].to(work), x_ptr, 1,
-                                  "l2" if norm == 2 else "l1")
+        _, flat = _bruteforce.knn(
+            y.detach()[y_mask].to(work),
+            y_ptr,
+            x.detach()[x_mask].to(work),
+            x_ptr,
+            1,
+            "l2" if norm == 2 else "l1",
+        )
         cloud = packed.batch_from_ptr(x_ptr, flat.shape[0])
         local = torch.where(flat[:, 0] >= 0, flat[:, 0] - y_ptr[:-1][cloud], -1)
         idx = torch.full((N, P1), -1, dtype=torch.int64, device=x.device)
@@ -82,14 +94,17 @@ def _distance(x: Tensor, nearest: Tensor, norm: int, squared: bool) -> Tensor:
     return torch.where(d2 > 0, d2.clamp_min(torch.finfo(d2.dtype).tiny).sqrt(), torch.zeros_like(d2))
 
 
-def _one_direction(x, x_len, y, y_len, x_normals, y_normals, weights, point_reduction, norm, squared,
-                   abs_cosine):
+def _one_direction(
+    x, x_len, y, y_len, x_normals, y_normals, weights, point_reduction, norm, squared, abs_cosine
+):
     N, P1, _ = x.shape
     idx = _nearest(x, x_len, y, y_len, norm)
     found = idx >= 0
     safe = idx.clamp_min(0)
     near = y.gather(1, safe[..., None].expand(-1, -1, y.shape[2]))
-    cham = torch.where(found, _distance(x, near, norm, squared), torch.zeros((), dtype=x.dtype, device=x.device))
+    cham = torch.where(
+        found, _distance(x, near, norm, squared), torch.zeros((), dtype=x.dtype, device=x.device)
+    )
     cham_norm = None
     if x_normals is not None and y_normals is not None:
         near_n = y_normals.gather(1, safe[..., None].expand(-1, -1, y_normals.shape[2]))
@@ -123,10 +138,21 @@ def _batch_reduce(value, weights, batch_reduction):
     return total / weights.sum()
 
 
-def chamfer_distance(x, y, x_lengths=None, y_lengths=None, x_normals=None, y_normals=None, weights=None,
-                     batch_reduction: str | None = "mean", point_reduction: str | None = "mean",
-                     norm: int = 2, single_directional: bool = False, abs_cosine: bool = True,
-                     squared: bool | None = None):
+def chamfer_distance(
+    x,
+    y,
+    x_lengths=None,
+    y_lengths=None,
+    x_normals=None,
+    y_normals=None,
+    weights=None,
+    batch_reduction: str | None = "mean",
+    point_reduction: str | None = "mean",
+    norm: int = 2,
+    single_directional: bool = False,
+    abs_cosine: bool = True,
+    squared: bool | None = None,
+):
     """Chamfer distance with pytorch3d's signature and reductions: (loss, loss_normals).
 
     x [N, P1, D], y [N, P2, D] (padded; x_lengths / y_lengths [N] give ragged clouds, padding
@@ -155,7 +181,9 @@ def chamfer_distance(x, y, x_lengths=None, y_lengths=None, x_normals=None, y_nor
         loss, loss_normals = _both_directions(cham_x, norm_x, cham_y, norm_y, point_reduction)
     if point_reduction is None:
         return loss, loss_normals
-    return _batch_reduce(loss, weights, batch_reduction), _batch_reduce(loss_normals, weights, batch_reduction)
+    return _batch_reduce(loss, weights, batch_reduction), _batch_reduce(
+        loss_normals, weights, batch_reduction
+    )
 
 
 def _checked_options(norm, squared, point_reduction, batch_reduction, x_normals, y_normals) -> bool:
@@ -167,7 +195,9 @@ def _checked_options(norm, squared, point_reduction, batch_reduction, x_normals,
     elif norm == 1 and squared:
         raise ValueError("pointops: squared=True applies to norm=2 only (norm=1 gives L1 distances)")
     if point_reduction not in _POINT_REDUCTIONS:
-        raise ValueError(f"pointops: point_reduction must be 'mean', 'sum', 'max' or None, got {point_reduction!r}")
+        raise ValueError(
+            f"pointops: point_reduction must be 'mean', 'sum', 'max' or None, got {point_reduction!r}"
+        )
     if batch_reduction not in _BATCH_REDUCTIONS:
         raise ValueError(f"pointops: batch_reduction must be 'mean', 'sum' or None, got {batch_reduction!r}")
     if point_reduction is None and batch_reduction is not None:
@@ -181,8 +211,9 @@ def _check_partners(x, y, x_normals, y_normals, weights) -> None:
     """y, the normals and the weights must fit x."""
     N, P1, D = x.shape
     if y.shape[0] != N or y.shape[2] != D:
-        raise ValueError(f"pointops: y must have shape [{N}, P2, {D}] to match x {list(x.shape)}, got "
-                         f"{list(y.shape)}")
+        raise ValueError(
+            f"pointops: y must have shape [{N}, P2, {D}] to match x {list(x.shape)}, got {list(y.shape)}"
+        )
     if y.dtype != x.dtype or y.device != x.device:
         raise ValueError(f"pointops: y ({y.dtype}, {y.device}) must match x ({x.dtype}, {x.device})")
     for name, n, ref in (("x_normals", x_normals, x), ("y_normals", y_normals, y)):

@@ -40,14 +40,18 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 # treat out-of-range indices as "no point", so bad values then give wrong results but never
 # out-of-bounds reads.
 
+
 def _value_checks_from_env() -> bool:
     raw = os.environ.get("POINTOPS_VALUE_CHECKS", "1").strip().lower()
     if raw in ("", "1", "true", "yes", "on"):
         return True
     if raw in ("0", "false", "no", "off"):
         return False
-    warnings.warn(f"pointops: POINTOPS_VALUE_CHECKS={raw!r} is not understood; value checks stay "
-                  "on (set it to 0 or 1)", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        f"pointops: POINTOPS_VALUE_CHECKS={raw!r} is not understood; value checks stay on (set it to 0 or 1)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return True
 
 
@@ -116,8 +120,10 @@ def _check_device_type(device_type: str, name: str, has_cuda_kernels: bool) -> N
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"pointops: {name} is on device type {device_type!r}; use a CPU or CUDA tensor")
     if device_type == "cuda" and not has_cuda_kernels:
-        raise ValueError(f"pointops: {name} is a CUDA tensor but this pointops build has no CUDA "
-                         "kernels; reinstall it where nvcc is available (or with POINTOPS_CUDA=1)")
+        raise ValueError(
+            f"pointops: {name} is a CUDA tensor but this pointops build has no CUDA "
+            "kernels; reinstall it where nvcc is available (or with POINTOPS_CUDA=1)"
+        )
 
 
 def _tensor(t, name: str) -> Tensor:
@@ -132,8 +138,11 @@ def _float_tensor(t, name: str) -> Tensor:
     t = _tensor(t, name)
     allowed = _CUDA_FLOATS if t.is_cuda else _CPU_FLOATS
     if t.dtype not in allowed:
-        hint = ("float32/float16/bfloat16 (or float64)" if t.is_cuda else
-                "float32 or float64 (float16/bfloat16 run on CUDA only)")
+        hint = (
+            "float32/float16/bfloat16 (or float64)"
+            if t.is_cuda
+            else "float32 or float64 (float16/bfloat16 run on CUDA only)"
+        )
         raise TypeError(f"pointops: {name} has dtype {t.dtype}; use {hint}")
     return t
 
@@ -147,8 +156,10 @@ def _points(t, name: str) -> Tensor:
 
 def _same_device(ref: Tensor, ref_name: str, t: Tensor, name: str) -> None:
     if t.device != ref.device:
-        raise ValueError(f"pointops: {name} is on {t.device} but {ref_name} is on {ref.device}; "
-                         "move them to the same device")
+        raise ValueError(
+            f"pointops: {name} is on {t.device} but {ref_name} is on {ref.device}; "
+            "move them to the same device"
+        )
 
 
 def _index(t, name: str, ref: Tensor, ref_name: str) -> Tensor:
@@ -165,8 +176,9 @@ def _lengths(lengths, name: str, points: Tensor, points_name: str) -> Tensor | N
         return None
     lengths = _index(lengths, name, points, points_name)
     if lengths.dim() != 1 or lengths.shape[0] != points.shape[0]:
-        raise ValueError(f"pointops: {name} must have shape [B] = [{points.shape[0]}], got "
-                         f"{list(lengths.shape)}")
+        raise ValueError(
+            f"pointops: {name} must have shape [B] = [{points.shape[0]}], got {list(lengths.shape)}"
+        )
     return lengths
 
 
@@ -200,13 +212,15 @@ def _pair_structure(xyz, query, names=("xyz", "query")):
     if query.dtype != xyz.dtype:
         raise TypeError(f"pointops: {query_name} has dtype {query.dtype} but {xyz_name} has {xyz.dtype}")
     if query.shape[0] != xyz.shape[0]:
-        raise ValueError(f"pointops: {query_name} has batch size {query.shape[0]} but {xyz_name} has "
-                         f"{xyz.shape[0]}")
+        raise ValueError(
+            f"pointops: {query_name} has batch size {query.shape[0]} but {xyz_name} has {xyz.shape[0]}"
+        )
     return xyz, query
 
 
 # ---------------------------------------------------------------------------------------------
 # value checks and the call of an operator
+
 
 def _not_finite_message(name: str) -> str:
     return f"pointops: {name} contains nan or inf; coordinates must be finite"
@@ -220,16 +234,18 @@ def coordinate_limit(dtype: torch.dtype) -> float:
     is the power of two below the exact bound sqrt(max / 12), so rounding cannot push a sum over:
     12 * (2^62)^2 = 1.5 * 2^127 < FLT_MAX and 12 * (2^510)^2 = 1.5 * 2^1023 < DBL_MAX.
     """
-    return 2.0 ** 510 if dtype == torch.float64 else 2.0 ** 62
+    return 2.0**510 if dtype == torch.float64 else 2.0**62
 
 
 def _too_large_message(name: str, t: Tensor) -> str:
     limit = coordinate_limit(t.dtype)
     magnitude = float(t.detach().abs().amax())
     accumulation, power = ("float64", 510) if t.dtype == torch.float64 else ("float32", 62)
-    return (f"pointops: {name} holds a coordinate of magnitude {magnitude:.4g}, above {limit:.4g} "
-            f"(2^{power}), the largest for which squared distances stay finite in {accumulation} "
-            f"arithmetic ({t.dtype}); scale the points down")
+    return (
+        f"pointops: {name} holds a coordinate of magnitude {magnitude:.4g}, above {limit:.4g} "
+        f"(2^{power}), the largest for which squared distances stay finite in {accumulation} "
+        f"arithmetic ({t.dtype}); scale the points down"
+    )
 
 
 def _plain(t: Tensor) -> Tensor:
@@ -274,8 +290,11 @@ class _ValueChecks:
             if kind == "finite":
                 limit = coordinate_limit(t.dtype)
                 # 0: fine, 1: nan or inf, 2: finite beyond the limit
-                status = torch.where(torch.isfinite(smallest) & torch.isfinite(largest),
-                                     ((smallest < -limit) | (largest > limit)).long() * 2, 1)
+                status = torch.where(
+                    torch.isfinite(smallest) & torch.isfinite(largest),
+                    ((smallest < -limit) | (largest > limit)).long() * 2,
+                    1,
+                )
                 stats.append(status.reshape(1))
             else:
                 stats.append(torch.stack((smallest, largest)))
@@ -294,10 +313,13 @@ class _ValueChecks:
             if got_low >= low and got_high <= high:
                 continue
             if kind == "lengths":
-                return ValueError(f"pointops: {name} values must lie in 0..{high} (the size of "
-                                  f"{detail}'s point dimension), got {got_low}..{got_high}")
-            return ValueError(f"pointops: {name} values must lie in -1..{high} (-1 = no point), "
-                              f"got {got_low}..{got_high}")
+                return ValueError(
+                    f"pointops: {name} values must lie in 0..{high} (the size of "
+                    f"{detail}'s point dimension), got {got_low}..{got_high}"
+                )
+            return ValueError(
+                f"pointops: {name} values must lie in -1..{high} (-1 = no point), got {got_low}..{got_high}"
+            )
         return None
 
 
@@ -382,14 +404,25 @@ def furthest_point_sample(xyz: Tensor, k: int, lengths: Tensor | None = None, st
 
 def _neighbour_checks(xyz, query, lengths, query_lengths, names=("xyz", "query")):
     """The value checks of a neighbour search, as a callable for _call."""
-    return lambda: (_ValueChecks().finite(xyz, names[0]).finite(query, names[1])
-                    .lengths(lengths, "lengths", xyz, names[0])
-                    .lengths(query_lengths, "query_lengths", query, names[1]))
+    return lambda: (
+        _ValueChecks()
+        .finite(xyz, names[0])
+        .finite(query, names[1])
+        .lengths(lengths, "lengths", xyz, names[0])
+        .lengths(query_lengths, "query_lengths", query, names[1])
+    )
 
 
 @_traceable
-def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tensor | None = None,
-               query_lengths: Tensor | None = None, return_dist2: bool = False):
+def ball_query(
+    xyz: Tensor,
+    query: Tensor,
+    radius: float,
+    k: int,
+    lengths: Tensor | None = None,
+    query_lengths: Tensor | None = None,
+    return_dist2: bool = False,
+):
     """Points of xyz within `radius` (inclusive: d^2 <= radius^2) of each query point.
 
     Returns (idx [B, M, k] int64, count [B, M] int64), plus squared distances [B, M, k] when
@@ -405,15 +438,20 @@ def ball_query(xyz: Tensor, query: Tensor, radius: float, k: int, lengths: Tenso
     checks = _neighbour_checks(xyz, query, lengths, query_lengths)
     # only the distances carry a gradient: without return_dist2 nothing needs the autograd layer
     grad_inputs = (xyz, query) if return_dist2 else ()
-    idx, count, dist2 = _call(_ball_query_op, (xyz, query, radius, k, lengths, query_lengths,
-                                               True, bool(return_dist2)), checks, grad_inputs,
-                                  BallQueryFunction)
+    idx, count, dist2 = _call(
+        _ball_query_op,
+        (xyz, query, radius, k, lengths, query_lengths, True, bool(return_dist2)),
+        checks,
+        grad_inputs,
+        BallQueryFunction,
+    )
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
 @_traceable
-def knn(xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None,
-        query_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def knn(
+    xyz: Tensor, query: Tensor, k: int, lengths: Tensor | None = None, query_lengths: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """k nearest neighbours in xyz of each query point: (dist2 [B, M, k], idx [B, M, k] int64),
     sorted by ascending squared distance, equal distances by ascending index. Slots beyond a
     cloud's point count hold idx -1 and dist2 +inf. dist2 is differentiable w.r.t. xyz and query.
@@ -438,6 +476,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
 # ---------------------------------------------------------------------------------------------
 # gathering
 
+
 def _features(feat, name: str = "feat") -> Tensor:
     feat = _float_tensor(feat, name)
     if feat.dim() != 3:
@@ -455,8 +494,9 @@ def _features_and_index(feat, idx, idx_layout: str):
     feat = _features(feat)
     idx = _index(idx, "idx", feat, "feat")
     if idx.dim() != idx_layout.count(",") + 1 or idx.shape[0] != feat.shape[0]:
-        raise ValueError(f"pointops: idx must have shape {idx_layout} with B = {feat.shape[0]}, got "
-                         f"{list(idx.shape)}")
+        raise ValueError(
+            f"pointops: idx must have shape {idx_layout} with B = {feat.shape[0]}, got {list(idx.shape)}"
+        )
     return feat, idx, _index_checks(idx, feat.shape[2])
 
 
@@ -485,11 +525,15 @@ def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     weight = _float_tensor(weight, "weight")
     _same_device(feat, "feat", weight, "weight")
     if idx.dim() != 3 or idx.shape[0] != feat.shape[0]:
-        raise ValueError(f"pointops: idx must have shape [B, n, T] with B = {feat.shape[0]}, got "
-                         f"{list(idx.shape)}")
+        raise ValueError(
+            f"pointops: idx must have shape [B, n, T] with B = {feat.shape[0]}, got {list(idx.shape)}"
+        )
     if weight.shape != idx.shape:
-        raise ValueError(f"pointops: weight must have the shape of idx {list(idx.shape)}, got "
-                         f"{list(weight.shape)}")
+        raise ValueError(
+            f"pointops: weight must have the shape of idx {list(idx.shape)}, got {list(weight.shape)}"
+        )
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
-    return _call(_gather_op, (feat, idx, weight), _index_checks(idx, feat.shape[2]), (feat, weight), GatherFunction)
+    return _call(
+        _gather_op, (feat, idx, weight), _index_checks(idx, feat.shape[2]), (feat, weight), GatherFunction
+    )

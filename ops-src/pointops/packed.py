@@ -38,12 +38,14 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # layout conversions (no host sync, except ptr_from_batch without num_clouds)
 
+
 def _index_vector(t, name: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in (torch.int32, torch.int64) or t.dim() != 1:
-        raise ValueError(f"pointops: {name} must be a 1-D int32 or int64 tensor, got {t.dtype} "
-                         f"with shape {list(t.shape)}")
+        raise ValueError(
+            f"pointops: {name} must be a 1-D int32 or int64 tensor, got {t.dtype} with shape {list(t.shape)}"
+        )
     return t.long()
 
 
@@ -105,8 +107,9 @@ def _packed_points(t, name: str) -> Tensor:
 def _row_pointer(ptr, name: str, ref: Tensor, ref_name: str) -> Tensor:
     ptr = ops._index(ptr, name, ref, ref_name)
     if ptr.dim() != 1 or ptr.shape[0] < 1:
-        raise ValueError(f"pointops: {name} must be a 1-D row pointer of B + 1 >= 1 entries, got shape "
-                         f"{list(ptr.shape)}")
+        raise ValueError(
+            f"pointops: {name} must be a 1-D row pointer of B + 1 >= 1 entries, got shape {list(ptr.shape)}"
+        )
     return ptr
 
 
@@ -117,7 +120,9 @@ def _pair(xyz, ptr, query, query_ptr):
         raise TypeError(f"pointops: query has dtype {query.dtype} but xyz has {xyz.dtype}")
     ptr, query_ptr = _row_pointer(ptr, "ptr", xyz, "xyz"), _row_pointer(query_ptr, "query_ptr", xyz, "xyz")
     if ptr.shape[0] != query_ptr.shape[0]:
-        raise ValueError(f"pointops: ptr describes {ptr.shape[0] - 1} clouds but query_ptr {query_ptr.shape[0] - 1}")
+        raise ValueError(
+            f"pointops: ptr describes {ptr.shape[0] - 1} clouds but query_ptr {query_ptr.shape[0] - 1}"
+        )
     return xyz, ptr, query, query_ptr
 
 
@@ -140,7 +145,9 @@ def knn(xyz: Tensor, ptr: Tensor, query: Tensor, query_ptr: Tensor, k: int) -> t
     differentiable w.r.t. xyz and query."""
     xyz, ptr, query, query_ptr = _pair(xyz, ptr, query, query_ptr)
     k = ops._positive_int(k, "k")
-    return _call(_ops.knn_packed.default, (xyz, ptr, query, query_ptr, k), (xyz, query), _reg.KnnPackedFunction)
+    return _call(
+        _ops.knn_packed.default, (xyz, ptr, query, query_ptr, k), (xyz, query), _reg.KnnPackedFunction
+    )
 
 
 def three_nn(unknown: Tensor, unknown_ptr: Tensor, known: Tensor, known_ptr: Tensor):
@@ -148,8 +155,16 @@ def three_nn(unknown: Tensor, unknown_ptr: Tensor, known: Tensor, known_ptr: Ten
     return knn(known, known_ptr, unknown, unknown_ptr, 3)
 
 
-def ball_query(xyz: Tensor, ptr: Tensor, query: Tensor, query_ptr: Tensor, radius: float, k: int,
-               return_dist2: bool = False, inclusive: bool = True):
+def ball_query(
+    xyz: Tensor,
+    ptr: Tensor,
+    query: Tensor,
+    query_ptr: Tensor,
+    radius: float,
+    k: int,
+    return_dist2: bool = False,
+    inclusive: bool = True,
+):
     """The first k points (ascending row) of the query's cloud within `radius` of each query row
     (d^2 <= r^2, or d^2 < r^2 with inclusive=False): (idx [Q, k], count [Q]) (+ dist2 [Q, k]);
     short balls repeat their first hit, empty ones are -1 / count 0 / +inf."""
@@ -157,14 +172,22 @@ def ball_query(xyz: Tensor, ptr: Tensor, query: Tensor, query_ptr: Tensor, radiu
     radius = ops._radius(radius)
     k = ops._positive_int(k, "k")
     grad_inputs = (xyz, query) if return_dist2 else ()
-    idx, count, dist2 = _call(_ops.ball_query_packed.default,
-                              (xyz, ptr, query, query_ptr, radius, k, bool(inclusive), bool(return_dist2)),
-                              grad_inputs, _reg.BallQueryPackedFunction)
+    idx, count, dist2 = _call(
+        _ops.ball_query_packed.default,
+        (xyz, ptr, query, query_ptr, radius, k, bool(inclusive), bool(return_dist2)),
+        grad_inputs,
+        _reg.BallQueryPackedFunction,
+    )
     return (idx, count, dist2) if return_dist2 else (idx, count)
 
 
-def furthest_point_sample(xyz: Tensor, ptr: Tensor, sample_ptr: Tensor, num_samples: int | None = None,
-                          max_points: int | None = None) -> Tensor:
+def furthest_point_sample(
+    xyz: Tensor,
+    ptr: Tensor,
+    sample_ptr: Tensor,
+    num_samples: int | None = None,
+    max_points: int | None = None,
+) -> Tensor:
     """Farthest point sampling of each cloud: cloud b gets sample_ptr[b+1] - sample_ptr[b] picks,
     written to rows sample_ptr[b] .. of the result (global rows of xyz, int64), starting at the
     cloud's first point; equal distances go to the lowest row. Slots past a cloud's size are -1.
@@ -179,9 +202,13 @@ def furthest_point_sample(xyz: Tensor, ptr: Tensor, sample_ptr: Tensor, num_samp
         num_samples = int(sample_ptr[-1])
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0:
         raise ValueError(f"pointops: num_samples must be an int >= 0, got {num_samples!r}")
-    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1):
+    if max_points is not None and (
+        isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1
+    ):
         raise ValueError(f"pointops: max_points must be an int >= 1 (or None), got {max_points!r}")
-    return _call(_ops.furthest_point_sample_packed.default, (xyz, ptr, sample_ptr, num_samples, max_points or 0))
+    return _call(
+        _ops.furthest_point_sample_packed.default, (xyz, ptr, sample_ptr, num_samples, max_points or 0)
+    )
 
 
 def _rows(feat, name: str = "feat") -> Tensor:
@@ -208,8 +235,10 @@ def interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     weight = ops._float_tensor(weight, "weight")
     ops._same_device(feat, "feat", weight, "weight")
     if idx.dim() != 2 or weight.shape != idx.shape:
-        raise ValueError(f"pointops: idx and weight must both have shape [Q, T], got {list(idx.shape)} and "
-                         f"{list(weight.shape)}")
+        raise ValueError(
+            f"pointops: idx and weight must both have shape [Q, T], got {list(idx.shape)} and "
+            f"{list(weight.shape)}"
+        )
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
     return _call(_ops.gather_rows.default, (feat, idx, weight), (feat, weight), _reg.GatherRowsFunction)

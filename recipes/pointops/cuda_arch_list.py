@@ -38,7 +38,9 @@ def _capability(arch: str) -> tuple[int, int]:
 def archs_for(pointops_dir: Path, cuda_version: str, target_platform: str) -> tuple[list[str], str | None]:
     """(SASS archs in ascending order, PTX arch) of a conda build for this CUDA version and platform."""
     cuda_archs = _cuda_archs(pointops_dir)
-    _, entry = cuda_archs.table_entry(cuda_version, cuda_archs.load_table(Path(pointops_dir) / "cuda_arch_table.json"))
+    _, entry = cuda_archs.table_entry(
+        cuda_version, cuda_archs.load_table(Path(pointops_dir) / "cuda_arch_table.json")
+    )
     sass = set(entry["sass"]) | set(entry.get("extra_sass", {}).get(target_platform, []))
     return sorted(sass, key=_capability), entry.get("ptx")
 

@@ -32,7 +32,9 @@ def check_build_info(pointops, want_cuda: str, target_platform: str) -> None:
     want_sass, want_ptx = archs_for(Path(pointops.__file__).parent, want_cuda, target_platform)
     got_sass = [str(a) for a in info.get("sass_archs", [])]
     assert got_sass == want_sass, f"SASS archs {got_sass}, variant wants {want_sass}"
-    assert str(info.get("ptx_arch")) == str(want_ptx), f"PTX arch {info.get('ptx_arch')}, variant wants {want_ptx}"
+    assert str(info.get("ptx_arch")) == str(want_ptx), (
+        f"PTX arch {info.get('ptx_arch')}, variant wants {want_ptx}"
+    )
 
 
 def check_abi3(pointops, python_min: str) -> None:
@@ -53,7 +55,9 @@ def check_pytorch_package(want: str) -> None:
     records = sorted(Path(sys.prefix, "conda-meta").glob("pytorch-[0-9]*.json"))
     assert records, f"no pytorch package in {sys.prefix}/conda-meta"
     version = json.loads(records[0].read_text())["version"]
-    assert version == want or version.startswith(want + "."), f"pytorch {version} installed, the test wants {want}"
+    assert version == want or version.startswith(want + "."), (
+        f"pytorch {version} installed, the test wants {want}"
+    )
     print("pytorch package", version)
 
 
@@ -75,7 +79,14 @@ def main() -> int:
     import pointops
     import torch
 
-    print("pointops", getattr(pointops, "__version__", "?"), "on Python", sys.version.split()[0], "torch", torch.__version__)
+    print(
+        "pointops",
+        getattr(pointops, "__version__", "?"),
+        "on Python",
+        sys.version.split()[0],
+        "torch",
+        torch.__version__,
+    )
     if args.torch:
         check_pytorch_package(args.torch)
     check_build_info(pointops, args.cuda, args.target_platform)

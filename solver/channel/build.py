@@ -98,14 +98,17 @@ def build_channel(
         print(f"[{label}] building pointops for {where} ...", file=sys.stderr, flush=True)
         progress = _Progress(label)
         try:
-            result = item.run_build(tool_config=tool, output_dir=Path(output), channels=list(channels),
-                                    progress_callback=progress)
+            result = item.run_build(
+                tool_config=tool, output_dir=Path(output), channels=list(channels), progress_callback=progress
+            )
         except Exception as exc:
             raise ChannelError(f"building {item.recipe.build.string} failed: {exc}") from exc
         finally:
             if logs is not None:
                 logs[str(item.recipe.build.string)] = progress.lines
         packages += [Path(p) for p in result.packages]
-        print(f"[{label}] done: {', '.join(Path(p).name for p in result.packages)}", file=sys.stderr, flush=True)
+        print(
+            f"[{label}] done: {', '.join(Path(p).name for p in result.packages)}", file=sys.stderr, flush=True
+        )
     index_channel(Path(output))
     return packages

@@ -37,38 +37,64 @@ DEFAULT_OUTPUT = Path("out") / "channel"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--render-only", action="store_true", help="print the variant matrix and exit (= `render`)")
-    parser.add_argument("--recipe", type=Path,
-                        help=f"recipes/pointops (or its recipe.yaml) of a pointops source tree "
-                             f"(default: ${RECIPE_ENV}, else found from the current directory)")
+    parser.add_argument(
+        "--render-only", action="store_true", help="print the variant matrix and exit (= `render`)"
+    )
+    parser.add_argument(
+        "--recipe",
+        type=Path,
+        help=f"recipes/pointops (or its recipe.yaml) of a pointops source tree "
+        f"(default: ${RECIPE_ENV}, else found from the current directory)",
+    )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
 
     render = sub.add_parser("render", help="print the variant matrix the recipe renders")
-    render.add_argument("--platform", action="append", choices=PLATFORMS, help="only these platforms (repeatable)")
+    render.add_argument(
+        "--platform", action="append", choices=PLATFORMS, help="only these platforms (repeatable)"
+    )
     render.add_argument("--json", action="store_true", help="machine-readable output")
-    render.add_argument("--solve", action="store_true", help="resolve build/host envs to show the final run requirements")
+    render.add_argument(
+        "--solve", action="store_true", help="resolve build/host envs to show the final run requirements"
+    )
     render.add_argument("--channel", action="append", help="channel for --solve (default: conda-forge)")
 
     build = sub.add_parser("build", help="rattler-build the variants of one platform and index the result")
     build.add_argument("--channel", action="append", help="dependency channel (default: conda-forge)")
-    build.add_argument("--target-platform", choices=PLATFORMS,
-                       help="platform to build for (default: this machine's; osx-64 cross-compiles on osx-arm64)")
-    build.add_argument("--variant", action="append", help="only these variants, e.g. cpu or cuda129 (repeatable)")
-    build.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)")
+    build.add_argument(
+        "--target-platform",
+        choices=PLATFORMS,
+        help="platform to build for (default: this machine's; osx-64 cross-compiles on osx-arm64)",
+    )
+    build.add_argument(
+        "--variant", action="append", help="only these variants, e.g. cpu or cuda129 (repeatable)"
+    )
+    build.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)"
+    )
     build.add_argument("--no-test", action="store_true", help="skip the recipe's tests")
 
-    local = sub.add_parser("package-local", help="offline: package a pointops built here into a .conda and index it")
+    local = sub.add_parser(
+        "package-local", help="offline: package a pointops built here into a .conda and index it"
+    )
     source = local.add_mutually_exclusive_group()
     source.add_argument("--wheel", type=Path, help="a pointops wheel built here (abi3)")
     source.add_argument("--source", type=Path, help="build a wheel from this ops-src directory (default)")
-    source.add_argument("--from-installed", action="store_true", help="use the pointops installed in this Python")
-    local.add_argument("--variant", default="cpu", help="recipe variant whose metadata to use (default: %(default)s)")
-    local.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)")
+    source.add_argument(
+        "--from-installed", action="store_true", help="use the pointops installed in this Python"
+    )
+    local.add_argument(
+        "--variant", default="cpu", help="recipe variant whose metadata to use (default: %(default)s)"
+    )
+    local.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)"
+    )
 
     index = sub.add_parser("index", help="write repodata for a channel directory")
     index.add_argument("directory", type=Path)
 
-    upload = sub.add_parser("upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)")
+    upload = sub.add_parser(
+        "upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)"
+    )
     upload.add_argument("directory", type=Path)
     upload.add_argument("--owner", default="pointops", help="anaconda.org channel (default: %(default)s)")
 
@@ -83,9 +109,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _print_matrix(builds: list[RenderedBuild]) -> None:
     print(f"{'platform':14s} {'variant':8s} {'build string':24s} {'cuda':5s} {'__cuda_arch':12s} archs")
     for b in builds:
-        archs = ";".join(b.sass_archs) + (f"+PTX({b.ptx_arch})" if b.ptx_arch else "") if b.cuda_version else "-"
+        archs = (
+            ";".join(b.sass_archs) + (f"+PTX({b.ptx_arch})" if b.ptx_arch else "") if b.cuda_version else "-"
+        )
         arch_min = f">={b.cuda_arch_min}" if b.cuda_arch_min else "-"
-        print(f"{b.platform:14s} {b.variant:8s} {b.build_string:24s} {b.cuda_version or '-':5s} {arch_min:12s} {archs}")
+        print(
+            f"{b.platform:14s} {b.variant:8s} {b.build_string:24s} {b.cuda_version or '-':5s} {arch_min:12s} {archs}"
+        )
         line = f"{'':14s} run: {', '.join(b.run)}"
         if b.run_constraints:
             line += f"; constrains: {', '.join(b.run_constraints)}"
@@ -114,8 +144,11 @@ def run(args: argparse.Namespace) -> int:
     action = "render" if args.render_only and args.action in (None, "render") else args.action
     try:
         if action is None:
-            print("solver channel: choose an action: render, build, package-local, index, upload or feedstock "
-                  "(see --help)", file=sys.stderr)
+            print(
+                "solver channel: choose an action: render, build, package-local, index, upload or feedstock "
+                "(see --help)",
+                file=sys.stderr,
+            )
             return 2
         if action == "index":
             index_channel(args.directory)
@@ -129,20 +162,37 @@ def run(args: argparse.Namespace) -> int:
         if action == "render":
             return _render(args, files)
         if action == "build":
-            packages = build_channel(args.output, args.channel or list(DEFAULT_CHANNELS), args.variant,
-                                     not args.no_test, args.target_platform, files)
+            packages = build_channel(
+                args.output,
+                args.channel or list(DEFAULT_CHANNELS),
+                args.variant,
+                not args.no_test,
+                args.target_platform,
+                files,
+            )
             print("\n".join(str(p) for p in packages))
             print(f"indexed {args.output}", file=sys.stderr)
             return 0
         if action == "package-local":
-            path = package_local(args.output, args.variant, wheel=args.wheel, source=args.source,
-                                 from_installed=args.from_installed, files=files)
+            path = package_local(
+                args.output,
+                args.variant,
+                wheel=args.wheel,
+                source=args.source,
+                from_installed=args.from_installed,
+                files=files,
+            )
             print(path)
-            print(f"indexed {args.output}; install with: conda install -c {Path(args.output).resolve().as_uri()} "
-                  "-c conda-forge pointops", file=sys.stderr)
+            print(
+                f"indexed {args.output}; install with: conda install -c {Path(args.output).resolve().as_uri()} "
+                "-c conda-forge pointops",
+                file=sys.stderr,
+            )
             return 0
         if action == "feedstock":
-            recipe = write_feedstock_recipe(args.output, args.url, args.homepage, args.maintainer, args.sdist, files)
+            recipe = write_feedstock_recipe(
+                args.output, args.url, args.homepage, args.maintainer, args.sdist, files
+            )
             print(recipe)
             return 0
         raise AssertionError(action)  # argparse only lets the actions above through
@@ -150,8 +200,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"solver channel: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # an output path that is a file, a full disk, no permission, ...
-        print(f"solver channel: error: {exc.strerror or exc}: {exc.filename or ''}; "
-              "check the --output / directory argument", file=sys.stderr)
+        print(
+            f"solver channel: error: {exc.strerror or exc}: {exc.filename or ''}; "
+            "check the --output / directory argument",
+            file=sys.stderr,
+        )
         return 1
     finally:
         sys.stdout.flush()

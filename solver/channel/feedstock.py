@@ -26,21 +26,29 @@ from solver.channel.render import recipe_version
 CHECKOUT_SOURCE = "  - path: ../../ops-src\n"
 # Files of the recipe folder a feedstock carries (the recipe's own variant file included; the
 # global pinning is conda-forge's).
-RECIPE_FOLDER_FILES = ("build.sh", "build.bat", "cuda_arch_list.py", "test_pointops.py", "LICENSE",
-                       "conda_build_config.yaml")
+RECIPE_FOLDER_FILES = (
+    "build.sh",
+    "build.bat",
+    "cuda_arch_list.py",
+    "test_pointops.py",
+    "LICENSE",
+    "conda_build_config.yaml",
+)
 _GITHUB_HANDLE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]+)?$")
 
 
 def build_sdist(source: Path, output_dir: Path) -> Path:
     """The sdist of ops-src (setuptools' PEP 517 backend, no build isolation)."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    code = ("import sys; from setuptools import build_meta; "
-            "print(build_meta.build_sdist(sys.argv[1]))")
-    proc = subprocess.run([sys.executable, "-c", code, str(output_dir.resolve())], cwd=source,
-                          capture_output=True, text=True)
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(output_dir.resolve())], cwd=source, capture_output=True, text=True
+    )
     if proc.returncode != 0:
-        raise ChannelError(f"building the sdist of {source} failed: "
-                           f"{(proc.stderr.strip().splitlines() or ['(no message)'])[-1]}")
+        raise ChannelError(
+            f"building the sdist of {source} failed: "
+            f"{(proc.stderr.strip().splitlines() or ['(no message)'])[-1]}"
+        )
     return output_dir / proc.stdout.strip().splitlines()[-1]
 
 
@@ -52,18 +60,22 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def feedstock_recipe_text(recipe_text: str, url: str, sha256: str, homepage: str, maintainers: list[str]) -> str:
+def feedstock_recipe_text(
+    recipe_text: str, url: str, sha256: str, homepage: str, maintainers: list[str]
+) -> str:
     """recipe.yaml with the release source, homepage and maintainers (text edits, so that the
     recipe's comments and ${{ }} expressions stay as written)."""
     if recipe_text.count(CHECKOUT_SOURCE) != 1:
         raise ChannelError(f"the recipe has no single `{CHECKOUT_SOURCE.strip()}` source to replace")
     if recipe_text.count("\nabout:\n") != 1 or "\nextra:" in recipe_text:
         raise ChannelError("the recipe must have one `about:` section and no `extra:` section")
-    body = recipe_text[recipe_text.index("schema_version:"):]  # the repository's header comments go
+    body = recipe_text[recipe_text.index("schema_version:") :]  # the repository's header comments go
     body = body.replace(CHECKOUT_SOURCE, f"  - url: {url}\n    sha256: {sha256}\n")
     body = body.replace("\nabout:\n", f"\nabout:\n  homepage: {homepage}\n  repository: {homepage}\n")
     lines = "".join(f"    - {name}\n" for name in maintainers)
-    header = "# pointops for conda-forge, written by `solver channel feedstock` from the pointops repository.\n"
+    header = (
+        "# pointops for conda-forge, written by `solver channel feedstock` from the pointops repository.\n"
+    )
     return header + body.rstrip("\n") + f"\n\nextra:\n  recipe-maintainers:\n{lines}"
 
 
@@ -82,12 +94,15 @@ def write_feedstock_recipe(
     if not url.startswith("https://"):
         raise ChannelError(f"--url {url!r} must be the https address the release sdist is published at")
     if not homepage.startswith("https://") or "anaconda.org" in homepage:
-        raise ChannelError(f"--homepage {homepage!r} must be the project's https home (its repository), "
-                           "not a channel")
+        raise ChannelError(
+            f"--homepage {homepage!r} must be the project's https home (its repository), not a channel"
+        )
     bad = [m for m in maintainers if not _GITHUB_HANDLE.match(m)]
     if not maintainers or bad:
-        raise ChannelError("give at least one --maintainer, as GitHub handles"
-                           + (f" ({', '.join(map(repr, bad))} is not one)" if bad else ""))
+        raise ChannelError(
+            "give at least one --maintainer, as GitHub handles"
+            + (f" ({', '.join(map(repr, bad))} is not one)" if bad else "")
+        )
     output = Path(output)
     if sdist is None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -104,8 +119,9 @@ def write_feedstock_recipe(
 
     recipe_dir = output / "recipe"
     recipe_dir.mkdir(parents=True, exist_ok=True)
-    text = feedstock_recipe_text(files.recipe.read_text(encoding="utf-8"), url, sha256_of(sdist), homepage,
-                                 maintainers)
+    text = feedstock_recipe_text(
+        files.recipe.read_text(encoding="utf-8"), url, sha256_of(sdist), homepage, maintainers
+    )
     (recipe_dir / "recipe.yaml").write_text(text, encoding="utf-8")
     for name in RECIPE_FOLDER_FILES:
         shutil.copy2(files.recipe_dir / name, recipe_dir / name)

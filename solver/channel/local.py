@@ -19,7 +19,9 @@ from solver.channel.render import RenderedBuild, none_if_unset, recipe_stage0, r
 
 def _stage_from_wheel(wheel: Path, stage: Path) -> None:
     if not wheel.is_file() or wheel.suffix != ".whl":
-        raise ChannelError(f"{wheel} is not a wheel file; build one with `pip wheel --no-build-isolation ./ops-src`")
+        raise ChannelError(
+            f"{wheel} is not a wheel file; build one with `pip wheel --no-build-isolation ./ops-src`"
+        )
     try:
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(stage / "site-packages")
@@ -34,13 +36,17 @@ def _stage_from_installed(stage: Path) -> None:
 
     spec = importlib.util.find_spec("pointops")
     if spec is None or not spec.submodule_search_locations:
-        raise ChannelError("pointops is not installed in this Python; run `pip install --no-build-isolation ./ops-src` "
-                           "or pass --wheel")
+        raise ChannelError(
+            "pointops is not installed in this Python; run `pip install --no-build-isolation ./ops-src` "
+            "or pass --wheel"
+        )
     package_dir = Path(next(iter(spec.submodule_search_locations)))
     site = stage / "site-packages"
     shutil.copytree(package_dir, site / "pointops", ignore=shutil.ignore_patterns("__pycache__"))
     dist = importlib.metadata.distribution("pointops")
-    metadata = next((f for f in dist.files or [] if f.name == "METADATA" and f.parent.name.endswith(".dist-info")), None)
+    metadata = next(
+        (f for f in dist.files or [] if f.name == "METADATA" and f.parent.name.endswith(".dist-info")), None
+    )
     if metadata is not None:  # keep pip's record of the install, so `pip list` sees it in the env
         dist_info = Path(dist.locate_file(metadata)).parent
         shutil.copytree(dist_info, site / dist_info.name)
@@ -51,13 +57,28 @@ def _build_wheel(source: Path, workdir: Path) -> Path:
         raise ChannelError(f"{source} is not a directory; pass --source with the ops-src directory")
     if not (source / "setup.py").is_file() and not (source / "pyproject.toml").is_file():
         raise ChannelError(f"{source} has no setup.py or pyproject.toml; pass the ops-src directory")
-    print(f"building a pointops wheel from {source} (this compiles the extension) ...", file=sys.stderr, flush=True)
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(workdir), str(source)]
+    print(
+        f"building a pointops wheel from {source} (this compiles the extension) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        str(workdir),
+        str(source),
+    ]
     # pip's own output goes to stderr as it comes: compiling CUDA kernels takes minutes.
     proc = subprocess.run(cmd, stdout=2)  # stdout onto our stderr (fd 2); stdout stays for the result
     if proc.returncode != 0:
-        raise ChannelError(f"building the wheel failed (`{' '.join(cmd)}`, exit {proc.returncode}); "
-                           "pip's messages are above")
+        raise ChannelError(
+            f"building the wheel failed (`{' '.join(cmd)}`, exit {proc.returncode}); pip's messages are above"
+        )
     wheels = sorted(workdir.glob("pointops-*.whl"))
     if not wheels:
         raise ChannelError(f"pip wheel produced no pointops wheel in {workdir}")
@@ -69,37 +90,57 @@ def _check_staged(site: Path, version: str, build: RenderedBuild) -> None:
     right version, CUDA version and arch list."""
     package = site / "pointops"
     if not package.is_dir():
-        raise ChannelError(f"no pointops package in the staged files ({sorted(p.name for p in site.iterdir())})")
+        raise ChannelError(
+            f"no pointops package in the staged files ({sorted(p.name for p in site.iterdir())})"
+        )
     extensions = [p for p in package.rglob("*") if p.suffix in (".so", ".pyd")]
     if not extensions:
-        raise ChannelError("the pointops build has no compiled extension; build ops-src with a C++ compiler first")
+        raise ChannelError(
+            "the pointops build has no compiled extension; build ops-src with a C++ compiler first"
+        )
     wrong_os = [p.name for p in extensions if (p.suffix == ".pyd") != build.platform.startswith("win")]
     if wrong_os:
-        raise ChannelError(f"{', '.join(wrong_os)} is not a {build.platform} extension; package a build made on "
-                           f"{build.platform}")
+        raise ChannelError(
+            f"{', '.join(wrong_os)} is not a {build.platform} extension; package a build made on "
+            f"{build.platform}"
+        )
     not_abi3 = [p.name for p in extensions if ".cpython-" in p.name or ".cp3" in p.name]
     if not_abi3:
-        raise ChannelError(f"{', '.join(not_abi3)} is built for one Python version, not the stable ABI (abi3); "
-                           "the conda package must serve every Python >= 3.10. Rebuild ops-src with py_limited_api.")
+        raise ChannelError(
+            f"{', '.join(not_abi3)} is built for one Python version, not the stable ABI (abi3); "
+            "the conda package must serve every Python >= 3.10. Rebuild ops-src with py_limited_api."
+        )
     metas = list(site.glob("pointops-*.dist-info/METADATA"))
     if metas:
-        meta_version = next((ln.split(":", 1)[1].strip() for ln in metas[0].read_text().splitlines()
-                             if ln.startswith("Version:")), None)
+        meta_version = next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in metas[0].read_text().splitlines()
+                if ln.startswith("Version:")
+            ),
+            None,
+        )
         if meta_version and meta_version != version:
-            raise ChannelError(f"the local build is pointops {meta_version} but the recipe is {version}; "
-                               "rebuild ops-src or update the recipe version")
+            raise ChannelError(
+                f"the local build is pointops {meta_version} but the recipe is {version}; "
+                "rebuild ops-src or update the recipe version"
+            )
     info_file = package / "_build_info.json"
     if info_file.is_file():
         info = json.loads(info_file.read_text())
         built_cuda = none_if_unset(info.get("cuda_version"))
         if built_cuda != build.cuda_version:
-            raise ChannelError(f"the local build is {'CUDA ' + built_cuda if built_cuda else 'CPU-only'} "
-                               f"but variant {build.variant} was asked for; pass the matching --variant")
+            raise ChannelError(
+                f"the local build is {'CUDA ' + built_cuda if built_cuda else 'CPU-only'} "
+                f"but variant {build.variant} was asked for; pass the matching --variant"
+            )
         built_archs = (tuple(info.get("sass_archs") or ()), none_if_unset(info.get("ptx_arch")))
         if build.cuda_version and built_archs != (build.sass_archs, build.ptx_arch):
-            raise ChannelError(f"the local build has SASS {';'.join(built_archs[0])} and PTX {built_archs[1]}, "
-                               f"variant {build.variant} promises {build.arch_list}; rebuild with "
-                               f"TORCH_CUDA_ARCH_LIST=\"{build.arch_list}\"")
+            raise ChannelError(
+                f"the local build has SASS {';'.join(built_archs[0])} and PTX {built_archs[1]}, "
+                f"variant {build.variant} promises {build.arch_list}; rebuild with "
+                f'TORCH_CUDA_ARCH_LIST="{build.arch_list}"'
+            )
 
 
 def package_local(
@@ -120,7 +161,9 @@ def package_local(
     platform = platform or current_platform()
     builds = {b.variant: b for b in render_platform(platform, files)}
     if variant not in builds:
-        raise ChannelError(f"the recipe has no {variant!r} variant for {platform}; it has: {', '.join(builds)}")
+        raise ChannelError(
+            f"the recipe has no {variant!r} variant for {platform}; it has: {', '.join(builds)}"
+        )
     build = builds[variant]
     version = recipe_version(files)
     # Resolved before pip sees it: pip reads a bare relative name such as "ops-src" as a package

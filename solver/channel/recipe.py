@@ -44,15 +44,19 @@ def recipe_files(recipe: Path) -> RecipeFiles:
     if recipe.is_dir():
         recipe = recipe / "recipe.yaml"
     if not recipe.is_file():
-        raise ChannelError(f"{recipe} is not a recipe file; pass --recipe with the path of recipes/pointops "
-                           "(or its recipe.yaml) in a pointops source tree")
+        raise ChannelError(
+            f"{recipe} is not a recipe file; pass --recipe with the path of recipes/pointops "
+            "(or its recipe.yaml) in a pointops source tree"
+        )
     recipe = recipe.resolve()
     pinning = _tree_root_of(recipe) / VARIANT_FILE
     own = recipe.parent / VARIANT_FILE
     missing = [str(p) for p in (pinning, own) if not p.is_file()]
     if missing:
-        raise ChannelError(f"the recipe {recipe} needs its variant files, but {' and '.join(missing)} "
-                           "do not exist; use the recipes/pointops folder of a complete pointops source tree")
+        raise ChannelError(
+            f"the recipe {recipe} needs its variant files, but {' and '.join(missing)} "
+            "do not exist; use the recipes/pointops folder of a complete pointops source tree"
+        )
     return RecipeFiles(recipe=recipe, variant_configs=(pinning, own))
 
 

@@ -91,13 +91,18 @@ def variant_config(platform: str, files: RecipeFiles, overrides: dict[str, list]
     from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
 
     platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform_for(platform))
-    config = VariantConfig.from_files_with_context([str(p) for p in files.variant_configs],
-                                                   JinjaConfig(platform=platform_config))
+    config = VariantConfig.from_files_with_context(
+        [str(p) for p in files.variant_configs], JinjaConfig(platform=platform_config)
+    )
     return config.merge(VariantConfig(overrides)) if overrides else config
 
 
-def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | None = None,
-                      overrides: dict[str, list] | None = None):
+def rendered_variants(
+    platform: str,
+    files: RecipeFiles,
+    build_platform: str | None = None,
+    overrides: dict[str, list] | None = None,
+):
     """py-rattler-build's rendered variants that are built (the recipe skips every Python but
     python_min; py-rattler-build returns skipped variants too, so its abi3_build context decides)."""
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
@@ -105,10 +110,14 @@ def rendered_variants(platform: str, files: RecipeFiles, build_platform: str | N
     if platform not in PLATFORMS:
         raise ChannelError(f"unknown platform {platform!r}; choose one of: {', '.join(PLATFORMS)}")
     build_platform = build_platform or build_platform_for(platform)
-    platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform, host_platform=platform)
+    platform_config = PlatformConfig(
+        target_platform=platform, build_platform=build_platform, host_platform=platform
+    )
     try:
         variants = variant_config(platform, files, overrides)
-        rendered = Stage0Recipe.from_file(str(files.recipe)).render(variants, RenderConfig(platform=platform_config))
+        rendered = Stage0Recipe.from_file(str(files.recipe)).render(
+            variants, RenderConfig(platform=platform_config)
+        )
     except Exception as exc:  # rattler-build raises its own error types; all mean "fix the recipe"
         raise ChannelError(f"rendering {files.recipe} for {platform} failed: {exc}") from exc
     return [item for item in rendered if item.recipe.context.get("abi3_build", True) is not False]
@@ -125,7 +134,9 @@ def render_platform(platform: str, files: RecipeFiles | None = None) -> list[Ren
         reqs = recipe_dict.get("requirements", {})
         values = dict(item.variant)
         cuda = none_if_unset(values.get("cuda_compiler_version"))
-        sass, ptx = (arch_helper.archs_for(files.source_dir / "pointops", cuda, platform) if cuda else ([], None))
+        sass, ptx = (
+            arch_helper.archs_for(files.source_dir / "pointops", cuda, platform) if cuda else ([], None)
+        )
         constraints = tuple(str(s) for s in reqs.get("run_constraints", []))
         arch_min = next((c.split(">=", 1)[1] for c in constraints if c.startswith("__cuda_arch >=")), None)
         script = build.get("script") or {}
@@ -153,10 +164,15 @@ def render_platform(platform: str, files: RecipeFiles | None = None) -> list[Ren
             )
         )
     # cpu first, then CUDA versions in ascending order
-    return sorted(builds, key=lambda b: (b.cuda_version is not None, [int(x) for x in (b.cuda_version or "0").split(".")]))
+    return sorted(
+        builds,
+        key=lambda b: (b.cuda_version is not None, [int(x) for x in (b.cuda_version or "0").split(".")]),
+    )
 
 
-def render_matrix(platforms: tuple[str, ...] | list[str] = PLATFORMS, files: RecipeFiles | None = None) -> list[RenderedBuild]:
+def render_matrix(
+    platforms: tuple[str, ...] | list[str] = PLATFORMS, files: RecipeFiles | None = None
+) -> list[RenderedBuild]:
     files = files or find_recipe()
     return [b for p in platforms for b in render_platform(p, files)]
 
@@ -171,8 +187,9 @@ def recipe_version(files: RecipeFiles | None = None) -> str:
     return str(recipe_stage0(files)["context"]["version"])
 
 
-def solved_render(recipe: str, platform: str, build_platform: str, channels: list[str],
-                  variant_configs: list[str]) -> list:
+def solved_render(
+    recipe: str, platform: str, build_platform: str, channels: list[str], variant_configs: list[str]
+) -> list:
     """rattler-build's render with solved build/host environments, as JSON data. Run through
     solver.worker: the rattler runtime can crash while the interpreter exits after a solve. It
     prints the render on file descriptor 1, which is caught in a temporary file here."""
@@ -187,8 +204,15 @@ def solved_render(recipe: str, platform: str, build_platform: str, channels: lis
         saved = os.dup(1)
         os.dup2(caught.fileno(), 1)
         try:
-            build_recipes([recipe], target_platform=platform, build_platform=build_platform, channel=channels,
-                          variant_config=variant_configs, render_only=True, with_solve=True)
+            build_recipes(
+                [recipe],
+                target_platform=platform,
+                build_platform=build_platform,
+                channel=channels,
+                variant_config=variant_configs,
+                render_only=True,
+                with_solve=True,
+            )
         finally:
             sys.stdout.flush()
             os.dup2(saved, 1)
@@ -220,8 +244,13 @@ def render_with_solve(
         "variant_configs": [str(p) for p in files.variant_configs],
     }
     try:
-        rendered = worker.call("solver.channel.render:solved_render", request, timeout_s,
-                               what=f"resolving the {platform} build environments", env=env)
+        rendered = worker.call(
+            "solver.channel.render:solved_render",
+            request,
+            timeout_s,
+            what=f"resolving the {platform} build environments",
+            env=env,
+        )
     except WorkerError as exc:
         if "did not finish" in str(exc):
             raise ChannelError(f"{exc}; check that the channels are reachable") from None

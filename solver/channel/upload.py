@@ -15,8 +15,9 @@ def upload_channel(channel_dir: Path, owner: str, api_key: str | None) -> list[P
     if not packages:
         raise ChannelError(f"no .conda packages under {channel_dir}/<subdir>/; build or package them first")
     if not api_key:
-        raise ChannelError("set ANACONDA_API_KEY to an anaconda.org token that may upload to "
-                           f"the {owner} channel")
+        raise ChannelError(
+            f"set ANACONDA_API_KEY to an anaconda.org token that may upload to the {owner} channel"
+        )
     try:
         upload_package_to_anaconda([str(p) for p in packages], owner, api_key=api_key)
     except Exception as exc:

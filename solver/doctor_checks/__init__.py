@@ -42,6 +42,12 @@ def run_checks(facts: Facts, kb: Knowledge | None = None) -> list[Finding]:
         try:
             findings += check(facts, kb)
         except Exception as exc:
-            findings.append(warned(f"{name}.internal", f"the {name} checks could not run", f"{type(exc).__name__}: {exc}",
-                                   "please report this with the output of `solver doctor --json`"))
+            findings.append(
+                warned(
+                    f"{name}.internal",
+                    f"the {name} checks could not run",
+                    f"{type(exc).__name__}: {exc}",
+                    "please report this with the output of `solver doctor --json`",
+                )
+            )
     return findings

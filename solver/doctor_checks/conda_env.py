@@ -19,8 +19,10 @@ from .findings import Finding, failed, info, passed, warned
 # conda package name -> the Python distribution it installs, where the two differ
 CONDA_TO_DIST = {"pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "torch", "pyyaml": "pyyaml"}
 # conda packages that hold the CUDA libraries nvidia-* wheels also carry
-CONDA_CUDA_LIBRARIES = re.compile(r"^(cuda-(cudart|nvrtc|cupti|nvtx)|libcu(blas|fft|rand|solver|sparse|file)|"
-                                  r"libnvjitlink|libnvjpeg|cudnn|libcudnn|nccl|libnccl|cudatoolkit)")
+CONDA_CUDA_LIBRARIES = re.compile(
+    r"^(cuda-(cudart|nvrtc|cupti|nvtx)|libcu(blas|fft|rand|solver|sparse|file)|"
+    r"libnvjitlink|libnvjpeg|cudnn|libcudnn|nccl|libnccl|cudatoolkit)"
+)
 TORCH_FAMILY = {"torch", "torchvision", "torchaudio", "pointops", "triton"}
 MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
 
@@ -37,10 +39,17 @@ def read_conda_records(prefix: Path) -> tuple[list[CondaRecord], list[str]]:
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            records.append(CondaRecord(
-                name=str(data["name"]), version=str(data["version"]), build=str(data.get("build", "")),
-                depends=list(data.get("depends") or []), constrains=list(data.get("constrains") or []),
-                files=list(data.get("files") or []), channel=str(data.get("channel") or "")))
+            records.append(
+                CondaRecord(
+                    name=str(data["name"]),
+                    version=str(data["version"]),
+                    build=str(data.get("build", "")),
+                    depends=list(data.get("depends") or []),
+                    constrains=list(data.get("constrains") or []),
+                    files=list(data.get("files") or []),
+                    channel=str(data.get("channel") or ""),
+                )
+            )
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
             errors.append(f"{path.name}: {type(exc).__name__}: {exc}")
     return records, errors
@@ -56,17 +65,29 @@ def read_python_dists(prefix: Path) -> list[PythonDist]:
     for site in site_packages_dirs(prefix):
         for meta_dir in sorted(site.glob("*.dist-info")):
             try:
-                headers = HeaderParser().parsestr((meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace"))
+                headers = HeaderParser().parsestr(
+                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
+                )
             except OSError:
                 continue
             installer_file = meta_dir / "INSTALLER"
-            installer = installer_file.read_text(encoding="utf-8", errors="replace").strip() if installer_file.is_file() else ""
+            installer = (
+                installer_file.read_text(encoding="utf-8", errors="replace").strip()
+                if installer_file.is_file()
+                else ""
+            )
             try:
                 where = str(meta_dir.relative_to(prefix)).replace("\\", "/")
             except ValueError:
                 where = str(meta_dir)
-            dists.append(PythonDist(normalise_name(headers.get("Name", meta_dir.name.split("-")[0])),
-                                    headers.get("Version", ""), installer, where))
+            dists.append(
+                PythonDist(
+                    normalise_name(headers.get("Name", meta_dir.name.split("-")[0])),
+                    headers.get("Version", ""),
+                    installer,
+                    where,
+                )
+            )
     return dists
 
 
@@ -93,8 +114,9 @@ def check_pip_shadowing(facts: Facts, kb) -> list[Finding]:
 
 def pip_shadowing_findings(conda: CondaFacts) -> list[Finding]:
     if conda.prefix is None:
-        return [info("conda.pip-shadowing", "not a conda environment (no conda-meta); nothing to compare",
-                     "", "")]
+        return [
+            info("conda.pip-shadowing", "not a conda environment (no conda-meta); nothing to compare", "", "")
+        ]
     conda_files = {f.replace("\\", "/") for record in conda.records for f in record.files}
     by_dist = {}
     for record in conda.records:
@@ -111,27 +133,45 @@ def pip_shadowing_findings(conda: CondaFacts) -> list[Finding]:
         extra = f" {' '.join(wheels)}" if dist.name == "torch" and wheels else ""
         # Shadowing torch or its extensions breaks the CUDA build; shadowing anything else is untidy.
         verdict = failed if dist.name in TORCH_FAMILY else warned
-        findings.append(verdict(
-            "conda.pip-shadowing",
-            f"{dist.name} {dist.version} from {installer} has replaced conda's {record.name} {record.version}; "
-            "conda still believes its own build is installed",
-            f"{dist.path} (INSTALLER={dist.installer or '-'}); conda-meta: {record.name}-{record.version}-{record.build}",
-            f"pip uninstall -y {dist.name}{extra} && conda install --force-reinstall {record.name}"))
+        findings.append(
+            verdict(
+                "conda.pip-shadowing",
+                f"{dist.name} {dist.version} from {installer} has replaced conda's {record.name} {record.version}; "
+                "conda still believes its own build is installed",
+                f"{dist.path} (INSTALLER={dist.installer or '-'}); conda-meta: {record.name}-{record.version}-{record.build}",
+                f"pip uninstall -y {dist.name}{extra} && conda install --force-reinstall {record.name}",
+            )
+        )
     conda_cuda = sorted(r.name for r in conda.records if CONDA_CUDA_LIBRARIES.match(r.name))
     if wheels and conda_cuda and not (pip_torch and pip_torch.name in by_dist):
-        findings.append(failed(
-            "conda.pip-shadowing", "pip nvidia-* wheels sit next to conda's CUDA libraries; two copies of "
-            "cuBLAS/cuDNN/cudart load in one process", f"wheels: {', '.join(wheels)}; conda: {', '.join(conda_cuda)}",
-            f"pip uninstall -y {' '.join(wheels)}"))
+        findings.append(
+            failed(
+                "conda.pip-shadowing",
+                "pip nvidia-* wheels sit next to conda's CUDA libraries; two copies of "
+                "cuBLAS/cuDNN/cudart load in one process",
+                f"wheels: {', '.join(wheels)}; conda: {', '.join(conda_cuda)}",
+                f"pip uninstall -y {' '.join(wheels)}",
+            )
+        )
     if pip_torch and "torch" not in by_dist:
-        findings.append(warned(
-            "conda.pip-torch", f"torch {pip_torch.version} comes from {pip_torch.installer or 'pip'}, not conda; "
-            "conda cannot see it and a later `conda install` may add a second torch",
-            pip_torch.path, f"pip uninstall -y {' '.join(['torch', *wheels])} && conda install 'pytorch=*=cuda*'  "
-                            f"(or recreate: {MAKE_ENV_FIX})"))
+        findings.append(
+            warned(
+                "conda.pip-torch",
+                f"torch {pip_torch.version} comes from {pip_torch.installer or 'pip'}, not conda; "
+                "conda cannot see it and a later `conda install` may add a second torch",
+                pip_torch.path,
+                f"pip uninstall -y {' '.join(['torch', *wheels])} && conda install 'pytorch=*=cuda*'  "
+                f"(or recreate: {MAKE_ENV_FIX})",
+            )
+        )
     if not findings:
-        findings.append(passed("conda.pip-shadowing", "no pip-installed distribution shadows a conda package",
-                               f"{len(conda.records)} conda records, {len(foreign)} non-conda distributions"))
+        findings.append(
+            passed(
+                "conda.pip-shadowing",
+                "no pip-installed distribution shadows a conda package",
+                f"{len(conda.records)} conda records, {len(foreign)} non-conda distributions",
+            )
+        )
     return findings
 
 
@@ -146,7 +186,9 @@ class VirtualConflict:
     spec: str = ""  # the version it needs, e.g. ">=12.6"
 
 
-def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list[str]) -> list[VirtualConflict]:
+def virtual_package_conflicts(
+    records: list[CondaRecord], virtual_packages: list[str]
+) -> list[VirtualConflict]:
     """One conflict per virtual-package requirement this machine does not meet.
 
     The solver's own message says "no candidates were found" both for a missing virtual package and for
@@ -168,8 +210,11 @@ def virtual_package_conflicts(records: list[CondaRecord], virtual_packages: list
                 try:
                     spec = MatchSpec(spec_text)
                     name, version_spec = spec.name.normalized, spec.version or ""
-                    fits = name not in machine or not version_spec or VersionSpec(version_spec).matches(
-                        Version(machine[name]))
+                    fits = (
+                        name not in machine
+                        or not version_spec
+                        or VersionSpec(version_spec).matches(Version(machine[name]))
+                    )
                 except Exception:  # a spec rattler cannot parse is the re-solve's to report
                     continue
                 if name not in machine:
@@ -220,7 +265,9 @@ def _empty_channel(root: Path, subdir: str):
     for name in dict.fromkeys((subdir, "noarch")):
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "repodata.json").write_text(json.dumps({"info": {"subdir": name}, "packages": {}, "packages.conda": {}}))
+        (folder / "repodata.json").write_text(
+            json.dumps({"info": {"subdir": name}, "packages": {}, "packages.conda": {}})
+        )
     channel = Channel(str(root.resolve()))
     for name in dict.fromkeys((subdir, "noarch")):
         sparse.append(SparseRepoData(channel, name, str(root / name / "repodata.json")))
@@ -254,13 +301,22 @@ def resolve_offline(prefix: Path, subdir: str, virtual_packages: list[str], time
     machine = []
     for text in virtual_packages:
         name, version, build = (text.split("=") + ["", ""])[:3]
-        machine.append(GenericVirtualPackage(PackageName(name), Version(version or "0"), BuildString(build or "0")))
+        machine.append(
+            GenericVirtualPackage(PackageName(name), Version(version or "0"), BuildString(build or "0"))
+        )
     with tempfile.TemporaryDirectory(prefix="solver-doctor-") as scratch:
         sparse = _empty_channel(Path(scratch), subdir)
         try:
-            asyncio.run(solve_with_sparse_repodata(
-                [MatchSpec(r.name.normalized) for r in installed], sparse, locked_packages=installed,
-                pinned_packages=installed, virtual_packages=machine, timeout=datetime.timedelta(seconds=timeout_s)))
+            asyncio.run(
+                solve_with_sparse_repodata(
+                    [MatchSpec(r.name.normalized) for r in installed],
+                    sparse,
+                    locked_packages=installed,
+                    pinned_packages=installed,
+                    virtual_packages=machine,
+                    timeout=datetime.timedelta(seconds=timeout_s),
+                )
+            )
         except SolverError as exc:
             return str(exc)
     return ""
@@ -271,27 +327,56 @@ def check_resolve(facts: Facts, kb) -> list[Finding]:
     check = "conda.resolve"
     if conda.prefix is None:
         if facts.rattler_missing:
-            return [info(check, "not a conda environment, and py-rattler is not installed: no offline re-solve",
-                         facts.rattler_missing, "")]
+            return [
+                info(
+                    check,
+                    "not a conda environment, and py-rattler is not installed: no offline re-solve",
+                    facts.rattler_missing,
+                    "",
+                )
+            ]
         return [info(check, "not a conda environment; no records to re-solve")]
     findings = []
     if conda.read_errors:
-        findings.append(failed(check, f"{len(conda.read_errors)} conda-meta record(s) cannot be read",
-                               "; ".join(conda.read_errors[:3]),
-                               "reinstall the named packages (conda install --force-reinstall <name>)"))
+        findings.append(
+            failed(
+                check,
+                f"{len(conda.read_errors)} conda-meta record(s) cannot be read",
+                "; ".join(conda.read_errors[:3]),
+                "reinstall the named packages (conda install --force-reinstall <name>)",
+            )
+        )
     if facts.rattler_missing:
-        return findings + [info(check, "py-rattler is not installed; the offline re-solve was skipped",
-                                facts.rattler_missing, "pip install 'py-rattler>=0.28,<0.29'")]
+        return findings + [
+            info(
+                check,
+                "py-rattler is not installed; the offline re-solve was skipped",
+                facts.rattler_missing,
+                "pip install 'py-rattler>=0.28,<0.29'",
+            )
+        ]
     if facts.virtual_packages is None:
-        return findings + [warned(check, "this machine's virtual packages could not be detected; re-solve skipped",
-                                  facts.virtual_packages_error, "check CONDA_OVERRIDE_CUDA / CONDA_OVERRIDE_CUDA_ARCH")]
+        return findings + [
+            warned(
+                check,
+                "this machine's virtual packages could not be detected; re-solve skipped",
+                facts.virtual_packages_error,
+                "check CONDA_OVERRIDE_CUDA / CONDA_OVERRIDE_CUDA_ARCH",
+            )
+        ]
     conflicts = virtual_package_conflicts(conda.records, facts.virtual_packages)
     problem = conda.resolve_problem
     machine = " ".join(facts.virtual_packages)
     if conflicts:
         sentences = [c.sentence for c in conflicts]
-        findings.append(failed(check, f"the environment does not fit this machine: {sentences[0]}",
-                               "; ".join(sentences[1:4] + [f"machine: {machine}"]), _fix_for_conflicts(conflicts, facts.platform)))
+        findings.append(
+            failed(
+                check,
+                f"the environment does not fit this machine: {sentences[0]}",
+                "; ".join(sentences[1:4] + [f"machine: {machine}"]),
+                _fix_for_conflicts(conflicts, facts.platform),
+            )
+        )
     elif problem is None:
         findings.append(info(check, "the offline re-solve was not run", machine))
     elif problem:
@@ -300,13 +385,19 @@ def check_resolve(facts: Facts, kb) -> list[Finding]:
         fix = f'conda install "{missing.group(1)}"' if missing else f"conda update --all, or {MAKE_ENV_FIX}"
         findings.append(failed(check, "the installed records are inconsistent", first[:300], fix))
     else:
-        findings.append(passed(check, f"all {len(conda.records)} records re-solve offline against this machine",
-                               machine))
+        findings.append(
+            passed(check, f"all {len(conda.records)} records re-solve offline against this machine", machine)
+        )
     return findings
 
 
-def resolve_conda(conda: CondaFacts, subdir: str, virtual_packages: list[str] | None, rattler_missing: str,
-                  timeout_s: float = 90.0) -> None:
+def resolve_conda(
+    conda: CondaFacts,
+    subdir: str,
+    virtual_packages: list[str] | None,
+    rattler_missing: str,
+    timeout_s: float = 90.0,
+) -> None:
     """Gathering: the offline re-solve of the prefix's records, in a child interpreter (solver.worker),
     into conda.resolve_problem. Skipped (None) outside conda, without py-rattler or virtual packages."""
     if conda.prefix is None or rattler_missing or virtual_packages is None:
@@ -316,8 +407,12 @@ def resolve_conda(conda: CondaFacts, subdir: str, virtual_packages: list[str] | 
 
     request = {"prefix": str(conda.prefix), "subdir": subdir, "virtual_packages": list(virtual_packages)}
     try:
-        conda.resolve_problem = worker.call("solver.doctor_checks.conda_env:resolve_offline_text", request,
-                                            timeout_s, what="the offline re-solve")
+        conda.resolve_problem = worker.call(
+            "solver.doctor_checks.conda_env:resolve_offline_text",
+            request,
+            timeout_s,
+            what="the offline re-solve",
+        )
     except SolverError as exc:
         conda.resolve_problem = exc.one_line()
 

@@ -51,8 +51,15 @@ def gather_driver(env: Mapping[str, str], timeout_s: float = 10.0) -> DriverFact
 
     found = detect(dict(env), nvidia_smi_timeout=timeout_s)
     gpus = [GpuFact(g.name, g.compute_capability) for g in found.gpus]
-    return DriverFacts(version=found.driver_version, cuda=found.driver_cuda, gpus=gpus, source=found.source,
-                       error="; ".join(found.notes), problem=found.problem, override_error=found.override_error)
+    return DriverFacts(
+        version=found.driver_version,
+        cuda=found.driver_cuda,
+        gpus=gpus,
+        source=found.source,
+        error="; ".join(found.notes),
+        problem=found.problem,
+        override_error=found.override_error,
+    )
 
 
 def detect_virtual_packages() -> dict:
@@ -69,14 +76,21 @@ def detect_virtual_packages() -> dict:
     return {"packages": [str(v.into_generic()) for v in detected]}
 
 
-def gather_virtual_packages(env: Mapping[str, str], timeout_s: float = 10.0) -> tuple[list[str] | None, str, str]:
+def gather_virtual_packages(
+    env: Mapping[str, str], timeout_s: float = 10.0
+) -> tuple[list[str] | None, str, str]:
     """(virtual packages as 'name=version=build', why they are missing, why rattler is missing)."""
     from solver import worker
     from solver.errors import SolverError
 
     try:
-        found = worker.call("solver.doctor_checks.gather:detect_virtual_packages", {}, timeout_s + 10,
-                            what="py-rattler's virtual-package detection", env=env)
+        found = worker.call(
+            "solver.doctor_checks.gather:detect_virtual_packages",
+            {},
+            timeout_s + 10,
+            what="py-rattler's virtual-package detection",
+            env=env,
+        )
     except SolverError as exc:
         return None, f"{exc.one_line()} (it runs nvidia-smi without a time limit)", ""
     if "missing" in found:
@@ -86,8 +100,9 @@ def gather_virtual_packages(env: Mapping[str, str], timeout_s: float = 10.0) -> 
     return found["packages"], "", ""
 
 
-def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, str],
-                      timeout_s: float) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
+def run_runtime_probe(
+    python: str, modules: list[ImportFact], env: Mapping[str, str], timeout_s: float
+) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
     """Run runtime_probe.py in the environment's Python; a crash or hang costs one module, not doctor."""
     torch, pointops = TorchFacts(), PointopsFacts()
     status = ""
@@ -113,8 +128,12 @@ def run_runtime_probe(python: str, modules: list[ImportFact], env: Mapping[str, 
         if kind == "torch":
             torch = TorchFacts(**{k: v for k, v in item.items() if k in TorchFacts.__dataclass_fields__})
         elif kind == "pointops":
-            pointops = PointopsFacts(installed=item.get("installed", False), build_info=item.get("build_info"),
-                                     error=item.get("error", ""), path=item.get("path", ""))
+            pointops = PointopsFacts(
+                installed=item.get("installed", False),
+                build_info=item.get("build_info"),
+                error=item.get("error", ""),
+                path=item.get("path", ""),
+            )
         elif kind == "import-start":
             started = item["module"]
         elif kind == "import":
@@ -140,7 +159,8 @@ def gather(options: GatherOptions) -> Facts:
     known = {m.module for m in modules}
     modules += [ImportFact(m) for m in options.extra_modules if m not in known]
     facts.torch, facts.pointops, facts.imports = run_runtime_probe(
-        options.python, modules, options.env, options.runtime_timeout_s)
+        options.python, modules, options.env, options.runtime_timeout_s
+    )
     facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")
     facts.toolchain = gather_toolchain(options.env)
     if facts.is_windows:
@@ -149,7 +169,8 @@ def gather(options: GatherOptions) -> Facts:
     if options.probe_network:
         facts.network.probes = run_probes(facts.network, options.probe_urls, options.probe_timeout_s)
     facts.virtual_packages, facts.virtual_packages_error, facts.rattler_missing = gather_virtual_packages(
-        options.env, options.driver_timeout_s)
+        options.env, options.driver_timeout_s
+    )
     resolve_conda(facts.conda, facts.platform, facts.virtual_packages, facts.rattler_missing)
     return facts
 
@@ -161,7 +182,9 @@ def prefix_of_python(python: str, timeout_s: float = 60.0) -> Path | None:
     return Path(lines[-1]) if done.ok and lines else None
 
 
-def default_options(prefix: str | None, python: str | None, env: Mapping[str, str] | None = None) -> GatherOptions:
+def default_options(
+    prefix: str | None, python: str | None, env: Mapping[str, str] | None = None
+) -> GatherOptions:
     env = dict(os.environ if env is None else env)
     if prefix:
         chosen = Path(prefix).resolve()

@@ -21,7 +21,9 @@ def _record(facts: Facts, *names: str) -> CondaRecord | None:
 
 
 def _gpu_text(facts: Facts) -> str:
-    gpus = ", ".join(f"{g.name} (sm_{(g.compute_capability or '?').replace('.', '')})" for g in facts.driver.gpus)
+    gpus = ", ".join(
+        f"{g.name} (sm_{(g.compute_capability or '?').replace('.', '')})" for g in facts.driver.gpus
+    )
     return f"{gpus}; driver {facts.driver.version or '?'} (CUDA {facts.driver.cuda or '?'})"
 
 
@@ -44,9 +46,16 @@ def _conda_fix(facts: Facts, kb: Knowledge) -> str:
     from solver.target import Target
 
     gpu = facts.driver.gpus[0] if facts.driver.gpus else None
-    target = Target(platform=facts.platform, os=_os(facts), glibc=None, gpu_name=gpu.name if gpu else None,
-                    compute_capability=_lowest_cc(facts), driver_version=facts.driver.version,
-                    driver_cuda=facts.driver.cuda, source="detected")
+    target = Target(
+        platform=facts.platform,
+        os=_os(facts),
+        glibc=None,
+        gpu_name=gpu.name if gpu else None,
+        compute_capability=_lowest_cc(facts),
+        driver_version=facts.driver.version,
+        driver_cuda=facts.driver.cuda,
+        source="detected",
+    )
     try:
         plan = make_plan(kb, target)
     except SolverError as exc:
@@ -66,13 +75,17 @@ def _pip_fix(facts: Facts, kb: Knowledge) -> str:
         return f"state the GPU and driver, then follow: {MAKE_ENV_FIX}"
     choice = load_wheels().choose(kb, facts.platform, cc, facts.driver.cuda, facts.driver.version)
     if choice is None:
-        return (f"no PyTorch CUDA wheel of a release pointops supports runs on sm_{cc.replace('.', '')} with this "
-                f"driver (CUDA {facts.driver.cuda}); fix the driver or use a CPU build: pip install "
-                "--force-reinstall torch --index-url https://download.pytorch.org/whl/cpu")
+        return (
+            f"no PyTorch CUDA wheel of a release pointops supports runs on sm_{cc.replace('.', '')} with this "
+            f"driver (CUDA {facts.driver.cuda}); fix the driver or use a CPU build: pip install "
+            "--force-reinstall torch --index-url https://download.pytorch.org/whl/cpu"
+        )
     how = "" if choice.mode == "full" else ", through minor-version compatibility"
-    return (f"{choice.pip_command()}  (CUDA {choice.index.cuda} wheels with "
-            f"{'native code' if choice.coverage == 'sass' else 'PTX'} for sm_{cc.replace('.', '')}; the driver runs "
-            f"CUDA <= {facts.driver.cuda}{how})")
+    return (
+        f"{choice.pip_command()}  (CUDA {choice.index.cuda} wheels with "
+        f"{'native code' if choice.coverage == 'sass' else 'PTX'} for sm_{cc.replace('.', '')}; the driver runs "
+        f"CUDA <= {facts.driver.cuda}{how})"
+    )
 
 
 def _gpu_build_fix(facts: Facts, kb: Knowledge) -> str:
@@ -88,42 +101,66 @@ def _gpu_build_fix(facts: Facts, kb: Knowledge) -> str:
 
 _DRIVER_FIXES = {
     "does not answer": "the driver is hung or a GPU fell off the bus: look for NVRM/Xid lines in `dmesg`, then "
-                       "reload the driver or reboot; `nvidia-smi` must answer",
+    "reload the driver or reboot; `nvidia-smi` must answer",
     "not loaded": "load the driver (sudo modprobe nvidia), or reinstall it for the running kernel (after a kernel "
-                  "update its module must be rebuilt); `nvidia-smi` must answer",
+    "update its module must be rebuilt); `nvidia-smi` must answer",
 }
 
 
 def check_overrides(facts: Facts, kb: Knowledge) -> list[Finding]:
     if not facts.driver.override_error:
         return []
-    return [failed("gpu.overrides", "a CONDA_OVERRIDE_* variable is malformed, so conda, pixi and rattler refuse "
-                   "to run and nothing was overridden here", facts.driver.override_error,
-                   "set it as the message says, or unset it")]
+    return [
+        failed(
+            "gpu.overrides",
+            "a CONDA_OVERRIDE_* variable is malformed, so conda, pixi and rattler refuse "
+            "to run and nothing was overridden here",
+            facts.driver.override_error,
+            "set it as the message says, or unset it",
+        )
+    ]
 
 
 def check_driver(facts: Facts, kb: Knowledge) -> list[Finding]:
     check = "gpu.driver"
     driver = facts.driver
     if driver.problem and not driver.gpus:
-        fix = next((text for words, text in _DRIVER_FIXES.items() if words in driver.problem),
-                   "run `nvidia-smi` to see the error, and reinstall the NVIDIA driver if it persists")
+        fix = next(
+            (text for words, text in _DRIVER_FIXES.items() if words in driver.problem),
+            "run `nvidia-smi` to see the error, and reinstall the NVIDIA driver if it persists",
+        )
         return [failed(check, driver.problem, driver.error, fix)]
     if not driver.gpus:
         why = driver.error or "no NVIDIA driver answered"
-        return [info(check, "no NVIDIA GPU is visible; CUDA checks do not apply", why,
-                     "if this machine has a GPU: check `nvidia-smi` and the driver installation")]
+        return [
+            info(
+                check,
+                "no NVIDIA GPU is visible; CUDA checks do not apply",
+                why,
+                "if this machine has a GPU: check `nvidia-smi` and the driver installation",
+            )
+        ]
     findings = []
     branch = kb.driver_branch(driver.version) if driver.version else None
     for gpu in driver.gpus:
         architecture = kb.architecture(gpu.compute_capability) if gpu.compute_capability else None
         if branch and architecture and architecture.last_branch and branch.branch > architecture.last_branch:
-            findings.append(failed(
-                check, f"driver branch R{branch.branch} no longer supports {gpu.name} ({architecture.family})",
-                _gpu_text(facts), f"install an R{architecture.last_branch} driver, the last branch for {architecture.family}"))
+            findings.append(
+                failed(
+                    check,
+                    f"driver branch R{branch.branch} no longer supports {gpu.name} ({architecture.family})",
+                    _gpu_text(facts),
+                    f"install an R{architecture.last_branch} driver, the last branch for {architecture.family}",
+                )
+            )
     if not findings:
-        findings.append(passed(check, f"{len(driver.gpus)} NVIDIA GPU(s) and a driver that answers", _gpu_text(facts)
-                               + (f"; from {driver.source}" if driver.source else "")))
+        findings.append(
+            passed(
+                check,
+                f"{len(driver.gpus)} NVIDIA GPU(s) and a driver that answers",
+                _gpu_text(facts) + (f"; from {driver.source}" if driver.source else ""),
+            )
+        )
     return findings
 
 
@@ -153,38 +190,74 @@ def check_torch_build(facts: Facts, kb: Knowledge) -> list[Finding]:
         if pytorch is None and dist is None:
             return [info(check, "torch is not installed in this environment", torch.import_error)]
         version = pytorch.version if pytorch else dist.version
-        return [failed(check, f"torch {version} is installed but does not import", torch.import_error[:300],
-                       "reinstall it: " + ("conda install --force-reinstall pytorch" if pytorch else
-                                           "pip install --force-reinstall --no-cache-dir torch"))]
+        return [
+            failed(
+                check,
+                f"torch {version} is installed but does not import",
+                torch.import_error[:300],
+                "reinstall it: "
+                + (
+                    "conda install --force-reinstall pytorch"
+                    if pytorch
+                    else "pip install --force-reinstall --no-cache-dir torch"
+                ),
+            )
+        ]
     gpus = facts.driver.gpus
     build = f"torch {torch.version}" + (f" (CUDA {torch.cuda})" if torch.cuda else " (CPU build)")
     if not gpus:
         if torch.cuda:
-            return [info(check, f"{build} on a machine with no visible GPU; it will run on the CPU only", build)]
+            return [
+                info(check, f"{build} on a machine with no visible GPU; it will run on the CPU only", build)
+            ]
         return [passed(check, f"{build} on a machine without an NVIDIA GPU", build)]
     if not torch.cuda:
-        return [failed(check, "CPU build of PyTorch on a machine with an NVIDIA GPU", f"{build}; {_gpu_text(facts)}",
-                       _gpu_build_fix(facts, kb))]
+        return [
+            failed(
+                check,
+                "CPU build of PyTorch on a machine with an NVIDIA GPU",
+                f"{build}; {_gpu_text(facts)}",
+                _gpu_build_fix(facts, kb),
+            )
+        ]
     findings = []
     verdict = _driver_verdict(kb, facts, torch.cuda) if facts.driver.cuda else "full"
     if verdict is None:
-        findings.append(failed(
-            check, f"{build} needs a newer driver: CUDA driver version is insufficient", _gpu_text(facts),
-            f"upgrade the NVIDIA driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}"))
+        findings.append(
+            failed(
+                check,
+                f"{build} needs a newer driver: CUDA driver version is insufficient",
+                _gpu_text(facts),
+                f"upgrade the NVIDIA driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}",
+            )
+        )
     elif verdict == "mvc":
-        findings.append(warned(
-            check, f"{build} is newer than the driver's CUDA {facts.driver.cuda}; it runs only through minor-version "
-                   "compatibility (SASS only, no PTX JIT)", _gpu_text(facts),
-            f"upgrade the driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}"))
+        findings.append(
+            warned(
+                check,
+                f"{build} is newer than the driver's CUDA {facts.driver.cuda}; it runs only through minor-version "
+                "compatibility (SASS only, no PTX JIT)",
+                _gpu_text(facts),
+                f"upgrade the driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}",
+            )
+        )
     if torch.cuda_available is False and verdict is not None:
         visible = torch.cuda_visible_devices
         if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
             fix = "unset CUDA_VISIBLE_DEVICES (it hides every GPU)"
         else:
-            fix = "run `python -c \"import torch; torch.cuda.init()\"` for the reason; check that /dev/nvidia* is accessible"
-        evidence = f"{build}; {_gpu_text(facts)}" + (f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")
-        findings.append(failed(check, "torch.cuda.is_available() is False although a GPU and a CUDA build are present",
-                               evidence + (f"; {torch.cuda_error}" if torch.cuda_error else ""), fix))
+            fix = 'run `python -c "import torch; torch.cuda.init()"` for the reason; check that /dev/nvidia* is accessible'
+        evidence = f"{build}; {_gpu_text(facts)}" + (
+            f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        )
+        findings.append(
+            failed(
+                check,
+                "torch.cuda.is_available() is False although a GPU and a CUDA build are present",
+                evidence + (f"; {torch.cuda_error}" if torch.cuda_error else ""),
+                fix,
+            )
+        )
     if not findings:
         findings.append(passed(check, f"{build} fits the driver", _gpu_text(facts)))
     return findings
@@ -197,7 +270,11 @@ def check_cuda_version_package(facts: Facts, kb: Knowledge) -> list[Finding]:
     if record is None:
         return []
     if not facts.driver.gpus or not facts.driver.cuda:
-        return [info(check, f"cuda-version {record.version} is installed but no driver is visible to compare with")]
+        return [
+            info(
+                check, f"cuda-version {record.version} is installed but no driver is visible to compare with"
+            )
+        ]
     try:
         wanted = ".".join(str(p) for p in parse_version(record.version)[:2])
     except ValueError:
@@ -205,14 +282,26 @@ def check_cuda_version_package(facts: Facts, kb: Knowledge) -> list[Finding]:
     verdict = _driver_verdict(kb, facts, wanted)
     evidence = f"cuda-version {record.version}; {_gpu_text(facts)}"
     if verdict is None:
-        return [failed(check, f"cuda-version {wanted} is newer than the driver supports", evidence,
-                       f"upgrade the driver to {_min_driver_text(kb, wanted, _os(facts))}, or "
-                       f'conda install "cuda-version<={facts.driver.cuda}"')]
+        return [
+            failed(
+                check,
+                f"cuda-version {wanted} is newer than the driver supports",
+                evidence,
+                f"upgrade the driver to {_min_driver_text(kb, wanted, _os(facts))}, or "
+                f'conda install "cuda-version<={facts.driver.cuda}"',
+            )
+        ]
     if verdict == "mvc":
-        return [warned(check, f"cuda-version {wanted} is newer than the driver's CUDA {facts.driver.cuda}: "
-                              "fine for SASS, but PTX JIT fails (\"PTX was compiled with an unsupported toolchain\")",
-                       evidence, f'conda install "cuda-version<={facts.driver.cuda}", or upgrade the driver to '
-                                 f"{_min_driver_text(kb, wanted, _os(facts))}")]
+        return [
+            warned(
+                check,
+                f"cuda-version {wanted} is newer than the driver's CUDA {facts.driver.cuda}: "
+                'fine for SASS, but PTX JIT fails ("PTX was compiled with an unsupported toolchain")',
+                evidence,
+                f'conda install "cuda-version<={facts.driver.cuda}", or upgrade the driver to '
+                f"{_min_driver_text(kb, wanted, _os(facts))}",
+            )
+        ]
     return [passed(check, f"cuda-version {wanted} fits the driver (CUDA {facts.driver.cuda})", evidence)]
 
 
@@ -253,14 +342,27 @@ def coverage(cc: str, archs: ArchList, exact: set[str]) -> str | None:
     return "sass" if cc in exact else arch_coverage(cc, archs)
 
 
-def _arch_findings(check: str, what: str, archs: ArchList, exact: set[str], binary_cuda: str | None,
-                   facts: Facts, fix_for_gpu) -> list[Finding]:
+def _arch_findings(
+    check: str,
+    what: str,
+    archs: ArchList,
+    exact: set[str],
+    binary_cuda: str | None,
+    facts: Facts,
+    fix_for_gpu,
+) -> list[Finding]:
     findings = []
     listed = archs.describe() + ("".join(f";{e}a" for e in sorted(exact)))
     for gpu in facts.driver.gpus:
         if not gpu.compute_capability:
-            findings.append(warned(check, f"compute capability of {gpu.name} is unknown; {what} not compared",
-                                   listed, "set CONDA_OVERRIDE_CUDA_ARCH=<major.minor> to state it"))
+            findings.append(
+                warned(
+                    check,
+                    f"compute capability of {gpu.name} is unknown; {what} not compared",
+                    listed,
+                    "set CONDA_OVERRIDE_CUDA_ARCH=<major.minor> to state it",
+                )
+            )
             continue
         cc = gpu.compute_capability
         sm = f"sm_{cc.replace('.', '')}"
@@ -269,20 +371,41 @@ def _arch_findings(check: str, what: str, archs: ArchList, exact: set[str], bina
         if kind == "sass":
             findings.append(passed(check, f"{what} has native code (SASS) for {gpu.name}", evidence))
         elif kind == "ptx":
-            too_new = (binary_cuda and facts.driver.cuda
-                       and parse_version(binary_cuda)[:2] > parse_version(facts.driver.cuda)[:2])
+            too_new = (
+                binary_cuda
+                and facts.driver.cuda
+                and parse_version(binary_cuda)[:2] > parse_version(facts.driver.cuda)[:2]
+            )
             if too_new:
-                findings.append(failed(
-                    check, f"{what} has only PTX for {gpu.name}, built by CUDA {binary_cuda}, newer than the "
-                           f"driver's CUDA {facts.driver.cuda}: the driver cannot JIT it", evidence, fix_for_gpu(cc)))
+                findings.append(
+                    failed(
+                        check,
+                        f"{what} has only PTX for {gpu.name}, built by CUDA {binary_cuda}, newer than the "
+                        f"driver's CUDA {facts.driver.cuda}: the driver cannot JIT it",
+                        evidence,
+                        fix_for_gpu(cc),
+                    )
+                )
             else:
-                findings.append(warned(
-                    check, f"{what} has only PTX for {gpu.name}: it runs after a JIT compile at first use (slow "
-                           "start, cached in ~/.nv/ComputeCache)", evidence, fix_for_gpu(cc)))
+                findings.append(
+                    warned(
+                        check,
+                        f"{what} has only PTX for {gpu.name}: it runs after a JIT compile at first use (slow "
+                        "start, cached in ~/.nv/ComputeCache)",
+                        evidence,
+                        fix_for_gpu(cc),
+                    )
+                )
         else:
-            findings.append(failed(
-                check, f"{what} has no code for {gpu.name}: \"no kernel image is available for execution on the "
-                       "device\"", evidence, fix_for_gpu(cc)))
+            findings.append(
+                failed(
+                    check,
+                    f'{what} has no code for {gpu.name}: "no kernel image is available for execution on the '
+                    'device"',
+                    evidence,
+                    fix_for_gpu(cc),
+                )
+            )
     return findings
 
 
@@ -292,11 +415,17 @@ def check_torch_archs(facts: Facts, kb: Knowledge) -> list[Finding]:
     if not facts.driver.gpus or not torch.importable or not torch.cuda:
         return []
     if not torch.arch_list:
-        return [info(check, "torch.cuda.get_arch_list() is empty (CUDA not initialised); archs not compared",
-                     torch.cuda_error or f"torch {torch.version}")]
+        return [
+            info(
+                check,
+                "torch.cuda.get_arch_list() is empty (CUDA not initialised); archs not compared",
+                torch.cuda_error or f"torch {torch.version}",
+            )
+        ]
     archs, exact = arch_list_from_names(torch.arch_list)
-    return _arch_findings(check, f"torch {torch.version}", archs, exact, torch.cuda, facts,
-                          lambda cc: _gpu_build_fix(facts, kb))
+    return _arch_findings(
+        check, f"torch {torch.version}", archs, exact, torch.cuda, facts, lambda cc: _gpu_build_fix(facts, kb)
+    )
 
 
 def pointops_archs(build_info: dict) -> tuple[str | None, ArchList, set[str]]:
@@ -308,7 +437,9 @@ def pointops_archs(build_info: dict) -> tuple[str | None, ArchList, set[str]]:
     ptx = build_info.get("ptx_arch") or build_info.get("ptx")
     if isinstance(sass, str):
         sass = [s for s in re.split(r"[;, ]+", sass) if s]
-    ptx_names = [f"compute_{str(ptx).replace('.', '').replace('sm_', '').replace('compute_', '')}"] if ptx else []
+    ptx_names = (
+        [f"compute_{str(ptx).replace('.', '').replace('sm_', '').replace('compute_', '')}"] if ptx else []
+    )
     archs, exact = arch_list_from_names(list(sass) + ptx_names)
     return (str(cuda) if cuda else None), archs, exact
 
@@ -327,24 +458,49 @@ def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
     check = "gpu.pointops-archs"
     pointops = facts.pointops
     if not pointops.installed:
-        return [info("pointops.build", "pointops is not installed", "",
-                     "conda install pointops (from the project channel) or pip install ./ops-src")]
+        return [
+            info(
+                "pointops.build",
+                "pointops is not installed",
+                "",
+                "conda install pointops (from the project channel) or pip install ./ops-src",
+            )
+        ]
     if pointops.build_info is None:
-        return [failed("pointops.build", "pointops is installed but its build could not be read",
-                       pointops.error[:300], "reinstall pointops for this torch (pip install --force-reinstall ./ops-src)")]
+        return [
+            failed(
+                "pointops.build",
+                "pointops is installed but its build could not be read",
+                pointops.error[:300],
+                "reinstall pointops for this torch (pip install --force-reinstall ./ops-src)",
+            )
+        ]
     cuda, archs, exact = pointops_archs(pointops.build_info)
     summary = _describe_build(pointops.build_info, cuda, archs, exact)
     findings = [passed("pointops.build", "pointops imports and reports its build", summary)]
     if not facts.driver.gpus:
         return findings
     if not cuda:
-        findings.append(warned(check, "pointops is a CPU build on a machine with an NVIDIA GPU; its ops will not "
-                                      "accept CUDA tensors", summary, 'conda install "pointops=*=cuda*"'))
+        findings.append(
+            warned(
+                check,
+                "pointops is a CPU build on a machine with an NVIDIA GPU; its ops will not "
+                "accept CUDA tensors",
+                summary,
+                'conda install "pointops=*=cuda*"',
+            )
+        )
         return findings
     fix = 'conda install "pointops=*=cuda*" with the CUDA variant made for this GPU (' + MAKE_ENV_FIX + ")"
     return findings + _arch_findings(check, "pointops", archs, exact, cuda, facts, lambda cc: fix)
 
 
 def check_gpu(facts: Facts, kb: Knowledge) -> list[Finding]:
-    return (check_overrides(facts, kb) + check_driver(facts, kb) + check_torch_build(facts, kb) + check_cuda_version_package(facts, kb)
-            + check_torch_archs(facts, kb) + check_pointops(facts, kb))
+    return (
+        check_overrides(facts, kb)
+        + check_driver(facts, kb)
+        + check_torch_build(facts, kb)
+        + check_cuda_version_package(facts, kb)
+        + check_torch_archs(facts, kb)
+        + check_pointops(facts, kb)
+    )

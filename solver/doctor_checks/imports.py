@@ -52,12 +52,16 @@ def discover_extensions(site_dirs: list[Path]) -> list[ImportFact]:
     for site in site_dirs:
         for meta_dir in sorted(site.glob("*.dist-info")):
             try:
-                headers = HeaderParser().parsestr((meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace"))
+                headers = HeaderParser().parsestr(
+                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
+                )
                 record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             name = headers.get("Name", "")
-            torch_requirements = [r.strip() for r in headers.get_all("Requires-Dist") or [] if _needs_torch(r)]
+            torch_requirements = [
+                r.strip() for r in headers.get_all("Requires-Dist") or [] if _needs_torch(r)
+            ]
             if name.lower() != "pointops" and not torch_requirements:
                 continue
             modules = []
@@ -68,8 +72,14 @@ def discover_extensions(site_dirs: list[Path]) -> list[ImportFact]:
                     modules.append(module)
             for module in modules[:MAX_MODULES_PER_DISTRIBUTION]:
                 if all(module != seen.module for seen in found):
-                    found.append(ImportFact(module, name, headers.get("Version", ""),
-                                            torch_requirement="; ".join(torch_requirements)))
+                    found.append(
+                        ImportFact(
+                            module,
+                            name,
+                            headers.get("Version", ""),
+                            torch_requirement="; ".join(torch_requirements),
+                        )
+                    )
     return found[:MAX_MODULES]
 
 
@@ -88,10 +98,14 @@ def classify_import_error(error: str) -> tuple[str, str]:
     symbol = re.search(r"undefined symbol:\s*(\S+)", error)
     if symbol:
         return "abi", symbol.group(1)
-    if "procedure could not be located" in error.lower() or "specified procedure could not be found" in error.lower():
+    if (
+        "procedure could not be located" in error.lower()
+        or "specified procedure could not be found" in error.lower()
+    ):
         return "abi", "a procedure in a torch DLL"
     library = re.search(r"(\S+\.so[.\d]*|\S+\.dylib): cannot open shared object file", error) or re.search(
-        r"Library not loaded: (\S+)", error)
+        r"Library not loaded: (\S+)", error
+    )
     if library:
         return "missing-library", library.group(1)
     dll = re.search(r"DLL load failed[^:]*:?\s*(.*)", error)
@@ -120,7 +134,9 @@ def built_for(result: ImportFact, records: list[CondaRecord]) -> str:
         return f"conda {record.name} {record.version} ({record.build}) needs {', '.join(pins)}"
     parts = []
     if result.torch_requirement:
-        parts.append(f"{result.distribution} {result.distribution_version} requires {result.torch_requirement}")
+        parts.append(
+            f"{result.distribution} {result.distribution_version} requires {result.torch_requirement}"
+        )
     pin = _torch_pin(result.distribution_version)
     if pin:
         parts.append(pin)
@@ -139,12 +155,18 @@ def _reinstall(dist: str, records: list[CondaRecord], torch_version: str | None)
     if record is not None:
         pin = f' "pytorch={torch_release}"' if torch_release else ""
         return f'conda install "{record.name}"{pin}  (a build made for this pytorch)'
-    return (f"pip install --force-reinstall --no-cache-dir --no-deps {dist}  (a build for torch {torch_version}), "
-            "or rebuild it from source in this environment")
+    return (
+        f"pip install --force-reinstall --no-cache-dir --no-deps {dist}  (a build for torch {torch_version}), "
+        "or rebuild it from source in this environment"
+    )
 
 
-def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda: str | None,
-                       records: list[CondaRecord] | None = None) -> Finding:
+def finding_for_import(
+    result: ImportFact,
+    torch_version: str | None,
+    torch_cuda: str | None,
+    records: list[CondaRecord] | None = None,
+) -> Finding:
     check = "extensions.import"
     origin = f"{result.distribution} {result.distribution_version}".strip()
     who = f"{result.module} ({origin})" if origin else result.module
@@ -152,12 +174,19 @@ def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda
         return passed(check, f"{who} imports", f"torch {torch_version}")
     cause, detail = classify_import_error(result.error)
     dist = result.distribution or result.module.split(".")[0]
-    installed = f"installed torch {torch_version or '?'}" + (f" (CUDA {torch_cuda})" if torch_cuda else " (CPU)")
+    installed = f"installed torch {torch_version or '?'}" + (
+        f" (CUDA {torch_cuda})" if torch_cuda else " (CPU)"
+    )
     versions = built_for(result, records or []) or f"{dist} {result.distribution_version}".strip()
     reinstall = _reinstall(dist, records or [], torch_version)
     if cause == "abi":
-        return failed(check, f"{who}: torch/extension ABI mismatch; it was built against a different torch than the "
-                             f"{installed}", f"{_abi_detail(detail)}; {versions}", reinstall)
+        return failed(
+            check,
+            f"{who}: torch/extension ABI mismatch; it was built against a different torch than the "
+            f"{installed}",
+            f"{_abi_detail(detail)}; {versions}",
+            reinstall,
+        )
     if cause == "missing-library":
         if re.search(r"libcudart|libcublas|libcudnn|libnvrtc|libcusparse|libcufft|libcurand", detail):
             what = f"built for another CUDA than the {installed}"
@@ -167,14 +196,26 @@ def finding_for_import(result: ImportFact, torch_version: str | None, torch_cuda
             what = "a shared library it needs is missing"
         return failed(check, f"{who}: {what}", f"cannot open {detail}; {versions}", reinstall)
     if cause == "dll":
-        fix = (f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
-               f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch {torch_version}")
+        fix = (
+            f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
+            f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch {torch_version}"
+        )
         return failed(check, f"{who}: DLL load failed ({detail})", result.error[:300], fix)
     if cause == "crash":
         return failed(check, f"{who}: importing it crashes Python", detail, reinstall)
     if cause == "timeout":
-        return warned(check, f"{who}: import did not finish", detail, f"python -c 'import {result.module}' to see where it hangs")
-    return warned(check, f"{who} fails to import", result.error[:300], f"python -c 'import {result.module}' for the full error")
+        return warned(
+            check,
+            f"{who}: import did not finish",
+            detail,
+            f"python -c 'import {result.module}' to see where it hangs",
+        )
+    return warned(
+        check,
+        f"{who} fails to import",
+        result.error[:300],
+        f"python -c 'import {result.module}' for the full error",
+    )
 
 
 def check_imports(facts: Facts, kb) -> list[Finding]:
@@ -182,4 +223,7 @@ def check_imports(facts: Facts, kb) -> list[Finding]:
         return [info("extensions.import", "torch does not import, so extensions were not tried")]
     if not facts.imports:
         return [info("extensions.import", "no compiled extension that requires torch is installed")]
-    return [finding_for_import(r, facts.torch.version, facts.torch.cuda, facts.conda.records) for r in facts.imports]
+    return [
+        finding_for_import(r, facts.torch.version, facts.torch.cuda, facts.conda.records)
+        for r in facts.imports
+    ]

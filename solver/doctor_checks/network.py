@@ -24,8 +24,15 @@ from .findings import Finding, failed, info, passed, warned
 
 CA_FILE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT")
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
-OTHER_VARIABLES = ("SSL_CERT_DIR", "NO_PROXY", "PIP_TRUSTED_HOST", "CONDA_SSL_VERIFY", "PYTHONHTTPSVERIFY",
-                   "PIP_PROXY", "PIP_INDEX_URL")
+OTHER_VARIABLES = (
+    "SSL_CERT_DIR",
+    "NO_PROXY",
+    "PIP_TRUSTED_HOST",
+    "CONDA_SSL_VERIFY",
+    "PYTHONHTTPSVERIFY",
+    "PIP_PROXY",
+    "PIP_INDEX_URL",
+)
 DEFAULT_CHANNEL_ALIAS = "https://conda.anaconda.org"
 DEFAULT_PIP_INDEX = "https://pypi.org/simple"
 FALSE_WORDS = ("false", "0", "no", "off")
@@ -49,8 +56,12 @@ def condarc_paths(env: Mapping[str, str], home: Path, prefix: Path | None) -> li
     paths = [Path("/etc/conda/.condarc"), Path("/etc/conda/condarc"), Path("/var/lib/conda/.condarc")]
     if env.get("CONDA_ROOT"):
         paths.append(Path(env["CONDA_ROOT"]) / ".condarc")
-    paths += [home / ".config/conda/.condarc", home / ".config/conda/condarc", home / ".conda/.condarc",
-              home / ".condarc"]
+    paths += [
+        home / ".config/conda/.condarc",
+        home / ".config/conda/condarc",
+        home / ".conda/.condarc",
+        home / ".condarc",
+    ]
     if prefix is not None:
         paths.append(prefix / ".condarc")
     if env.get("CONDARC"):
@@ -73,15 +84,22 @@ def pip_config_paths(env: Mapping[str, str], home: Path, prefix: Path | None) ->
 
 def rattler_config_paths(home: Path) -> list[Path]:
     """The config.toml chain that pixi and py-rattler read (see reference rattler.md section 6)."""
-    return [Path("/etc/rattler/config.toml"), Path("/etc/pixi/config.toml"), home / ".config/rattler/config.toml",
-            home / ".config/pixi/config.toml", home / ".pixi/config.toml"]
+    return [
+        Path("/etc/rattler/config.toml"),
+        Path("/etc/pixi/config.toml"),
+        home / ".config/rattler/config.toml",
+        home / ".config/pixi/config.toml",
+        home / ".pixi/config.toml",
+    ]
 
 
 def _read_condarc(path: Path) -> tuple[list[ConfigSetting], list[str]]:
     try:
         import yaml
     except ImportError:
-        return [ConfigSetting("conda.unreadable", "PyYAML is not installed, so .condarc was not read", str(path))], []
+        return [
+            ConfigSetting("conda.unreadable", "PyYAML is not installed, so .condarc was not read", str(path))
+        ], []
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -168,7 +186,9 @@ def gather_network(env: Mapping[str, str], home: Path, prefix: Path | None) -> N
     for path in rattler_config_paths(home):
         if path.is_file():
             facts.settings += _read_rattler_config(path)
-    alias = next((s.value for s in reversed(facts.settings) if s.key == "conda.channel_alias"), DEFAULT_CHANNEL_ALIAS)
+    alias = next(
+        (s.value for s in reversed(facts.settings) if s.key == "conda.channel_alias"), DEFAULT_CHANNEL_ALIAS
+    )
     facts.channels = channel_urls(channel_names, alias)
     facts.files = inspect_ca_files(facts)
     return facts
@@ -218,7 +238,9 @@ def probe_url(url: str, timeout: float) -> ProbeResult:
             return ProbeResult(url, True, f"HTTP {response.status}")
     except urllib.error.HTTPError as exc:
         # 404 means the server answered but the channel or subdir is not there.
-        return ProbeResult(url, exc.code in (401, 403, 405) or exc.code < 400, f"HTTP {exc.code} {exc.reason}")
+        return ProbeResult(
+            url, exc.code in (401, 403, 405) or exc.code < 400, f"HTTP {exc.code} {exc.reason}"
+        )
     except urllib.error.URLError as exc:
         return ProbeResult(url, False, _reason_text(exc.reason))
     except (OSError, ValueError, ssl.SSLError, http.client.HTTPException) as exc:
@@ -235,7 +257,8 @@ def probe_targets(facts: NetworkFacts, extra_urls: list[str]) -> list[str]:
     """Each conda channel's noarch repodata, the pip index, and any URL given on the command line."""
     targets = [f"{url}/noarch/repodata.json" for url in facts.channels]
     pip_index = facts.env.get("PIP_INDEX_URL") or next(
-        (s.value for s in reversed(facts.settings) if s.key == "pip.index-url"), DEFAULT_PIP_INDEX)
+        (s.value for s in reversed(facts.settings) if s.key == "pip.index-url"), DEFAULT_PIP_INDEX
+    )
     targets.append(pip_index.rstrip("/") + "/")
     targets += extra_urls
     return list(dict.fromkeys(targets))
@@ -258,8 +281,11 @@ def run_probes(facts: NetworkFacts, extra_urls: list[str], timeout: float = 5.0)
     deadline = time.monotonic() + timeout + 2.0
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    return [results.get(url) or ProbeResult(url, False, f"no answer within {timeout:g} s (name lookup or "
-                                                         "connection hangs)") for url in targets]
+    return [
+        results.get(url)
+        or ProbeResult(url, False, f"no answer within {timeout:g} s (name lookup or connection hangs)")
+        for url in targets
+    ]
 
 
 # ---------------------------------------------------------------- checks
@@ -267,12 +293,18 @@ def run_probes(facts: NetworkFacts, extra_urls: list[str], timeout: float = 5.0)
 
 def _ca_file_settings(facts: NetworkFacts) -> list[tuple[str, str, str]]:
     """(where it is set, the CA file path, how to undo it) for every place a CA bundle is configured."""
-    found = [(name, value, f"unset {name}") for name, value in facts.env.items() if name.upper() in CA_FILE_VARIABLES]
+    found = [
+        (name, value, f"unset {name}")
+        for name, value in facts.env.items()
+        if name.upper() in CA_FILE_VARIABLES
+    ]
     for setting in facts.settings:
         if setting.key == "pip.cert":
             found.append((f"pip cert in {setting.source}", setting.value, f"remove it from {setting.source}"))
         elif setting.key == "conda.ssl_verify" and setting.value.lower() not in ("true", *FALSE_WORDS):
-            found.append((f"conda ssl_verify in {setting.source}", setting.value, "conda config --set ssl_verify true"))
+            found.append(
+                (f"conda ssl_verify in {setting.source}", setting.value, "conda config --set ssl_verify true")
+            )
     return found
 
 
@@ -294,22 +326,50 @@ def check_ca_files(facts: NetworkFacts) -> list[Finding]:
         kind = facts.files.get(value, "missing")
         evidence = f"{where}: {value}"
         if kind == "missing":
-            findings.append(failed("tls.ca-file", f"{where} names a CA bundle that does not exist", evidence,
-                                   f"point it at your organisation's CA bundle (PEM), or {undo}"))
+            findings.append(
+                failed(
+                    "tls.ca-file",
+                    f"{where} names a CA bundle that does not exist",
+                    evidence,
+                    f"point it at your organisation's CA bundle (PEM), or {undo}",
+                )
+            )
         elif kind == "folder":
-            findings.append(failed("tls.ca-file", f"{where} names a folder, not a CA bundle file", evidence,
-                                   f"point it at a PEM file (a folder belongs in SSL_CERT_DIR), or {undo}"))
+            findings.append(
+                failed(
+                    "tls.ca-file",
+                    f"{where} names a folder, not a CA bundle file",
+                    evidence,
+                    f"point it at a PEM file (a folder belongs in SSL_CERT_DIR), or {undo}",
+                )
+            )
         elif kind == "not-pem":
-            findings.append(failed("tls.ca-file", f"{where} names a file with no PEM certificate in it", evidence,
-                                   "export the CA in PEM format (-----BEGIN CERTIFICATE-----) and point it there"))
+            findings.append(
+                failed(
+                    "tls.ca-file",
+                    f"{where} names a file with no PEM certificate in it",
+                    evidence,
+                    "export the CA in PEM format (-----BEGIN CERTIFICATE-----) and point it there",
+                )
+            )
         else:
             good.append(evidence)
     cert_dir = facts.env.get("SSL_CERT_DIR") or facts.env.get("ssl_cert_dir")
     if cert_dir and facts.files.get(cert_dir) != "folder":
-        findings.append(failed("tls.ca-file", "SSL_CERT_DIR names a folder that does not exist",
-                               f"SSL_CERT_DIR: {cert_dir}", "point SSL_CERT_DIR at an existing folder, or unset it"))
+        findings.append(
+            failed(
+                "tls.ca-file",
+                "SSL_CERT_DIR names a folder that does not exist",
+                f"SSL_CERT_DIR: {cert_dir}",
+                "point SSL_CERT_DIR at an existing folder, or unset it",
+            )
+        )
     if good:
-        findings.append(passed("tls.ca-file", f"{len(good)} CA bundle setting(s) name readable PEM files", "; ".join(good)))
+        findings.append(
+            passed(
+                "tls.ca-file", f"{len(good)} CA bundle setting(s) name readable PEM files", "; ".join(good)
+            )
+        )
     return findings
 
 
@@ -328,10 +388,15 @@ def check_verification_disabled(facts: NetworkFacts) -> list[Finding]:
             offenders.append(f"{name}={value}")
     if not offenders:
         return []
-    return [warned("tls.verification", "certificate verification is turned off for some tools",
-                   "; ".join(offenders),
-                   "export SSL_CERT_FILE=<your CA bundle .pem> and turn verification back on "
-                   "(conda config --set ssl_verify true; drop trusted-host / tls-no-verify)")]
+    return [
+        warned(
+            "tls.verification",
+            "certificate verification is turned off for some tools",
+            "; ".join(offenders),
+            "export SSL_CERT_FILE=<your CA bundle .pem> and turn verification back on "
+            "(conda config --set ssl_verify true; drop trusted-host / tls-no-verify)",
+        )
+    ]
 
 
 def check_ca_agreement(facts: NetworkFacts) -> list[Finding]:
@@ -345,24 +410,38 @@ def check_ca_agreement(facts: NetworkFacts) -> list[Finding]:
     # Only a file that exists and holds PEM certificates may be suggested (tls.ca-file fails the others).
     usable = [value for _, value, _ in settings if _usable_bundle(facts, value)]
     if not ssl_cert_file:
-        fix = (f"export SSL_CERT_FILE={usable[0]}" if usable else
-               "get your organisation's CA bundle (PEM) first (see tls.ca-file), then export SSL_CERT_FILE=<that file>")
-        return [warned("tls.ca-agreement",
-                       "a CA bundle is set for conda/pip only; rattler-based tools (pixi, uv, solver) read SSL_CERT_FILE",
-                       evidence, fix)]
+        fix = (
+            f"export SSL_CERT_FILE={usable[0]}"
+            if usable
+            else "get your organisation's CA bundle (PEM) first (see tls.ca-file), then export SSL_CERT_FILE=<that file>"
+        )
+        return [
+            warned(
+                "tls.ca-agreement",
+                "a CA bundle is set for conda/pip only; rattler-based tools (pixi, uv, solver) read SSL_CERT_FILE",
+                evidence,
+                fix,
+            )
+        ]
     if len(bundles) > 1:
         if _usable_bundle(facts, ssl_cert_file):
-            fix = ("use one bundle that holds every CA you need and point all of them at it (e.g. export "
-                   f"REQUESTS_CA_BUNDLE={ssl_cert_file} and conda config --set ssl_verify {ssl_cert_file})")
+            fix = (
+                "use one bundle that holds every CA you need and point all of them at it (e.g. export "
+                f"REQUESTS_CA_BUNDLE={ssl_cert_file} and conda config --set ssl_verify {ssl_cert_file})"
+            )
         else:
-            fix = ("make one PEM bundle that holds every CA you need (SSL_CERT_FILE does not name one, see "
-                   "tls.ca-file) and point SSL_CERT_FILE, REQUESTS_CA_BUNDLE and conda's ssl_verify at it")
+            fix = (
+                "make one PEM bundle that holds every CA you need (SSL_CERT_FILE does not name one, see "
+                "tls.ca-file) and point SSL_CERT_FILE, REQUESTS_CA_BUNDLE and conda's ssl_verify at it"
+            )
         return [warned("tls.ca-agreement", "tools are configured with different CA bundles", evidence, fix)]
     return [passed("tls.ca-agreement", "every tool uses the same CA bundle", next(iter(bundles)))]
 
 
 def _proxy_settings(facts: NetworkFacts) -> list[tuple[str, str]]:
-    found = [(name, value) for name, value in facts.env.items() if name.upper() in PROXY_VARIABLES + ("PIP_PROXY",)]
+    found = [
+        (name, value) for name, value in facts.env.items() if name.upper() in PROXY_VARIABLES + ("PIP_PROXY",)
+    ]
     for setting in facts.settings:
         if ".proxy" in setting.key:
             found.append((f"{setting.key} ({setting.source})", setting.value))
@@ -392,30 +471,54 @@ def check_proxies(facts: NetworkFacts) -> list[Finding]:
     for where, value in proxies:
         problem = _proxy_url_problem(value)
         if problem:
-            findings.append(failed("proxy.url", f"the proxy in {where} {problem}", f"{where}={value}",
-                                   "set it to the full proxy URL, e.g. http://proxy.example.com:3128"))
+            findings.append(
+                failed(
+                    "proxy.url",
+                    f"the proxy in {where} {problem}",
+                    f"{where}={value}",
+                    "set it to the full proxy URL, e.g. http://proxy.example.com:3128",
+                )
+            )
     for name in PROXY_VARIABLES:
         upper, lower = facts.env.get(name), facts.env.get(name.lower())
         if upper and lower and upper != lower:
-            findings.append(warned(
-                "proxy.case", f"{name} and {name.lower()} disagree; tools differ in which one they read",
-                f"{name}={upper}; {name.lower()}={lower}", f"set both to the same URL (export {name.lower()}=${name})"))
+            findings.append(
+                warned(
+                    "proxy.case",
+                    f"{name} and {name.lower()} disagree; tools differ in which one they read",
+                    f"{name}={upper}; {name.lower()}={lower}",
+                    f"set both to the same URL (export {name.lower()}=${name})",
+                )
+            )
     env_has_proxy = any(facts.env.get(n) for n in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
     conda_only = [f"{w}={v}" for w, v in proxies if w.startswith("conda.proxy_servers")]
     if conda_only and not env_has_proxy:
         url = next(v for w, v in proxies if w.startswith("conda.proxy_servers"))
-        findings.append(warned(
-            "proxy.conda-only", "a proxy is set in .condarc only; pip and rattler-based tools do not read it",
-            "; ".join(conda_only), f"export HTTPS_PROXY={url} HTTP_PROXY={url}"))
+        findings.append(
+            warned(
+                "proxy.conda-only",
+                "a proxy is set in .condarc only; pip and rattler-based tools do not read it",
+                "; ".join(conda_only),
+                f"export HTTPS_PROXY={url} HTTP_PROXY={url}",
+            )
+        )
     if not findings:
-        findings.append(passed("proxy.url", "proxy settings are well-formed", "; ".join(f"{w}={v}" for w, v in proxies)))
+        findings.append(
+            passed("proxy.url", "proxy settings are well-formed", "; ".join(f"{w}={v}" for w, v in proxies))
+        )
     return findings
 
 
 def check_probes(facts: NetworkFacts) -> list[Finding]:
     if facts.probes is None:
-        return [info("network.probe", "channel connectivity not probed", "",
-                     "run `solver doctor --probe` to try each configured channel")]
+        return [
+            info(
+                "network.probe",
+                "channel connectivity not probed",
+                "",
+                "run `solver doctor --probe` to try each configured channel",
+            )
+        ]
     findings = []
     proxies = _proxy_settings(facts)
     for probe in facts.probes:
@@ -440,13 +543,28 @@ def check_network(facts: Facts, kb=None) -> list[Finding]:
 
 
 def network_findings(facts: NetworkFacts) -> list[Finding]:
-    findings = (check_ca_files(facts) + check_verification_disabled(facts) + check_ca_agreement(facts)
-                + check_proxies(facts))
+    findings = (
+        check_ca_files(facts)
+        + check_verification_disabled(facts)
+        + check_ca_agreement(facts)
+        + check_proxies(facts)
+    )
     for setting in facts.settings:
         if setting.key.endswith(".unreadable"):
-            findings.append(warned("config.unreadable", f"{setting.source} could not be parsed", setting.value,
-                                   f"fix the syntax of {setting.source}"))
+            findings.append(
+                warned(
+                    "config.unreadable",
+                    f"{setting.source} could not be parsed",
+                    setting.value,
+                    f"fix the syntax of {setting.source}",
+                )
+            )
     if not findings:
-        findings.append(passed("tls.settings", "no proxy or custom CA configured; the system trust store is used",
-                               f"python {sys.version.split()[0]}, {ssl.OPENSSL_VERSION}"))
+        findings.append(
+            passed(
+                "tls.settings",
+                "no proxy or custom CA configured; the system trust store is used",
+                f"python {sys.version.split()[0]}, {ssl.OPENSSL_VERSION}",
+            )
+        )
     return findings + check_probes(facts)

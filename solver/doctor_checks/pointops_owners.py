@@ -19,9 +19,9 @@ CHECK = "pointops.installations"
 
 @dataclass(frozen=True)
 class PointopsInstall:
-    path: str    # the package directory (…/pointops)
+    path: str  # the package directory (…/pointops)
     source: str  # how it was installed: "pointops 0.1.0 (pip/conda)", "an egg", "an editable install", ...
-    kind: str    # "this project", "Pointcept's library" or "an unknown pointops"
+    kind: str  # "this project", "Pointcept's library" or "an unknown pointops"
 
 
 def kind_of(package: Path) -> str:
@@ -45,9 +45,14 @@ def _installs_in(site: Path) -> list[tuple[Path, str]]:
             record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if any(line.split(",")[0] in ("pointops/__init__.py", "pointops\\__init__.py") for line in record.splitlines()):
+        if any(
+            line.split(",")[0] in ("pointops/__init__.py", "pointops\\__init__.py")
+            for line in record.splitlines()
+        ):
             try:
-                headers = HeaderParser().parsestr((meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace"))
+                headers = HeaderParser().parsestr(
+                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
+                )
             except OSError:
                 headers = {}
             name, version = headers.get("Name", meta_dir.name), headers.get("Version", "")
@@ -58,7 +63,10 @@ def _installs_in(site: Path) -> list[tuple[Path, str]]:
         package = _package(egg) if egg.is_dir() else None
         if package is not None:
             found.append((package, f"the egg {egg.name}"))
-    for link in [*sorted(site.glob("*.egg-link")), *sorted(site.glob("*.pth"))]:  # develop / editable installs
+    for link in [
+        *sorted(site.glob("*.egg-link")),
+        *sorted(site.glob("*.pth")),
+    ]:  # develop / editable installs
         try:
             lines = link.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -94,11 +102,16 @@ def check_pointops_installations(facts: Facts, kb) -> list[Finding]:
         return [passed(CHECK, f"one pointops is installed: {only.kind}", f"{only.source} at {only.path}")]
     described = "; ".join(f"{i.kind} from {i.source} at {i.path}" for i in installs)
     winner = next((i for i in installs if imported and Path(i.path) == Path(imported).resolve()), None)
-    got = f"`import pointops` gets {winner.kind} ({winner.source})" if winner else (
-        f"`import pointops` gets {imported}" if imported else "`import pointops` fails")
-    fix = ("keep one: this package serves Pointcept's names too (pointops.knn_query, ...), so uninstall "
-           "Pointcept's library (pip uninstall pointops for a pip install; delete the egg or the egg-link "
-           "for setup.py installs) and reinstall this one, or uninstall this one to keep Pointcept's")
+    got = (
+        f"`import pointops` gets {winner.kind} ({winner.source})"
+        if winner
+        else (f"`import pointops` gets {imported}" if imported else "`import pointops` fails")
+    )
+    fix = (
+        "keep one: this package serves Pointcept's names too (pointops.knn_query, ...), so uninstall "
+        "Pointcept's library (pip uninstall pointops for a pip install; delete the egg or the egg-link "
+        "for setup.py installs) and reinstall this one, or uninstall this one to keep Pointcept's"
+    )
     if winner is None or winner.kind != "this project":
         got += ", not this project's"
     return [warned(CHECK, f"{len(installs)} installations provide `import pointops`; {got}", described, fix)]

@@ -28,9 +28,15 @@ def probe_torch():
     except BaseException as exc:  # ImportError, OSError (DLL load), even SystemExit from a broken install
         emit("torch", importable=False, import_error=error_text(exc))
         return
-    facts = {"importable": True, "version": str(torch.__version__), "cuda": torch.version.cuda,
-             "location": os.path.dirname(torch.__file__), "arch_list": [], "device_capabilities": [],
-             "cuda_available": None}
+    facts = {
+        "importable": True,
+        "version": str(torch.__version__),
+        "cuda": torch.version.cuda,
+        "location": os.path.dirname(torch.__file__),
+        "arch_list": [],
+        "device_capabilities": [],
+        "cuda_available": None,
+    }
     try:
         facts["cuda_available"] = bool(torch.cuda.is_available())
         facts["arch_list"] = list(torch.cuda.get_arch_list()) if facts["cuda_available"] else []
@@ -64,9 +70,13 @@ def probe_pointops():
         return
     build_info = getattr(pointops, "build_info", None)
     if build_info is None:
-        emit("pointops", installed=True, path=path,
-             error="this pointops has no build_info(): it is not this project's package (Pointcept's library "
-                   "is also named pointops)")
+        emit(
+            "pointops",
+            installed=True,
+            path=path,
+            error="this pointops has no build_info(): it is not this project's package (Pointcept's library "
+            "is also named pointops)",
+        )
         return
     try:
         info = build_info()

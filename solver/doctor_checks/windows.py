@@ -20,7 +20,9 @@ from .findings import Finding, failed, info, passed, warned
 CRT_DLLS = ("vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll", "ucrtbase.dll")
 VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 # Folder names that conda installers create by default; the root of an installation is the first one.
-_INSTALL_NAME = re.compile(r"^((ana|mini)conda\d*|miniforge\d*|mambaforge\d*|micromamba|condabin)$", re.IGNORECASE)
+_INSTALL_NAME = re.compile(
+    r"^((ana|mini)conda\d*|miniforge\d*|mambaforge\d*|micromamba|condabin)$", re.IGNORECASE
+)
 _FIXED_FILE_INFO_SIGNATURE = 0xFEEF04BD
 
 
@@ -40,7 +42,7 @@ def read_file_version(path: Path) -> tuple[int, ...] | None:
     marker = struct.pack("<I", _FIXED_FILE_INFO_SIGNATURE)
     start = data.find(marker)
     while start != -1:
-        block = data[start:start + 16]
+        block = data[start : start + 16]
         if len(block) == 16:
             _, struct_version, version_ms, version_ls = struct.unpack("<4I", block)
             if struct_version >> 16 in (0, 1):  # a real VS_FIXEDFILEINFO, not a stray match
@@ -100,49 +102,95 @@ def check_mixed_installs(win: WindowsFacts) -> list[Finding]:
         if root:
             roots.setdefault(_key(root), root)
     if len(roots) <= 1:
-        return [passed("windows.conda-installs", "PATH holds entries of at most one conda installation",
-                       ", ".join(roots.values()) or "none")]
+        return [
+            passed(
+                "windows.conda-installs",
+                "PATH holds entries of at most one conda installation",
+                ", ".join(roots.values()) or "none",
+            )
+        ]
     names = list(roots.values())
     active = conda_install_root(win.prefix) or names[0]
     others = [name for name in names if _key(name) != _key(active)]
-    return [warned("windows.conda-installs", f"PATH mixes {len(names)} conda installations; DLLs of one load into another",
-                   "; ".join(names),
-                   f"remove the entries of {', '.join(others)} from PATH (System settings > Environment Variables), "
-                   f"then open a new shell and `conda activate` the environment")]
+    return [
+        warned(
+            "windows.conda-installs",
+            f"PATH mixes {len(names)} conda installations; DLLs of one load into another",
+            "; ".join(names),
+            f"remove the entries of {', '.join(others)} from PATH (System settings > Environment Variables), "
+            f"then open a new shell and `conda activate` the environment",
+        )
+    ]
 
 
 def check_dll_search_path(win: WindowsFacts, is_conda_env: bool) -> list[Finding]:
     if not is_conda_env:
-        return [info("windows.dll-search-path", "not a conda environment; PATH is not how its DLLs are found",
-                     f"prefix {win.prefix}")]
+        return [
+            info(
+                "windows.dll-search-path",
+                "not a conda environment; PATH is not how its DLLs are found",
+                f"prefix {win.prefix}",
+            )
+        ]
     prefix_key = _key(win.prefix)
     library_bin = ntpath.join(win.prefix, "Library", "bin")
     path_keys = [_key(entry) for entry in win.path_entries]
     findings = []
     if win.active_prefix and _key(win.active_prefix) != prefix_key:
-        findings.append(warned(
-            "windows.dll-search-path", "another conda environment is activated than the one this Python belongs to",
-            f"CONDA_PREFIX={win.active_prefix}; this Python: {win.prefix}", f'conda activate "{win.prefix}"'))
-    elif _key(library_bin) not in path_keys and (win.conda_dll_search_modification or "").strip() not in ("", "0"):
-        findings.append(info(
-            "windows.dll-search-path", "the environment is not activated, but CONDA_DLL_SEARCH_MODIFICATION_ENABLE "
-            "lets conda's Python search its Library\\bin", f"missing from PATH: {library_bin}",
-            f'conda activate "{win.prefix}" for programs other than Python'))
+        findings.append(
+            warned(
+                "windows.dll-search-path",
+                "another conda environment is activated than the one this Python belongs to",
+                f"CONDA_PREFIX={win.active_prefix}; this Python: {win.prefix}",
+                f'conda activate "{win.prefix}"',
+            )
+        )
+    elif _key(library_bin) not in path_keys and (win.conda_dll_search_modification or "").strip() not in (
+        "",
+        "0",
+    ):
+        findings.append(
+            info(
+                "windows.dll-search-path",
+                "the environment is not activated, but CONDA_DLL_SEARCH_MODIFICATION_ENABLE "
+                "lets conda's Python search its Library\\bin",
+                f"missing from PATH: {library_bin}",
+                f'conda activate "{win.prefix}" for programs other than Python',
+            )
+        )
     elif _key(library_bin) not in path_keys:
-        findings.append(warned(
-            "windows.dll-search-path", "the environment's Library\\bin is not on PATH (not activated); "
-            "DLLs of conda packages such as cudart or libiomp5md will not be found", f"missing: {library_bin}",
-            f'conda activate "{win.prefix}"'))
+        findings.append(
+            warned(
+                "windows.dll-search-path",
+                "the environment's Library\\bin is not on PATH (not activated); "
+                "DLLs of conda packages such as cudart or libiomp5md will not be found",
+                f"missing: {library_bin}",
+                f'conda activate "{win.prefix}"',
+            )
+        )
     ours = path_keys.index(_key(library_bin)) if _key(library_bin) in path_keys else len(path_keys)
-    foreign = [entry for entry in win.path_entries[:ours]
-               if _key(entry).endswith(ntpath.normcase("\\library\\bin")) and not _inside(entry, win.prefix)]
+    foreign = [
+        entry
+        for entry in win.path_entries[:ours]
+        if _key(entry).endswith(ntpath.normcase("\\library\\bin")) and not _inside(entry, win.prefix)
+    ]
     if foreign:
-        findings.append(warned(
-            "windows.dll-search-path", "another environment's Library\\bin comes before this one's on PATH",
-            "; ".join(foreign), "remove it from PATH, or `conda deactivate` until only this environment is active"))
+        findings.append(
+            warned(
+                "windows.dll-search-path",
+                "another environment's Library\\bin comes before this one's on PATH",
+                "; ".join(foreign),
+                "remove it from PATH, or `conda deactivate` until only this environment is active",
+            )
+        )
     if not findings:
-        findings.append(passed("windows.dll-search-path", "the environment's Library\\bin is on PATH, ahead of others",
-                               library_bin))
+        findings.append(
+            passed(
+                "windows.dll-search-path",
+                "the environment's Library\\bin is on PATH, ahead of others",
+                library_bin,
+            )
+        )
     return findings
 
 
@@ -168,19 +216,37 @@ def check_crt_copies(win: WindowsFacts) -> list[Finding]:
                 fix = f"install the latest Microsoft Visual C++ Redistributable ({VC_REDIST_URL})"
             else:
                 fix = f"remove {folder} from PATH, or update the {name} there (it came with another program)"
-            findings.append(warned(
-                "windows.crt-copies", f"an older {name} on PATH can be loaded instead of the environment's",
-                f"{copy.path} {_version_text(copy.version)} < {mine.path} {_version_text(mine.version)}", fix))
-    has_vcruntime = any(ntpath.basename(c.path).lower() == "vcruntime140.dll" for c in win.env_dlls + win.path_dlls)
+            findings.append(
+                warned(
+                    "windows.crt-copies",
+                    f"an older {name} on PATH can be loaded instead of the environment's",
+                    f"{copy.path} {_version_text(copy.version)} < {mine.path} {_version_text(mine.version)}",
+                    fix,
+                )
+            )
+    has_vcruntime = any(
+        ntpath.basename(c.path).lower() == "vcruntime140.dll" for c in win.env_dlls + win.path_dlls
+    )
     if not has_vcruntime:
-        findings.append(failed(
-            "windows.crt-copies", "no vcruntime140.dll in the environment or on PATH; compiled extensions cannot load",
-            f"looked in {win.prefix} and {len(win.path_entries)} PATH entries",
-            f"conda install -c conda-forge vc14_runtime  (or install {VC_REDIST_URL})"))
+        findings.append(
+            failed(
+                "windows.crt-copies",
+                "no vcruntime140.dll in the environment or on PATH; compiled extensions cannot load",
+                f"looked in {win.prefix} and {len(win.path_entries)} PATH entries",
+                f"conda install -c conda-forge vc14_runtime  (or install {VC_REDIST_URL})",
+            )
+        )
     if not findings:
-        evidence = ", ".join(f"{ntpath.basename(c.path)} {_version_text(c.version)}" for c in env_newest.values())
-        findings.append(passed("windows.crt-copies", "no older C runtime copy shadows the environment's",
-                               evidence or "the environment ships no CRT of its own; the system copy is used"))
+        evidence = ", ".join(
+            f"{ntpath.basename(c.path)} {_version_text(c.version)}" for c in env_newest.values()
+        )
+        findings.append(
+            passed(
+                "windows.crt-copies",
+                "no older C runtime copy shadows the environment's",
+                evidence or "the environment ships no CRT of its own; the system copy is used",
+            )
+        )
     return findings
 
 
@@ -188,5 +254,8 @@ def check_windows(facts: Facts, kb) -> list[Finding]:
     if facts.windows is None:
         return []
     win = facts.windows
-    return (check_mixed_installs(win) + check_dll_search_path(win, facts.conda.prefix is not None)
-            + check_crt_copies(win))
+    return (
+        check_mixed_installs(win)
+        + check_dll_search_path(win, facts.conda.prefix is not None)
+        + check_crt_copies(win)
+    )

@@ -46,9 +46,27 @@ from solver.vocabulary import (
 )
 
 __all__ = [
-    "PLATFORMS", "ArchList", "Architecture", "DriverBranch", "DriverFloor", "GpuEntry", "JetsonModule", "JetsonStack",
-    "Knowledge", "KnowledgeError", "PointopsBuild", "PytorchRelease", "Toolkit", "TorchBuild", "arch_coverage",
-    "cuda_of_variant", "load", "os_of_platform", "parse_version", "read_raw", "variant_of_cuda",
+    "PLATFORMS",
+    "ArchList",
+    "Architecture",
+    "DriverBranch",
+    "DriverFloor",
+    "GpuEntry",
+    "JetsonModule",
+    "JetsonStack",
+    "Knowledge",
+    "KnowledgeError",
+    "PointopsBuild",
+    "PytorchRelease",
+    "Toolkit",
+    "TorchBuild",
+    "arch_coverage",
+    "cuda_of_variant",
+    "load",
+    "os_of_platform",
+    "parse_version",
+    "read_raw",
+    "variant_of_cuda",
 ]
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parent
@@ -97,9 +115,9 @@ class DriverBranch:
 @dataclass(frozen=True)
 class Architecture:
     family: str
-    last_branch: int | None      # newest driver branch that still runs it; None = current
+    last_branch: int | None  # newest driver branch that still runs it; None = current
     first_cuda: str | None = None  # first CUDA toolkit that knows it; None = older than every CUDA 11
-    tegra: bool = False          # a Jetson GPU: no SASS compatibility across minor versions
+    tegra: bool = False  # a Jetson GPU: no SASS compatibility across minor versions
     renamed_to: str | None = None  # the number newer CUDA versions give the same GPU
 
 
@@ -116,16 +134,20 @@ class Toolkit:
 class TorchBuild:
     """One CUDA build of a pytorch release on one platform."""
 
-    variant: str                  # build-string tag, "cuda129"
-    arm_variant: str | None       # "sbsa" / "tegra" on linux-aarch64, None elsewhere
-    archs: ArchList               # what the newest builds carry
+    variant: str  # build-string tag, "cuda129"
+    arm_variant: str | None  # "sbsa" / "tegra" on linux-aarch64, None elsewhere
+    archs: ArchList  # what the newest builds carry
     since_build_number: int | None = None  # archs hold from this package build number on ...
-    older_archs: ArchList | None = None    # ... and older builds carry these
+    older_archs: ArchList | None = None  # ... and older builds carry these
 
     @property
     def key(self) -> str:
         """'cuda129', or 'cuda129-tegra' for a non-default arm variant."""
-        return self.variant if self.arm_variant in (None, DEFAULT_ARM_VARIANT) else f"{self.variant}-{self.arm_variant}"
+        return (
+            self.variant
+            if self.arm_variant in (None, DEFAULT_ARM_VARIANT)
+            else f"{self.variant}-{self.arm_variant}"
+        )
 
     @property
     def cuda_version(self) -> str:
@@ -142,12 +164,16 @@ class PytorchRelease:
     @property
     def cuda(self) -> dict[str, dict[str, ArchList]]:
         """platform -> variant -> archs of the default (sbsa) arm variant."""
-        return {platform: {b.variant: b.archs for b in builds if b.arm_variant in (None, DEFAULT_ARM_VARIANT)}
-                for platform, builds in self.builds.items()}
+        return {
+            platform: {b.variant: b.archs for b in builds if b.arm_variant in (None, DEFAULT_ARM_VARIANT)}
+            for platform, builds in self.builds.items()
+        }
 
     def variants(self, platform: str) -> list[str]:
         """CUDA variants on this platform (default arm variant), newest CUDA first."""
-        return [b.variant for b in self.builds.get(platform, ()) if b.arm_variant in (None, DEFAULT_ARM_VARIANT)]
+        return [
+            b.variant for b in self.builds.get(platform, ()) if b.arm_variant in (None, DEFAULT_ARM_VARIANT)
+        ]
 
     def cuda_builds(self, platform: str) -> tuple[TorchBuild, ...]:
         """Every CUDA build on this platform, all arm variants, newest CUDA first."""
@@ -167,9 +193,9 @@ class PointopsBuild:
 class DriverFloor:
     """A minimum driver NVIDIA names for one GPU product, above its generation's first branch."""
 
-    gpu: str                      # the table name it belongs to ("NVIDIA B200")
-    linux: str | None             # "570.133.20"
-    windows: str | None           # None: NVIDIA names no Windows build (numbered apart from Linux)
+    gpu: str  # the table name it belongs to ("NVIDIA B200")
+    linux: str | None  # "570.133.20"
+    windows: str | None  # None: NVIDIA names no Windows build (numbered apart from Linux)
     source: str
 
     def minimum(self, os_name: str) -> str | None:
@@ -186,22 +212,24 @@ class GpuEntry:
 
 @dataclass(frozen=True)
 class JetsonStack:
-    key: str                      # "jetpack6", "unified"
+    key: str  # "jetpack6", "unified"
     label: str
-    arm_variant: str              # which conda-forge CUDA builds run on it
-    driver_series: int | None     # first component of its driver version (540 for JetPack 6) ...
-    driver_min: int | None        # ... or the lowest first component (580: desktop numbering)
-    cuda: str | None              # what its driver reports, when it has a series of its own
-    glibc: str | None             # of the OS it ships, when known
+    arm_variant: str  # which conda-forge CUDA builds run on it
+    driver_series: int | None  # first component of its driver version (540 for JetPack 6) ...
+    driver_min: int | None  # ... or the lowest first component (580: desktop numbering)
+    cuda: str | None  # what its driver reports, when it has a series of its own
+    glibc: str | None  # of the OS it ships, when known
 
 
 @dataclass(frozen=True)
 class JetsonModule:
     compute_capability: str
     name: str
-    stacks: dict[str, str]        # stack key -> the JetPack releases it covers for this module
-    last_stack: str | None        # for modules without a CUDA 12/13 stack: the last one there is
-    assumed: dict[str, str] = field(default_factory=dict)  # stack key -> how its driver is recognised, unsourced
+    stacks: dict[str, str]  # stack key -> the JetPack releases it covers for this module
+    last_stack: str | None  # for modules without a CUDA 12/13 stack: the last one there is
+    assumed: dict[str, str] = field(
+        default_factory=dict
+    )  # stack key -> how its driver is recognised, unsourced
 
 
 _IGNORED_NAME_WORDS = {"nvidia", "geforce", "tesla", "quadro", "generation"}
@@ -216,7 +244,7 @@ def _name_tokens(name: str) -> tuple[str, ...]:
 
 def _contains(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
     n = len(needle)
-    return n > 0 and any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
+    return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
 
 
 class Knowledge:
@@ -336,8 +364,9 @@ class Knowledge:
     def jetson_module(self, compute_capability: str) -> JetsonModule | None:
         return self.jetson_modules.get(major_minor(compute_capability))
 
-    def jetson_stack_of_driver(self, module: JetsonModule, driver: str | None,
-                               driver_cuda: str | None) -> JetsonStack | None:
+    def jetson_stack_of_driver(
+        self, module: JetsonModule, driver: str | None, driver_cuda: str | None
+    ) -> JetsonStack | None:
         """The JetPack stack a Jetson's driver belongs to, from its version or the CUDA it reports.
 
         None when neither matches a stack this module has (a desktop driver number, or a JetPack
@@ -347,7 +376,9 @@ class Knowledge:
         if driver is not None:
             first = parse_version(driver)[0]
             for stack in stacks:
-                if stack.driver_series == first or (stack.driver_min is not None and first >= stack.driver_min):
+                if stack.driver_series == first or (
+                    stack.driver_min is not None and first >= stack.driver_min
+                ):
                     return stack
             return None
         if driver_cuda is not None:
@@ -356,8 +387,9 @@ class Knowledge:
                 reported = stack.cuda or self.driver_max_cuda(str(stack.driver_min))
                 if reported is None:
                     continue
-                if major == parse_version(reported)[0] or (stack.driver_min is not None
-                                                            and major > parse_version(reported)[0]):
+                if major == parse_version(reported)[0] or (
+                    stack.driver_min is not None and major > parse_version(reported)[0]
+                ):
                     return stack
         return None
 
@@ -377,10 +409,15 @@ class Knowledge:
     def pointops_builds(self, platform: str) -> list[PointopsBuild]:
         return [b for b in self._pointops_builds if b.platform == platform]
 
-    def pointops_build(self, platform: str, variant: str, arm_variant: str | None = None) -> PointopsBuild | None:
+    def pointops_build(
+        self, platform: str, variant: str, arm_variant: str | None = None
+    ) -> PointopsBuild | None:
         for build in self._pointops_builds:
-            if build.platform == platform and build.variant == variant and \
-                    (arm_variant is None or build.arm_variant in (None, arm_variant)):
+            if (
+                build.platform == platform
+                and build.variant == variant
+                and (arm_variant is None or build.arm_variant in (None, arm_variant))
+            ):
                 return build
         return None
 
@@ -390,6 +427,7 @@ class Knowledge:
 
 
 # -- parsing and validation -------------------------------------------------------------------
+
 
 def _need(mapping: dict, key: str, where: str):
     if not isinstance(mapping, dict) or key not in mapping:
@@ -418,11 +456,13 @@ def _parse_branches(raw: dict) -> list[DriverBranch]:
     branches = []
     for i, item in enumerate(_need(raw, "branches", "drivers.yaml")):
         where = f"drivers.yaml branches[{i}]"
-        branches.append(DriverBranch(
-            branch=int(_need(item, "branch", where)),
-            max_cuda=_version_str(_need(item, "max_cuda", where), where),
-            linux_first=_version_str(_need(item, "linux_first", where), where),
-        ))
+        branches.append(
+            DriverBranch(
+                branch=int(_need(item, "branch", where)),
+                max_cuda=_version_str(_need(item, "max_cuda", where), where),
+                linux_first=_version_str(_need(item, "linux_first", where), where),
+            )
+        )
     numbers = [b.branch for b in branches]
     if numbers != sorted(numbers):
         raise KnowledgeError("drivers.yaml branches: must be in ascending order")
@@ -435,8 +475,9 @@ def _parse_mvc(raw: dict) -> dict[int, dict[str, str]]:
     result = {}
     for major, item in _need(raw, "minor_version_compatibility", "drivers.yaml").items():
         where = f"drivers.yaml minor_version_compatibility.{major}"
-        result[int(major)] = {os_name: _version_str(_need(item, os_name, where), where)
-                              for os_name in ("linux", "windows")}
+        result[int(major)] = {
+            os_name: _version_str(_need(item, os_name, where), where) for os_name in ("linux", "windows")
+        }
     return result
 
 
@@ -455,8 +496,9 @@ def _parse_toolkits(raw: dict) -> dict[str, Toolkit]:
     return result
 
 
-def _parse_driver_floor(item, name: str, cc: str, arch: Architecture, branches: list[DriverBranch],
-                        where: str) -> DriverFloor:
+def _parse_driver_floor(
+    item, name: str, cc: str, arch: Architecture, branches: list[DriverBranch], where: str
+) -> DriverFloor:
     """min_driver of a GPU entry: {linux: X.Y.Z, windows: X.Y, src: ...}; at least the generation's first branch."""
     where = f"{where}.min_driver"
     source = str(_need(item, "src", where))
@@ -476,25 +518,34 @@ def _parse_driver_floor(item, name: str, cc: str, arch: Architecture, branches: 
         first = next((b for b in branches if parse_version(b.max_cuda)[:2] >= wanted), None)
         for os_name, value in values.items():
             if first is not None and value is not None and parse_version(value)[0] < first.branch:
-                raise KnowledgeError(f"{where}.{os_name}: {value} is older than R{first.branch}, the first "
-                                     f"branch of compute capability {cc} (CUDA {arch.first_cuda})")
+                raise KnowledgeError(
+                    f"{where}.{os_name}: {value} is older than R{first.branch}, the first "
+                    f"branch of compute capability {cc} (CUDA {arch.first_cuda})"
+                )
     return DriverFloor(gpu=name, linux=values["linux"], windows=values["windows"], source=source)
 
 
-def _parse_gpus(raw: dict, toolkits: dict[str, Toolkit],
-                branches: list[DriverBranch]) -> tuple[dict[str, Architecture], list[GpuEntry]]:
+def _parse_gpus(
+    raw: dict, toolkits: dict[str, Toolkit], branches: list[DriverBranch]
+) -> tuple[dict[str, Architecture], list[GpuEntry]]:
     architectures = {}
     for cc, item in _need(raw, "architectures", "gpus.yaml").items():
         where = f"gpus.yaml architectures.{cc}"
         last = item.get("last_branch")
         first_cuda = item.get("first_cuda")
-        if first_cuda is not None and parse_version(_version_str(first_cuda, where)) >= (12, 0) \
-                and str(first_cuda) not in toolkits:
+        if (
+            first_cuda is not None
+            and parse_version(_version_str(first_cuda, where)) >= (12, 0)
+            and str(first_cuda) not in toolkits
+        ):
             raise KnowledgeError(f"{where}: first_cuda {first_cuda} has no entry in toolkits.yaml")
         architectures[_version_str(cc, where)] = Architecture(
-            family=str(_need(item, "family", where)), last_branch=int(last) if last is not None else None,
-            first_cuda=str(first_cuda) if first_cuda is not None else None, tegra=bool(item.get("tegra", False)),
-            renamed_to=str(item["renamed_to"]) if item.get("renamed_to") else None)
+            family=str(_need(item, "family", where)),
+            last_branch=int(last) if last is not None else None,
+            first_cuda=str(first_cuda) if first_cuda is not None else None,
+            tegra=bool(item.get("tegra", False)),
+            renamed_to=str(item["renamed_to"]) if item.get("renamed_to") else None,
+        )
     for cc, arch in architectures.items():
         if arch.renamed_to is not None and arch.renamed_to not in architectures:
             raise KnowledgeError(f"gpus.yaml architectures.{cc}: renamed_to {arch.renamed_to} has no entry")
@@ -504,23 +555,31 @@ def _parse_gpus(raw: dict, toolkits: dict[str, Toolkit],
         name = str(_need(item, "name", where))
         cc = _version_str(_need(item, "cc", where), where)
         if cc not in architectures:
-            raise KnowledgeError(f"{where}: compute capability {cc} of {name!r} has no entry in architectures")
+            raise KnowledgeError(
+                f"{where}: compute capability {cc} of {name!r} has no entry in architectures"
+            )
         if not _name_tokens(name):
             raise KnowledgeError(f"{where}: {name!r} has no word left to match")
-        floor = (_parse_driver_floor(item["min_driver"], name, cc, architectures[cc], branches, where)
-                 if item.get("min_driver") is not None else None)
+        floor = (
+            _parse_driver_floor(item["min_driver"], name, cc, architectures[cc], branches, where)
+            if item.get("min_driver") is not None
+            else None
+        )
         gpus.append(GpuEntry(name=name, compute_capability=cc, tokens=_name_tokens(name), driver_floor=floor))
     seen: dict[tuple[str, ...], GpuEntry] = {}
     for entry in gpus:
         other = seen.setdefault(entry.tokens, entry)
         if other is not entry and other.compute_capability != entry.compute_capability:
-            raise KnowledgeError(f"gpus.yaml gpus: {other.name!r} and {entry.name!r} match the same words "
-                                 "with different compute capabilities")
+            raise KnowledgeError(
+                f"gpus.yaml gpus: {other.name!r} and {entry.name!r} match the same words "
+                "with different compute capabilities"
+            )
     return architectures, gpus
 
 
-def _parse_jetson(raw: dict, architectures: dict[str, Architecture]) -> tuple[dict[str, JetsonStack],
-                                                                              dict[str, JetsonModule]]:
+def _parse_jetson(
+    raw: dict, architectures: dict[str, Architecture]
+) -> tuple[dict[str, JetsonStack], dict[str, JetsonModule]]:
     stacks = {}
     for key, item in _need(raw, "stacks", "jetson.yaml").items():
         where = f"jetson.yaml stacks.{key}"
@@ -531,11 +590,14 @@ def _parse_jetson(raw: dict, architectures: dict[str, Architecture]) -> tuple[di
         if (series is None) == (minimum is None):
             raise KnowledgeError(f"{where}: give exactly one of driver_series and driver_min")
         stacks[key] = JetsonStack(
-            key=key, label=str(_need(item, "label", where)), arm_variant=arm_variant,
+            key=key,
+            label=str(_need(item, "label", where)),
+            arm_variant=arm_variant,
             driver_series=int(series) if series is not None else None,
             driver_min=int(minimum) if minimum is not None else None,
             cuda=_version_str(item["cuda"], where) if item.get("cuda") else None,
-            glibc=_version_str(item["glibc"], where) if item.get("glibc") else None)
+            glibc=_version_str(item["glibc"], where) if item.get("glibc") else None,
+        )
     modules = {}
     for cc, item in _need(raw, "modules", "jetson.yaml").items():
         where = f"jetson.yaml modules.{cc}"
@@ -552,15 +614,22 @@ def _parse_jetson(raw: dict, architectures: dict[str, Architecture]) -> tuple[di
         for key in assumed:
             if key not in module_stacks:
                 raise KnowledgeError(f"{where}.assumed: {key!r} is not one of this module's stacks")
-        modules[cc] = JetsonModule(compute_capability=cc, name=str(_need(item, "name", where)),
-                                   stacks=module_stacks, last_stack=item.get("last_stack"), assumed=assumed)
+        modules[cc] = JetsonModule(
+            compute_capability=cc,
+            name=str(_need(item, "name", where)),
+            stacks=module_stacks,
+            last_stack=item.get("last_stack"),
+            assumed=assumed,
+        )
     return stacks, modules
 
 
 _BUILD_KEY_RE = re.compile(r"^(cuda\d{3})(?:-(\w+))?$")
 
 
-def _parse_torch_build(platform: str, key: str, value, arch_lists: dict[str, ArchList], where: str) -> TorchBuild:
+def _parse_torch_build(
+    platform: str, key: str, value, arch_lists: dict[str, ArchList], where: str
+) -> TorchBuild:
     match = _BUILD_KEY_RE.match(key)
     if not match:
         raise KnowledgeError(f"{where}: {key!r} is not a CUDA build key such as cuda129 or cuda129-tegra")
@@ -579,14 +648,21 @@ def _parse_torch_build(platform: str, key: str, value, arch_lists: dict[str, Arc
 
     if isinstance(value, dict):
         since = int(_need(value, "since_build_number", where))
-        return TorchBuild(variant, arm_variant, archs(_need(value, "archs", where)), since,
-                          archs(_need(value, "older_archs", where)))
+        return TorchBuild(
+            variant,
+            arm_variant,
+            archs(_need(value, "archs", where)),
+            since,
+            archs(_need(value, "older_archs", where)),
+        )
     return TorchBuild(variant, arm_variant, archs(value))
 
 
 def _parse_pytorch(raw: dict) -> tuple[list[PytorchRelease], dict[str, str]]:
-    arch_lists = {key: _arch_list(item, f"pytorch.yaml arch_lists.{key}")
-                  for key, item in _need(raw, "arch_lists", "pytorch.yaml").items()}
+    arch_lists = {
+        key: _arch_list(item, f"pytorch.yaml arch_lists.{key}")
+        for key, item in _need(raw, "arch_lists", "pytorch.yaml").items()
+    }
     releases = []
     for i, item in enumerate(_need(raw, "releases", "pytorch.yaml")):
         where = f"pytorch.yaml releases[{i}]"
@@ -595,9 +671,13 @@ def _parse_pytorch(raw: dict) -> tuple[list[PytorchRelease], dict[str, str]]:
         for platform, entries in (item.get("cuda") or {}).items():
             if platform not in PLATFORMS:
                 raise KnowledgeError(f"{where}.cuda: unknown platform {platform!r}")
-            parsed = [_parse_torch_build(platform, key, value, arch_lists, f"{where}.cuda.{platform}.{key}")
-                      for key, value in entries.items()]
-            builds[platform] = tuple(sorted(parsed, key=lambda b: parse_version(b.cuda_version), reverse=True))
+            parsed = [
+                _parse_torch_build(platform, key, value, arch_lists, f"{where}.cuda.{platform}.{key}")
+                for key, value in entries.items()
+            ]
+            builds[platform] = tuple(
+                sorted(parsed, key=lambda b: parse_version(b.cuda_version), reverse=True)
+            )
         pythons = tuple(_version_str(p, where) for p in _need(item, "python", where))
         cpu = tuple(_need(item, "cpu", where))
         for platform in cpu:
@@ -607,7 +687,10 @@ def _parse_pytorch(raw: dict) -> tuple[list[PytorchRelease], dict[str, str]]:
     versions = [parse_version(r.version) for r in releases]
     if versions != sorted(versions, reverse=True):
         raise KnowledgeError("pytorch.yaml releases: must be listed newest first")
-    min_glibc = {k: _version_str(v, "pytorch.yaml min_glibc") for k, v in _need(raw, "min_glibc", "pytorch.yaml").items()}
+    min_glibc = {
+        k: _version_str(v, "pytorch.yaml min_glibc")
+        for k, v in _need(raw, "min_glibc", "pytorch.yaml").items()
+    }
     for release in releases:
         for builds in release.builds.values():
             for build in builds:
@@ -648,8 +731,15 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
     for variant, item in (raw.get("tegra") or {}).items():
         if variant not in variants or variants[variant][0] is None:
             raise KnowledgeError(f"{where} tegra.{variant}: not a CUDA variant of `variants`")
-        builds.append(PointopsBuild("linux-aarch64", variant, variants[variant][0],
-                                    _arch_list(item, f"{where} tegra.{variant}"), "tegra"))
+        builds.append(
+            PointopsBuild(
+                "linux-aarch64",
+                variant,
+                variants[variant][0],
+                _arch_list(item, f"{where} tegra.{variant}"),
+                "tegra",
+            )
+        )
     return builds
 
 

@@ -14,7 +14,7 @@ def ref_direction(x, x_len, y, y_len, norm, squared):
             continue
         d = torch.cdist(x[b, :nx], y[b, :ny], p=float(norm))
         best = d.min(1).values
-        out[b, :nx] = best ** 2 if (norm == 2 and squared) else best
+        out[b, :nx] = best**2 if (norm == 2 and squared) else best
     return out
 
 
@@ -30,8 +30,9 @@ def clouds(device, dtype=torch.float64, seed=0):
 @pytest.mark.parametrize("point_reduction", ["mean", "sum", "max"])
 def test_values_match_cdist(norm, squared, point_reduction, device):
     x, y, xl, yl = clouds(device)
-    loss, normals = pointops.chamfer_distance(x, y, xl, yl, norm=norm, squared=squared,
-                                              point_reduction=point_reduction, batch_reduction=None)
+    loss, normals = pointops.chamfer_distance(
+        x, y, xl, yl, norm=norm, squared=squared, point_reduction=point_reduction, batch_reduction=None
+    )
     assert normals is None
     cx = ref_direction(x.cpu(), xl, y.cpu(), yl, norm, squared)
     cy = ref_direction(y.cpu(), yl, x.cpu(), xl, norm, squared)
@@ -59,7 +60,9 @@ def test_reductions_weights_single_direction_and_per_point():
     w = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
     per = pointops.chamfer_distance(x, y, xl, yl, weights=w, batch_reduction=None)[0]
     assert torch.allclose(pointops.chamfer_distance(x, y, xl, yl, weights=w)[0], per.sum() / w.sum())
-    assert torch.allclose(pointops.chamfer_distance(x, y, xl, yl, weights=w, batch_reduction="sum")[0], per.sum())
+    assert torch.allclose(
+        pointops.chamfer_distance(x, y, xl, yl, weights=w, batch_reduction="sum")[0], per.sum()
+    )
     cx, cy = pointops.chamfer_distance(x, y, xl, yl, point_reduction=None, batch_reduction=None)[0]
     assert cx.shape == (3, 40) and cy.shape == (3, 30) and float(cx[1, 25:].abs().sum()) == 0
     one = pointops.chamfer_distance(x, y, xl, yl, single_directional=True, batch_reduction=None)[0]
@@ -83,8 +86,10 @@ def test_normals_and_feature_dimension():
     g = torch.Generator().manual_seed(5)
     x, y = torch.rand(2, 20, 6, generator=g), torch.rand(2, 15, 6, generator=g)
     loss, _ = pointops.chamfer_distance(x, y)
-    ref = (ref_direction(x, [20, 20], y, [15, 15], 2, True).mean(1)
-           + ref_direction(y, [15, 15], x, [20, 20], 2, True).mean(1)).mean()
+    ref = (
+        ref_direction(x, [20, 20], y, [15, 15], 2, True).mean(1)
+        + ref_direction(y, [15, 15], x, [20, 20], 2, True).mean(1)
+    ).mean()
     assert torch.allclose(loss, ref, rtol=1e-5)
     p, q = torch.rand(1, 10, 3), torch.rand(1, 8, 3)
     n = torch.nn.functional.normalize(torch.rand(1, 10, 3), dim=-1)

@@ -26,8 +26,8 @@ def ref_knn(xyz, offset, new_xyz, new_offset, k):
         for q in range(q0, q1):
             d2 = ((xyz[p0:p1].double() - new_xyz[q].double()) ** 2).sum(1)
             order = sorted(range(p1 - p0), key=lambda j: (d2[j].item(), j))[:k]
-            idx[q, :len(order)] = torch.tensor(order, dtype=torch.int64) + p0
-            dist[q, :len(order)] = d2[order].sqrt()
+            idx[q, : len(order)] = torch.tensor(order, dtype=torch.int64) + p0
+            dist[q, : len(order)] = d2[order].sqrt()
     return idx, dist
 
 
@@ -62,8 +62,9 @@ def ref_ball(xyz, offset, new_xyz, new_offset, nsample, max_r, min_r):
     for (p0, p1), (q0, q1) in zip(bounds(offset), bounds(new_offset), strict=True):
         for q in range(q0, q1):
             d2 = ((xyz[p0:p1] - new_xyz[q]) ** 2).sum(1)
-            cand = sorted((d2[j].item(), j) for j in range(p1 - p0)
-                          if d2[j] <= 1e-5 or (min_r2 <= d2[j] < max_r2))
+            cand = sorted(
+                (d2[j].item(), j) for j in range(p1 - p0) if d2[j] <= 1e-5 or (min_r2 <= d2[j] < max_r2)
+            )
             if len(cand) <= nsample:
                 pick = cand
             else:
@@ -71,7 +72,7 @@ def ref_ball(xyz, offset, new_xyz, new_offset, nsample, max_r, min_r):
                 pick = [cand[int(sep * torch.tensor(float(i)))] for i in range(nsample)]
             for s, (d, j) in enumerate(pick):
                 idx[q, s] = j + p0
-                dist[q, s] = d ** 0.5
+                dist[q, s] = d**0.5
     return idx, dist
 
 
@@ -171,7 +172,9 @@ def test_point_transformer_v1_helpers_against_loops():
     assert torch.allclose(sub, x1.unsqueeze(1) - x2[idx.long()])
     pos, w = torch.rand(n, s, c), torch.rand(n, s, 2)
     agg = pointops.aggregation(x2, pos, w, idx)
-    ref = torch.stack([sum((x2[idx[i, j]] + pos[i, j]) * w[i, j].repeat(2) for j in range(s)) for i in range(n)])
+    ref = torch.stack(
+        [sum((x2[idx[i, j]] + pos[i, j]) * w[i, j].repeat(2) for j in range(s)) for i in range(n)]
+    )
     assert torch.allclose(agg, ref)
     q, k, wc = torch.rand(n, g, c), torch.rand(n, g, c), torch.rand(c, requires_grad=True)
     t, r = torch.tensor([0, 1, 1, 5]), torch.tensor([2, 2, 0, 5])

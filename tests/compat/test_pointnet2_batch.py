@@ -25,7 +25,9 @@ def test_fps_and_gather(device):
     assert torch.equal(out, torch.gather(feat, 2, idx.long()[:, None, :].expand(-1, 5, -1)))
     grad_out, grad = torch.rand(2, 5, 16, generator=g).to(device), torch.zeros(2, 5, 64, device=device)
     pn2.gather_points_grad_wrapper(2, 5, 64, 16, grad_out, idx, grad)
-    ref = torch.zeros(2, 5, 64, device=device).scatter_add(2, idx.long()[:, None, :].expand(-1, 5, -1), grad_out)
+    ref = torch.zeros(2, 5, 64, device=device).scatter_add(
+        2, idx.long()[:, None, :].expand(-1, 5, -1), grad_out
+    )
     assert torch.allclose(grad, ref)
 
 
@@ -78,7 +80,9 @@ def test_three_nn_and_interpolate(device):
 
 def test_shape_mismatch_is_named():
     with pytest.raises(ValueError, match=r"points must have shape \[2, 8, 3\]"):
-        pn2.furthest_point_sampling_wrapper(2, 8, 4, torch.rand(2, 9, 3), None, torch.zeros(2, 4, dtype=torch.int32))
+        pn2.furthest_point_sampling_wrapper(
+            2, 8, 4, torch.rand(2, 9, 3), None, torch.zeros(2, 4, dtype=torch.int32)
+        )
 
 
 def test_finds_a_compiled_module_on_sys_path(tmp_path, monkeypatch):

@@ -23,8 +23,13 @@ def ref_knn(x, y, k, batch_x, batch_y, cosine=False):
     for i in range(y.shape[0]):
         cand = [j for j in range(x.shape[0]) if batch_x[j] == batch_y[i]]
         if cosine:
-            d = {j: 1 - float(torch.dot(x[j].double(), y[i].double()) / (x[j].double().norm() * y[i].double().norm()))
-                 for j in cand}
+            d = {
+                j: 1
+                - float(
+                    torch.dot(x[j].double(), y[i].double()) / (x[j].double().norm() * y[i].double().norm())
+                )
+                for j in cand
+            }
         else:
             d = {j: float(((x[j].double() - y[i].double()) ** 2).sum()) for j in cand}
         edges += [(i, j) for j in sorted(cand, key=lambda j: (d[j], j))[:k]]
@@ -150,11 +155,13 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_install_torch_cluster_makes_the_import_resolve():
-    done = _run("import pointops.compat.torch_cluster as tc; tc.install_torch_cluster()\n"
-                "import torch_cluster; from torch_cluster import knn; from torch_cluster.knn import knn_graph\n"
-                "assert torch_cluster is tc and knn is tc.knn and knn_graph is tc.knn_graph\n"
-                "assert 'batch_size' in torch_cluster.knn.__doc__\n"
-                "import types, sys; sys.modules['torch_cluster'] = types.ModuleType('torch_cluster')\n"
-                "try:\n    tc.install_torch_cluster()\nexcept RuntimeError as e:\n    print('refused', e)\n")
+    done = _run(
+        "import pointops.compat.torch_cluster as tc; tc.install_torch_cluster()\n"
+        "import torch_cluster; from torch_cluster import knn; from torch_cluster.knn import knn_graph\n"
+        "assert torch_cluster is tc and knn is tc.knn and knn_graph is tc.knn_graph\n"
+        "assert 'batch_size' in torch_cluster.knn.__doc__\n"
+        "import types, sys; sys.modules['torch_cluster'] = types.ModuleType('torch_cluster')\n"
+        "try:\n    tc.install_torch_cluster()\nexcept RuntimeError as e:\n    print('refused', e)\n"
+    )
     assert done.returncode == 0, done.stderr
     assert "refused" in done.stdout and "already imported" in done.stdout

@@ -44,7 +44,10 @@ def _leaf(t):
 def _cases(device):
     x, y = _rand(2, 4, 3, seed=0).to(device), _rand(2, 3, 3, seed=1).to(device)
     x_lengths, y_lengths = torch.tensor([4, 3], device=device), torch.tensor([3, 2], device=device)
-    x_normals, y_normals = (_rand(2, 4, 3, seed=2) - 0.5).to(device), (_rand(2, 3, 3, seed=3) - 0.5).to(device)
+    x_normals, y_normals = (
+        (_rand(2, 4, 3, seed=2) - 0.5).to(device),
+        (_rand(2, 3, 3, seed=3) - 0.5).to(device),
+    )
     x5, y5 = _rand(2, 4, 5, seed=4).to(device), _rand(2, 3, 5, seed=5).to(device)
 
     xyz, centres = _rand(2, 8, 3, seed=6).to(device), _rand(2, 3, 3, seed=7).to(device)
@@ -56,38 +59,64 @@ def _cases(device):
 
     rows = _rand(9, 3, seed=12).to(device)
     offset = torch.tensor([5, 9], dtype=torch.int32, device=device)
-    new_rows, new_offset = _rand(4, 3, seed=13).to(device), torch.tensor([2, 4], dtype=torch.int32, device=device)
+    new_rows, new_offset = (
+        _rand(4, 3, seed=13).to(device),
+        torch.tensor([2, 4], dtype=torch.int32, device=device),
+    )
     row_feat, other_feat = _rand(9, 4, seed=14).to(device), _rand(9, 4, seed=15).to(device)
     neighbours, _ = pointops.knn_query(3, rows, offset)
     position, row_weight = _rand(9, 3, 4, seed=16).to(device), _rand(9, 3, 2, seed=17).to(device)
-    query, key, channel_weight = (_rand(9, 2, 4, seed=18).to(device), _rand(9, 2, 4, seed=19).to(device),
-                                  _rand(4, seed=20).to(device))
+    query, key, channel_weight = (
+        _rand(9, 2, 4, seed=18).to(device),
+        _rand(9, 2, 4, seed=19).to(device),
+        _rand(4, seed=20).to(device),
+    )
     target, refer = torch.tensor([0, 1, 1, 3, 8], device=device), torch.tensor([2, 0, 4, 4, 7], device=device)
     relation, value = _rand(5, 2, seed=21).to(device), _rand(9, 2, 3, seed=22).to(device)
     return {
-        "chamfer": (lambda a, b: pointops.chamfer_distance(a, b, x_lengths=x_lengths, y_lengths=y_lengths)[0],
-                    (x, y)),
+        "chamfer": (
+            lambda a, b: pointops.chamfer_distance(a, b, x_lengths=x_lengths, y_lengths=y_lengths)[0],
+            (x, y),
+        ),
         "chamfer_euclidean": (lambda a, b: pointops.chamfer_distance(a, b, squared=False)[0], (x, y)),
-        "chamfer_normals": (lambda a, b, na, nb: sum(pointops.chamfer_distance(a, b, x_normals=na, y_normals=nb)),
-                            (x, y, x_normals, y_normals)),
+        "chamfer_normals": (
+            lambda a, b, na, nb: sum(pointops.chamfer_distance(a, b, x_normals=na, y_normals=nb)),
+            (x, y, x_normals, y_normals),
+        ),
         "chamfer_l1": (lambda a, b: pointops.chamfer_distance(a, b, norm=1)[0], (x, y)),
         "chamfer_5d": (lambda a, b: pointops.chamfer_distance(a, b, point_reduction="sum")[0], (x5, y5)),
         "pn2_gather_operation": (lambda f: pn2.gather_operation(f, idx2), (feat,)),
         "pn2_grouping_operation": (lambda f: pn2.grouping_operation(f, idx3), (feat,)),
         "pn2_three_interpolate": (lambda f, w: pn2.three_interpolate(f, idx3, w), (feat, weight)),
         "pn2_query_and_group": (lambda a, f: group(a, centres, f), (xyz, feat)),
-        "pointcept_grouping": (lambda f, a: pointops.grouping(neighbours, f, a, with_xyz=True), (row_feat, rows)),
-        "pointcept_interpolation": (lambda f: pointops.interpolation(rows, new_rows, f, offset, new_offset),
-                                    (row_feat,)),
-        "pointcept_knn_query_and_group": (lambda f: pointops.knn_query_and_group(f, rows, offset, nsample=3)[0],
-                                          (row_feat,)),
-        "pointcept_subtraction": (lambda a, b: pointops.subtraction(a, b, neighbours), (row_feat, other_feat)),
-        "pointcept_aggregation": (lambda f, p, w: pointops.aggregation(f, p, w, neighbours),
-                                  (row_feat, position, row_weight)),
+        "pointcept_grouping": (
+            lambda f, a: pointops.grouping(neighbours, f, a, with_xyz=True),
+            (row_feat, rows),
+        ),
+        "pointcept_interpolation": (
+            lambda f: pointops.interpolation(rows, new_rows, f, offset, new_offset),
+            (row_feat,),
+        ),
+        "pointcept_knn_query_and_group": (
+            lambda f: pointops.knn_query_and_group(f, rows, offset, nsample=3)[0],
+            (row_feat,),
+        ),
+        "pointcept_subtraction": (
+            lambda a, b: pointops.subtraction(a, b, neighbours),
+            (row_feat, other_feat),
+        ),
+        "pointcept_aggregation": (
+            lambda f, p, w: pointops.aggregation(f, p, w, neighbours),
+            (row_feat, position, row_weight),
+        ),
         "pointcept_attention_relation_step": (
-            lambda q, k, w: pointops.attention_relation_step(q, k, w, target, refer), (query, key, channel_weight)),
-        "pointcept_attention_fusion_step": (lambda w, v: pointops.attention_fusion_step(w, v, target, refer),
-                                            (relation, value)),
+            lambda q, k, w: pointops.attention_relation_step(q, k, w, target, refer),
+            (query, key, channel_weight),
+        ),
+        "pointcept_attention_fusion_step": (
+            lambda w, v: pointops.attention_fusion_step(w, v, target, refer),
+            (relation, value),
+        ),
     }
 
 
@@ -114,31 +143,54 @@ def test_func_grad_and_jacrev_equal_eager_autograd(device, name):
 
     def loss(*args):
         out = fn(*args)
-        return (out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)).sum()
+        return (
+            out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+        ).sum()
 
     leaves = [_leaf(t) for t in inputs]
-    for a, b in zip(grad(loss, argnums=argnums)(*inputs), torch.autograd.grad(loss(*leaves), leaves), strict=True):
+    for a, b in zip(
+        grad(loss, argnums=argnums)(*inputs), torch.autograd.grad(loss(*leaves), leaves), strict=True
+    ):
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("name", ["chamfer", "chamfer_l1", "pn2_three_interpolate", "pn2_query_and_group",
-                                  "pointcept_grouping", "pointcept_aggregation"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "chamfer",
+        "chamfer_l1",
+        "pn2_three_interpolate",
+        "pn2_query_and_group",
+        "pointcept_grouping",
+        "pointcept_aggregation",
+    ],
+)
 def test_func_second_order_equals_eager_double_backward(device, name):
     fn, inputs = _cases(device)[name]
 
     def loss(a):
         out = fn(a, *inputs[1:])
-        return (out.square() * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype,
-                                              device=out.device).view_as(out)).sum()
+        return (
+            out.square()
+            * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+        ).sum()
 
     expected = torch.autograd.functional.hessian(loss, inputs[0])
     assert torch.count_nonzero(expected)
     torch.testing.assert_close(jacrev(jacrev(loss))(inputs[0]), expected)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="chamfer's exact search cannot be vmapped"))
-    if n in EXACT_SEARCH else n for n in CASES])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n, marks=pytest.mark.xfail(strict=True, reason="chamfer's exact search cannot be vmapped")
+        )
+        if n in EXACT_SEARCH
+        else n
+        for n in CASES
+    ],
+)
 def test_vmap_equals_a_loop(device, name):
     fn, inputs = _cases(device)[name]
     batched = [torch.stack([t, t.flip(0)]) for t in inputs]
@@ -147,6 +199,7 @@ def test_vmap_equals_a_loop(device, name):
 
 
 # --- torch.compile and torch.jit.trace of small models built from each layer --------------------
+
 
 def _run(model, inputs, differentiable):
     """Outputs and gradients (of the inputs at `differentiable` and of the parameters) of one call."""
@@ -240,9 +293,15 @@ class Chamfer(nn.Module):
 
 
 def _chamfer_calls(device, dims=3):
-    return [[_rand(2, p1, dims, seed=p1).float().to(device), _rand(2, p2, dims, seed=p2 + 10).float().to(device),
-             torch.tensor([p1, p1 - 2], device=device), torch.tensor([p2 - 1, p2], device=device)]
-            for p1, p2 in ((6, 5), (9, 7))]
+    return [
+        [
+            _rand(2, p1, dims, seed=p1).float().to(device),
+            _rand(2, p2, dims, seed=p2 + 10).float().to(device),
+            torch.tensor([p1, p1 - 2], device=device),
+            torch.tensor([p2 - 1, p2], device=device),
+        ]
+        for p1, p2 in ((6, 5), (9, 7))
+    ]
 
 
 class PointNet2Utils(nn.Module):
@@ -255,7 +314,9 @@ class PointNet2Utils(nn.Module):
 
     def forward(self, xyz, feat):
         centres_idx = pn2.furthest_point_sample(xyz, 4)
-        centres = pn2.gather_operation(xyz.transpose(1, 2).contiguous(), centres_idx).transpose(1, 2).contiguous()
+        centres = (
+            pn2.gather_operation(xyz.transpose(1, 2).contiguous(), centres_idx).transpose(1, 2).contiguous()
+        )
         coarse = self.mlp(self.group(xyz, centres, feat)).amax(-1)
         dist, idx = pn2.three_nn(xyz, centres)
         weight = 1.0 / (dist + 1e-8)
@@ -264,8 +325,10 @@ class PointNet2Utils(nn.Module):
 
 
 def _padded_calls(device):
-    return [[_rand(2, n, 3, seed=n).float().to(device), _rand(2, 2, n, seed=n + 10).float().to(device)]
-            for n in (12, 17)]
+    return [
+        [_rand(2, n, 3, seed=n).float().to(device), _rand(2, 2, n, seed=n + 10).float().to(device)]
+        for n in (12, 17)
+    ]
 
 
 class PointTransformerBlock(nn.Module):
@@ -290,23 +353,40 @@ def _pointcept_calls(device):
     for seed, counts, new_counts in ((0, [6, 5], [2, 3]), (1, [8, 7], [4, 2])):
         offset = torch.tensor(counts, device=device).cumsum(0).int()
         new_offset = torch.tensor(new_counts, device=device).cumsum(0).int()
-        calls.append([_rand(sum(counts), 3, seed=seed).float().to(device),
-                      _rand(sum(counts), 4, seed=seed + 10).float().to(device), offset,
-                      _rand(sum(new_counts), 3, seed=seed + 20).float().to(device), new_offset])
+        calls.append(
+            [
+                _rand(sum(counts), 3, seed=seed).float().to(device),
+                _rand(sum(counts), 4, seed=seed + 10).float().to(device),
+                offset,
+                _rand(sum(new_counts), 3, seed=seed + 20).float().to(device),
+                new_offset,
+            ]
+        )
     return calls
 
 
 class TorchCluster(nn.Module):
     def forward(self, x, y, batch_x, batch_y):
-        return (tc.knn(x, y, 3, batch_x, batch_y), tc.radius(x, y, 0.5, batch_x, batch_y, 4),
-                tc.fps(x, batch_x, 0.5, random_start=False), tc.nearest(y, x, batch_y, batch_x))
+        return (
+            tc.knn(x, y, 3, batch_x, batch_y),
+            tc.radius(x, y, 0.5, batch_x, batch_y, 4),
+            tc.fps(x, batch_x, 0.5, random_start=False),
+            tc.nearest(y, x, batch_y, batch_x),
+        )
 
 
 def _torch_cluster_calls(device):
     batch_x = torch.tensor([0] * 6 + [1] * 5, device=device)
     batch_y = torch.tensor([0, 0, 1, 1], device=device)
-    return [[_rand(11, 3, seed=s).float().to(device), _rand(4, 3, seed=s + 10).float().to(device), batch_x, batch_y]
-            for s in (0, 1)]
+    return [
+        [
+            _rand(11, 3, seed=s).float().to(device),
+            _rand(4, 3, seed=s + 10).float().to(device),
+            batch_x,
+            batch_y,
+        ]
+        for s in (0, 1)
+    ]
 
 
 class OpenPoints(nn.Module):
@@ -356,8 +436,14 @@ def _models(device):
 # kernels, and fails instead of breaking the graph.
 BATCH_VECTORS = pytest.mark.xfail(strict=True, reason="batch vectors give data-dependent sizes")
 NO_FAKE_KERNELS = pytest.mark.xfail(strict=True, reason="the pointops_compat ops have no fake kernels")
-COMPILED = ["packed", "chamfer", "pointnet2_utils", "pointcept",
-            pytest.param("torch_cluster", marks=BATCH_VECTORS), "pointnet2_batch_cuda"]
+COMPILED = [
+    "packed",
+    "chamfer",
+    "pointnet2_utils",
+    "pointcept",
+    pytest.param("torch_cluster", marks=BATCH_VECTORS),
+    "pointnet2_batch_cuda",
+]
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
@@ -379,9 +465,20 @@ def test_compile_torch_cluster_without_fullgraph(device):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("name", ["packed", "chamfer", "chamfer_l1", "chamfer_5d", "pointnet2_utils", "pointcept_features",
-                                  "pointcept", "torch_cluster",
-                                  "pointnet2_batch_cuda"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "packed",
+        "chamfer",
+        "chamfer_l1",
+        "chamfer_5d",
+        "pointnet2_utils",
+        "pointcept_features",
+        "pointcept",
+        "torch_cluster",
+        "pointnet2_batch_cuda",
+    ],
+)
 def test_jit_trace_save_load(device, name, tmp_path):
     if name == "pointnet2_batch_cuda" and pn2_batch is None:
         pytest.skip("pointnet2_batch_cuda is not installed")
@@ -397,29 +494,42 @@ def test_jit_trace_save_load(device, name, tmp_path):
 DATA_DEPENDENT = pytest.mark.xfail(strict=True, reason="data-dependent shapes: fullgraph cannot trace them")
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("chamfer_l1", marks=DATA_DEPENDENT),
-    pytest.param("chamfer_5d", marks=DATA_DEPENDENT),
-    "pointcept_knn_query",
-    pytest.param("pointcept_ball_query", marks=DATA_DEPENDENT),
-    pytest.param("pointcept_farthest_point_sampling", marks=DATA_DEPENDENT),
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("chamfer_l1", marks=DATA_DEPENDENT),
+        pytest.param("chamfer_5d", marks=DATA_DEPENDENT),
+        "pointcept_knn_query",
+        pytest.param("pointcept_ball_query", marks=DATA_DEPENDENT),
+        pytest.param("pointcept_farthest_point_sampling", marks=DATA_DEPENDENT),
+    ],
+)
 def test_compile_fullgraph_of_the_other_paths(device, name):
     x, y = _rand(2, 6, 3, seed=0).float().to(device), _rand(2, 5, 3, seed=1).float().to(device)
-    rows, offset = _rand(9, 3, seed=2).float().to(device), torch.tensor([5, 9], dtype=torch.int32, device=device)
+    rows, offset = (
+        _rand(9, 3, seed=2).float().to(device),
+        torch.tensor([5, 9], dtype=torch.int32, device=device),
+    )
     new_offset = torch.tensor([2, 4], dtype=torch.int32, device=device)
     fn, args = {
         "chamfer_l1": (lambda a, b: pointops.chamfer_distance(a, b, norm=1)[0], (x, y)),
-        "chamfer_5d": (lambda a, b: pointops.chamfer_distance(a, b)[0],
-                       (torch.cat([x, x[..., :2]], -1), torch.cat([y, y[..., :2]], -1))),
+        "chamfer_5d": (
+            lambda a, b: pointops.chamfer_distance(a, b)[0],
+            (torch.cat([x, x[..., :2]], -1), torch.cat([y, y[..., :2]], -1)),
+        ),
         "pointcept_knn_query": (lambda a: pointops.knn_query(3, a, offset), (rows,)),
         "pointcept_ball_query": (lambda a: pointops.ball_query(3, 0.5, 0.0, a, offset), (rows,)),
-        "pointcept_farthest_point_sampling": (lambda a: pointops.farthest_point_sampling(a, offset, new_offset),
-                                              (rows,)),
+        "pointcept_farthest_point_sampling": (
+            lambda a: pointops.farthest_point_sampling(a, offset, new_offset),
+            (rows,),
+        ),
     }[name]
     torch._dynamo.reset()
     got = torch.compile(fn, fullgraph=True, dynamic=True, backend=BACKEND)(*args)
     expected = fn(*args)
-    for a, b in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,),
-                    strict=True):
+    for a, b in zip(
+        got if isinstance(got, tuple) else (got,),
+        expected if isinstance(expected, tuple) else (expected,),
+        strict=True,
+    ):
         torch.testing.assert_close(a, b)

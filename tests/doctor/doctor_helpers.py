@@ -18,16 +18,27 @@ DEVICE_DATA = REPO / "tests" / "solver" / "data" / "device"
 SITE = "lib/python3.11/site-packages"
 
 
-def write_record(prefix: Path, name: str, version: str, build: str, depends=(), constrains=(), files=()) -> None:
+def write_record(
+    prefix: Path, name: str, version: str, build: str, depends=(), constrains=(), files=()
+) -> None:
     """One conda-meta/<name>-<version>-<build>.json record, as conda writes it."""
     meta = prefix / "conda-meta"
     meta.mkdir(parents=True, exist_ok=True)
     record = {
-        "name": name, "version": version, "build": build, "build_number": 0, "depends": list(depends),
-        "constrains": list(constrains), "subdir": "linux-64", "channel": "https://conda.anaconda.org/conda-forge/",
+        "name": name,
+        "version": version,
+        "build": build,
+        "build_number": 0,
+        "depends": list(depends),
+        "constrains": list(constrains),
+        "subdir": "linux-64",
+        "channel": "https://conda.anaconda.org/conda-forge/",
         "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda",
-        "fn": f"{name}-{version}-{build}.conda", "md5": "0" * 32, "files": list(files),
-        "paths_data": {"paths": [], "paths_version": 1}, "requested_spec": name,
+        "fn": f"{name}-{version}-{build}.conda",
+        "md5": "0" * 32,
+        "files": list(files),
+        "paths_data": {"paths": [], "paths_version": 1},
+        "requested_spec": name,
     }
     (meta / f"{name}-{version}-{build}.json").write_text(json.dumps(record))
 
@@ -46,17 +57,29 @@ def write_dist(prefix: Path, name: str, version: str, installer: str, requires=(
     return site
 
 
-def conda_pytorch_env(prefix: Path, pytorch_build: str = "cuda126_mkl_py311_h0_300",
-                      cuda_version: str = "12.8") -> Path:
+def conda_pytorch_env(
+    prefix: Path, pytorch_build: str = "cuda126_mkl_py311_h0_300", cuda_version: str = "12.8"
+) -> Path:
     """A consistent conda environment: python, cuda-version, a CUDA pytorch, conda's own torch dist-info."""
     write_record(prefix, "python", "3.11.9", "h0_0_cpython", depends=["__glibc >=2.17,<3.0.a0"])
-    write_record(prefix, "cuda-version", cuda_version, "h0_3",
-                 constrains=[f"__cuda >={cuda_version.split('.')[0]}", f"cudatoolkit {cuda_version}|{cuda_version}.*"])
+    write_record(
+        prefix,
+        "cuda-version",
+        cuda_version,
+        "h0_3",
+        constrains=[f"__cuda >={cuda_version.split('.')[0]}", f"cudatoolkit {cuda_version}|{cuda_version}.*"],
+    )
     torch_meta = f"{SITE}/torch-2.5.1.dist-info"
-    write_record(prefix, "pytorch", "2.5.1", pytorch_build,
-                 depends=["python >=3.11,<3.12.0a0", "cuda-version >=12.6,<13", "__cuda"] if "cuda" in pytorch_build
-                 else ["python >=3.11,<3.12.0a0"],
-                 files=[f"{torch_meta}/METADATA", f"{torch_meta}/INSTALLER"])
+    write_record(
+        prefix,
+        "pytorch",
+        "2.5.1",
+        pytorch_build,
+        depends=["python >=3.11,<3.12.0a0", "cuda-version >=12.6,<13", "__cuda"]
+        if "cuda" in pytorch_build
+        else ["python >=3.11,<3.12.0a0"],
+        files=[f"{torch_meta}/METADATA", f"{torch_meta}/INSTALLER"],
+    )
     write_dist(prefix, "torch", "2.5.1", "conda")
     return prefix
 
@@ -75,21 +98,33 @@ def h200_driver() -> DriverFacts:
     """The H200 machine's readings, parsed from its real nvidia-smi output."""
     gpus = parse_nvidia_smi_csv((DEVICE_DATA / "nvidia-smi-query-header.csv").read_text())
     plain = (DEVICE_DATA / "nvidia-smi.txt").read_text()
-    return DriverFacts(version=parse_nvidia_smi_driver(plain), cuda=parse_nvidia_smi_cuda(plain),
-                       gpus=[GpuFact(g.name, g.compute_capability) for g in gpus], source="nvidia-smi")
+    return DriverFacts(
+        version=parse_nvidia_smi_driver(plain),
+        cuda=parse_nvidia_smi_cuda(plain),
+        gpus=[GpuFact(g.name, g.compute_capability) for g in gpus],
+        source="nvidia-smi",
+    )
 
 
 def h200_torch() -> TorchFacts:
     """torch 2.11.0+cu130 as it reported itself on the H200 machine (torch.txt)."""
     line = (DEVICE_DATA / "torch.txt").read_text().splitlines()[1]
     version, cuda = line.split()[:2]
-    arch_list = line[line.index("[") + 1: line.index("]")].replace("'", "").split(", ")
-    return TorchFacts(importable=True, version=version, cuda=cuda, arch_list=arch_list, cuda_available=True,
-                      device_capabilities=["9.0"])
+    arch_list = line[line.index("[") + 1 : line.index("]")].replace("'", "").split(", ")
+    return TorchFacts(
+        importable=True,
+        version=version,
+        cuda=cuda,
+        arch_list=arch_list,
+        cuda_available=True,
+        device_capabilities=["9.0"],
+    )
 
 
 def driver(version: str, cuda: str, *gpus: tuple[str, str]) -> DriverFacts:
-    return DriverFacts(version=version, cuda=cuda, gpus=[GpuFact(name, cc) for name, cc in gpus], source="test")
+    return DriverFacts(
+        version=version, cuda=cuda, gpus=[GpuFact(name, cc) for name, cc in gpus], source="test"
+    )
 
 
 def by_check(findings, check: str):
@@ -100,14 +135,26 @@ def statuses(findings, check: str) -> list[str]:
     return [f.status for f in by_check(findings, check)]
 
 
-def doctor(*args: str, env_updates: dict[str, str] | None = None, pythonpath: list[str] | None = None,
-           stdout=subprocess.PIPE, timeout: float = 300):
+def doctor(
+    *args: str,
+    env_updates: dict[str, str] | None = None,
+    pythonpath: list[str] | None = None,
+    stdout=subprocess.PIPE,
+    timeout: float = 300,
+):
     """`python -m solver doctor ARGS` in a child process."""
     env = dict(os.environ)
     env.update(env_updates or {})
     env["PYTHONPATH"] = os.pathsep.join([*(pythonpath or []), str(REPO)])
-    return subprocess.run([sys.executable, "-m", "solver", "doctor", *args], stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, env=env, cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "solver", "doctor", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=timeout,
+    )
 
 
 def findings_of(stdout: str) -> dict[str, list[dict]]:

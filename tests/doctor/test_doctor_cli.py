@@ -29,7 +29,9 @@ def test_doctor_on_the_real_test_environment():
     assert any(f["summary"] == "sqlite3 imports" for f in found["extensions.import"])
     if importlib.util.find_spec("pointops") is not None:
         assert [f["status"] for f in found["pointops.build"]] == ["pass"]
-        assert any(f["summary"].startswith("pointops ") and f["status"] == "pass" for f in found["extensions.import"])
+        assert any(
+            f["summary"].startswith("pointops ") and f["status"] == "pass" for f in found["extensions.import"]
+        )
 
 
 def test_cpu_torch_on_a_gpu_box_seen_through_a_fake_nvidia_smi(tmp_path):
@@ -40,22 +42,33 @@ def test_cpu_torch_on_a_gpu_box_seen_through_a_fake_nvidia_smi(tmp_path):
         pytest.skip("this test environment has a CUDA torch")
     fake = tmp_path / "bin" / "nvidia-smi"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\n"
-                    "case \"$1\" in\n"
-                    f"  --query-gpu=*) sed -n 2p '{DEVICE_DATA / 'nvidia-smi-query-header.csv'}' ;;\n"
-                    f"  *) cat '{DEVICE_DATA / 'nvidia-smi.txt'}' ;;\n"
-                    "esac\n")
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=*) sed -n 2p '{DEVICE_DATA / 'nvidia-smi-query-header.csv'}' ;;\n"
+        f"  *) cat '{DEVICE_DATA / 'nvidia-smi.txt'}' ;;\n"
+        "esac\n"
+    )
     fake.chmod(0o755)
     path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     done = doctor(env_updates={"PATH": path, "HOME": str(tmp_path)}, pythonpath=[str(without_nvml(tmp_path))])
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"solver doctor: linux-64, environment {sys.prefix}")
-    assert any(line.startswith("ok    gpu.driver: 1 NVIDIA GPU(s)") and "580.159.04 (CUDA 13.0)" in line for line in lines)
+    assert any(
+        line.startswith("ok    gpu.driver: 1 NVIDIA GPU(s)") and "580.159.04 (CUDA 13.0)" in line
+        for line in lines
+    )
     at = lines.index("FAIL  gpu.torch-build: CPU build of PyTorch on a machine with an NVIDIA GPU")
     assert "NVIDIA H200 (sm_90)" in lines[at + 1]
-    assert lines[at + 2].strip().startswith('fix: pip install --force-reinstall "torch==2.14.*" --index-url '
-                                            "https://download.pytorch.org/whl/cu130")
+    assert (
+        lines[at + 2]
+        .strip()
+        .startswith(
+            'fix: pip install --force-reinstall "torch==2.14.*" --index-url '
+            "https://download.pytorch.org/whl/cu130"
+        )
+    )
     assert lines[-1].startswith("1 failed")
 
 
@@ -69,21 +82,36 @@ def _broken_prefix(tmp_path: Path) -> Path:
 
 def test_doctor_on_a_broken_conda_environment(tmp_path):
     prefix = _broken_prefix(tmp_path)
-    done = doctor("--json", "--prefix", str(prefix), "--python", sys.executable,
-                  env_updates={"CONDA_OVERRIDE_CUDA": "11.4", "HOME": str(tmp_path)})
+    done = doctor(
+        "--json",
+        "--prefix",
+        str(prefix),
+        "--python",
+        sys.executable,
+        env_updates={"CONDA_OVERRIDE_CUDA": "11.4", "HOME": str(tmp_path)},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     found = findings_of(done.stdout)
     [shadow] = found["conda.pip-shadowing"]
     assert shadow["status"] == "fail"
-    assert shadow["fix"] == "pip uninstall -y torch nvidia-cudnn-cu12 && conda install --force-reinstall pytorch"
+    assert (
+        shadow["fix"] == "pip uninstall -y torch nvidia-cudnn-cu12 && conda install --force-reinstall pytorch"
+    )
     [resolve] = found["conda.resolve"]
     assert resolve["status"] == "fail" and "this machine has __cuda 11.4" in resolve["summary"]
-    text = doctor("--prefix", str(prefix), "--python", sys.executable,
-                  env_updates={"CONDA_OVERRIDE_CUDA": "11.4", "HOME": str(tmp_path)})
+    text = doctor(
+        "--prefix",
+        str(prefix),
+        "--python",
+        sys.executable,
+        env_updates={"CONDA_OVERRIDE_CUDA": "11.4", "HOME": str(tmp_path)},
+    )
     assert text.returncode == 1
     lines = text.stdout.splitlines()
     fail_line = next(i for i, line in enumerate(lines) if line.startswith("FAIL  conda.pip-shadowing"))
-    assert lines[fail_line + 1].strip().startswith("evidence:") and lines[fail_line + 2].strip().startswith("fix: pip")
+    assert lines[fail_line + 1].strip().startswith("evidence:") and lines[fail_line + 2].strip().startswith(
+        "fix: pip"
+    )
 
 
 def test_doctor_without_py_rattler_says_so(tmp_path):
@@ -91,8 +119,15 @@ def test_doctor_without_py_rattler_says_so(tmp_path):
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('py-rattler left out of this environment')\n")
     prefix = _broken_prefix(tmp_path)
-    done = doctor("--json", "--prefix", str(prefix), "--python", sys.executable, pythonpath=[str(blocker.parent)],
-                  env_updates={"HOME": str(tmp_path)})
+    done = doctor(
+        "--json",
+        "--prefix",
+        str(prefix),
+        "--python",
+        sys.executable,
+        pythonpath=[str(blocker.parent)],
+        env_updates={"HOME": str(tmp_path)},
+    )
     assert done.returncode == 1, done.stderr  # the pip shadowing still fails; nothing crashed
     [resolve] = findings_of(done.stdout)["conda.resolve"]
     assert resolve["status"] == "info" and "py-rattler is not installed" in resolve["summary"]

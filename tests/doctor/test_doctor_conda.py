@@ -37,8 +37,10 @@ def test_pip_torch_over_conda_pytorch_fails_with_the_undo(tmp_path):
     [finding] = by_check(findings, "conda.pip-shadowing")
     assert finding.status == "fail"
     assert "torch 2.6.0 from pip has replaced conda's pytorch 2.5.1" in finding.summary
-    assert finding.fix == ("pip uninstall -y torch nvidia-cublas-cu12 nvidia-cudnn-cu12 && "
-                           "conda install --force-reinstall pytorch")
+    assert finding.fix == (
+        "pip uninstall -y torch nvidia-cublas-cu12 nvidia-cudnn-cu12 && "
+        "conda install --force-reinstall pytorch"
+    )
 
 
 def test_nvidia_wheels_next_to_conda_cuda_libraries(tmp_path):
@@ -86,7 +88,9 @@ def test_environment_that_fits_the_machine_resolves(tmp_path):
 
 def test_driver_too_old_for_the_environment(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=11.4=0"]), None), "conda.resolve")
+    [finding] = by_check(
+        check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=11.4=0"]), None), "conda.resolve"
+    )
     assert finding.status == "fail"
     assert "cuda-version 12.8 (h0_3) needs __cuda >=12; this machine has __cuda 11.4" in finding.summary
     assert finding.fix.startswith("upgrade the NVIDIA driver >= 525.60.13 (CUDA 12.0)")
@@ -108,8 +112,12 @@ def test_glibc_too_old(tmp_path):
 
 def test_missing_dependency_is_named_with_the_install_command(tmp_path):
     prefix = conda_pytorch_env(tmp_path)
-    next((prefix / "conda-meta").glob("cuda-version-*.json")).unlink()  # removed by hand, pytorch still needs it
-    [finding] = by_check(check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]), None), "conda.resolve")
+    next(
+        (prefix / "conda-meta").glob("cuda-version-*.json")
+    ).unlink()  # removed by hand, pytorch still needs it
+    [finding] = by_check(
+        check_resolve(facts_for_prefix(prefix, LINUX + ["__cuda=12.8=0"]), None), "conda.resolve"
+    )
     assert finding.status == "fail" and "inconsistent" in finding.summary
     assert finding.fix == 'conda install "cuda-version >=12.6,<13"'
 

@@ -30,7 +30,9 @@ def test_h200_machine_with_its_own_torch_is_healthy(kb):
     assert statuses(findings, "gpu.driver") == ["pass"]
     assert statuses(findings, "gpu.torch-build") == ["pass"]
     archs = by_check(findings, "gpu.torch-archs")
-    assert [f.status for f in archs] == ["pass"] and "SASS" in archs[0].summary and "sm_90" in archs[0].evidence
+    assert (
+        [f.status for f in archs] == ["pass"] and "SASS" in archs[0].summary and "sm_90" in archs[0].evidence
+    )
     assert statuses(findings, "pointops.build") == ["info"]  # not installed there
     assert not [f for f in findings if f.status == "fail"]
 
@@ -46,8 +48,11 @@ def test_cpu_torch_on_a_gpu_machine_fails_with_a_pip_fix(kb):
 
 def test_cpu_pytorch_from_conda_gets_a_conda_fix(tmp_path, kb):
     prefix = conda_pytorch_env(tmp_path, pytorch_build="cpu_mkl_py311_h0_100")
-    facts = facts_for_prefix(prefix, driver=h200_driver(),
-                             torch=TorchFacts(importable=True, version="2.5.1", cuda=None, cuda_available=False))
+    facts = facts_for_prefix(
+        prefix,
+        driver=h200_driver(),
+        torch=TorchFacts(importable=True, version="2.5.1", cuda=None, cuda_available=False),
+    )
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-build")
     assert finding.status == "fail"
     # what make-env plans for an H200 on driver 580.159.04
@@ -55,8 +60,11 @@ def test_cpu_pytorch_from_conda_gets_a_conda_fix(tmp_path, kb):
 
 
 def test_torch_for_cuda_13_on_a_cuda_12_4_driver_is_insufficient(kb):
-    facts = Facts(platform="linux-64", driver=driver("550.54.14", "12.4", ("NVIDIA A100-SXM4-80GB", "8.0")),
-                  torch=h200_torch())
+    facts = Facts(
+        platform="linux-64",
+        driver=driver("550.54.14", "12.4", ("NVIDIA A100-SXM4-80GB", "8.0")),
+        torch=h200_torch(),
+    )
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-build")
     assert finding.status == "fail" and "driver version is insufficient" in finding.summary
     assert ">= 580.65.06" in finding.fix  # the 13.0 GA driver, from the knowledge tables
@@ -67,9 +75,12 @@ def test_torch_for_cuda_13_on_a_cuda_12_4_driver_is_insufficient(kb):
 
 
 def test_newer_minor_runs_only_through_minor_version_compatibility(kb):
-    torch = TorchFacts(importable=True, version="2.8.0+cu129", cuda="12.9", arch_list=["sm_80", "sm_90"],
-                       cuda_available=True)
-    facts = Facts(platform="linux-64", driver=driver("550.54.14", "12.4", ("NVIDIA H100 80GB HBM3", "9.0")), torch=torch)
+    torch = TorchFacts(
+        importable=True, version="2.8.0+cu129", cuda="12.9", arch_list=["sm_80", "sm_90"], cuda_available=True
+    )
+    facts = Facts(
+        platform="linux-64", driver=driver("550.54.14", "12.4", ("NVIDIA H100 80GB HBM3", "9.0")), torch=torch
+    )
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-build")
     assert finding.status == "warn" and "minor-version compatibility" in finding.summary
 
@@ -84,23 +95,34 @@ def test_cuda_version_package_against_the_driver(tmp_path, kb):
 
 
 def test_no_kernel_image_for_a_gpu_older_than_the_build(kb):
-    torch = TorchFacts(importable=True, version="2.13.0", cuda="13.0", cuda_available=True,
-                       arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"])
-    facts = Facts(platform="linux-64", driver=driver("580.82.07", "13.0", ("NVIDIA GeForce GTX 1080", "6.1")),
-                  torch=torch)
+    torch = TorchFacts(
+        importable=True,
+        version="2.13.0",
+        cuda="13.0",
+        cuda_available=True,
+        arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
+    )
+    facts = Facts(
+        platform="linux-64",
+        driver=driver("580.82.07", "13.0", ("NVIDIA GeForce GTX 1080", "6.1")),
+        torch=torch,
+    )
     [finding] = by_check(check_gpu(facts, kb), "gpu.torch-archs")
     assert finding.status == "fail" and "no kernel image is available" in finding.summary
     assert "sm_61" in finding.evidence
     # a pip torch (no conda-meta): the newest wheel index with SASS for 6.1 that a CUDA 13.0 driver runs;
     # the CUDA 13 wheels have no Pascal code
-    assert finding.fix.startswith('pip install --force-reinstall "torch==2.14.*" --index-url '
-                                  "https://download.pytorch.org/whl/cu126")
+    assert finding.fix.startswith(
+        'pip install --force-reinstall "torch==2.14.*" --index-url https://download.pytorch.org/whl/cu126'
+    )
 
 
 def test_ptx_only_gpu_warns_and_fails_when_the_driver_is_older_than_the_ptx(kb):
     cu126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "compute_90"]
     rtx5090 = ("NVIDIA GeForce RTX 5090", "12.0")
-    torch = TorchFacts(importable=True, version="2.6.0+cu126", cuda="12.6", cuda_available=True, arch_list=cu126)
+    torch = TorchFacts(
+        importable=True, version="2.6.0+cu126", cuda="12.6", cuda_available=True, arch_list=cu126
+    )
     ok_driver = Facts(platform="linux-64", driver=driver("575.51.03", "12.9", rtx5090), torch=torch)
     [finding] = by_check(check_gpu(ok_driver, kb), "gpu.torch-archs")
     assert finding.status == "warn" and "only PTX" in finding.summary
@@ -126,21 +148,40 @@ def test_driver_branch_that_dropped_the_gpu(kb):
 
 def test_torch_that_does_not_import(tmp_path, kb):
     prefix = conda_pytorch_env(tmp_path)
-    torch = TorchFacts(importable=False, import_error="OSError: libcudnn.so.9: cannot open shared object file")
-    [finding] = by_check(check_gpu(facts_for_prefix(prefix, driver=h200_driver(), torch=torch), kb), "gpu.torch-build")
+    torch = TorchFacts(
+        importable=False, import_error="OSError: libcudnn.so.9: cannot open shared object file"
+    )
+    [finding] = by_check(
+        check_gpu(facts_for_prefix(prefix, driver=h200_driver(), torch=torch), kb), "gpu.torch-build"
+    )
     assert finding.status == "fail" and "libcudnn.so.9" in finding.evidence
     assert finding.fix == "reinstall it: conda install --force-reinstall pytorch"
 
 
 def test_pointops_build_info_archs(kb):
     h200 = h200_driver()
-    cpu_build = PointopsFacts(installed=True, build_info={"cuda": False, "cuda_version": None, "sass_archs": [],
-                                                          "ptx_arch": None, "torch_target_version": "2.10"})
+    cpu_build = PointopsFacts(
+        installed=True,
+        build_info={
+            "cuda": False,
+            "cuda_version": None,
+            "sass_archs": [],
+            "ptx_arch": None,
+            "torch_target_version": "2.10",
+        },
+    )
     findings = check_gpu(Facts(platform="linux-64", driver=h200, torch=h200_torch(), pointops=cpu_build), kb)
     assert statuses(findings, "pointops.build") == ["pass"]
     assert statuses(findings, "gpu.pointops-archs") == ["warn"]
-    cuda_build = PointopsFacts(installed=True, build_info={"cuda": True, "cuda_version": "13.0", "ptx_arch": "12.0",
-                                                           "sass_archs": ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]})
+    cuda_build = PointopsFacts(
+        installed=True,
+        build_info={
+            "cuda": True,
+            "cuda_version": "13.0",
+            "ptx_arch": "12.0",
+            "sass_archs": ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"],
+        },
+    )
     findings = check_gpu(Facts(platform="linux-64", driver=h200, torch=h200_torch(), pointops=cuda_build), kb)
     assert statuses(findings, "gpu.pointops-archs") == ["pass"]
     pascal = driver("580.82.07", "13.0", ("Tesla P100-PCIE-16GB", "6.0"))
@@ -151,31 +192,40 @@ def test_pointops_build_info_archs(kb):
     assert statuses(check_gpu(Facts(platform="linux-64", pointops=broken), kb), "pointops.build") == ["fail"]
 
 
-@pytest.mark.parametrize(("cc", "names", "expected"), [
-    ("9.0", ["sm_80", "sm_90"], "sass"),
-    ("8.9", ["sm_80", "sm_86"], "sass"),  # same major, lower minor runs natively
-    ("9.0", ["sm_80", "compute_80"], "ptx"),
-    ("12.0", ["sm_90", "compute_90"], "ptx"),
-    ("7.5", ["sm_80", "sm_90", "compute_90"], None),
-    ("9.0", ["sm_90a"], "sass"),
-    ("9.1", ["sm_90a"], None),  # arch-specific code runs only on exactly 9.0
-    ("6.1", ["5.0", "6.0", "9.0+PTX"], "sass"),
-])
+@pytest.mark.parametrize(
+    ("cc", "names", "expected"),
+    [
+        ("9.0", ["sm_80", "sm_90"], "sass"),
+        ("8.9", ["sm_80", "sm_86"], "sass"),  # same major, lower minor runs natively
+        ("9.0", ["sm_80", "compute_80"], "ptx"),
+        ("12.0", ["sm_90", "compute_90"], "ptx"),
+        ("7.5", ["sm_80", "sm_90", "compute_90"], None),
+        ("9.0", ["sm_90a"], "sass"),
+        ("9.1", ["sm_90a"], None),  # arch-specific code runs only on exactly 9.0
+        ("6.1", ["5.0", "6.0", "9.0+PTX"], "sass"),
+    ],
+)
 def test_coverage_of_arch_lists(cc, names, expected):
     archs, exact = arch_list_from_names(names)
     assert coverage(cc, archs, exact) == expected
 
 
 def test_pointops_arch_spellings():
-    cuda, archs, exact = pointops_archs({"cuda_version": "12.9", "sass_archs": "sm_75;sm_80;sm_90a", "ptx_arch": "sm_90"})
+    cuda, archs, exact = pointops_archs(
+        {"cuda_version": "12.9", "sass_archs": "sm_75;sm_80;sm_90a", "ptx_arch": "sm_90"}
+    )
     assert cuda == "12.9" and archs.sass == ("7.5", "8.0") and archs.ptx == "9.0" and exact == {"9.0"}
 
 
 def test_the_installed_pointops_build_info_is_understood(kb):
     pointops = pytest.importorskip("pointops")
     info = pointops.build_info()
-    facts = Facts(platform="linux-64", driver=h200_driver(), torch=h200_torch(),
-                  pointops=PointopsFacts(installed=True, build_info=info))
+    facts = Facts(
+        platform="linux-64",
+        driver=h200_driver(),
+        torch=h200_torch(),
+        pointops=PointopsFacts(installed=True, build_info=info),
+    )
     findings = check_gpu(facts, kb)
     [build] = by_check(findings, "pointops.build")
     assert build.status == "pass" and f"torch target {info['torch_target_version']}" in build.evidence

@@ -24,8 +24,14 @@ TORCH_SYMBOL = "_ZN3c1015SmallVectorBaseIjE8grow_podEPKvmm"
 
 
 def _site_with(tmp_path, name: str, init_code: str, requires=("torch>=2.4",), version="0.3.1+pt24cu121"):
-    site = write_dist(tmp_path, name, version, "pip", requires=requires,
-                      record_files=[f"{name}/__init__.py", f"{name}/_C.abi3.so"])
+    site = write_dist(
+        tmp_path,
+        name,
+        version,
+        "pip",
+        requires=requires,
+        record_files=[f"{name}/__init__.py", f"{name}/_C.abi3.so"],
+    )
     package = site / name
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text(init_code)
@@ -38,7 +44,9 @@ def _env(site, without_torch=False):
     paths = [str(site)]
     if without_torch:
         (site.parent / "notorch" / "torch").mkdir(parents=True, exist_ok=True)
-        (site.parent / "notorch" / "torch" / "__init__.py").write_text("raise ImportError('torch left out')\n")
+        (site.parent / "notorch" / "torch" / "__init__.py").write_text(
+            "raise ImportError('torch left out')\n"
+        )
         paths.insert(0, str(site.parent / "notorch"))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
@@ -51,7 +59,9 @@ def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
     source = tmp_path / "ext.c"
     # A library built against another torch: it references a libc10 symbol the installed torch lacks.
     source.write_text(f"extern void {TORCH_SYMBOL}(void);\nvoid oldext_entry(void) {{ {TORCH_SYMBOL}(); }}\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True
+    )
     modules = discover_extensions([site])
     assert modules == [ImportFact("oldext", "oldext", "0.3.1+pt24cu121", torch_requirement="torch>=2.4")]
     torch, _, imports = run_runtime_probe(sys.executable, modules, _env(site), timeout_s=120)
@@ -66,17 +76,22 @@ def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
 
 
 def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
-    crash_site = _site_with(tmp_path / "a", "crashext", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    crash_site = _site_with(
+        tmp_path / "a", "crashext", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    )
     modules = discover_extensions([crash_site])
-    torch, _, imports = run_runtime_probe(sys.executable, modules, _env(crash_site, without_torch=True), timeout_s=60)
+    torch, _, imports = run_runtime_probe(
+        sys.executable, modules, _env(crash_site, without_torch=True), timeout_s=60
+    )
     assert torch.import_error == "ImportError: torch left out"  # reported before the crash
     [crashed] = imports
     assert crashed.error == f"crashed the interpreter (signal {int(__import__('signal').SIGSEGV)})"
     assert finding_for_import(crashed, torch.version, torch.cuda).status == "fail"
 
     hang_site = _site_with(tmp_path / "b", "hangext", "import time\ntime.sleep(60)\n")
-    _, _, imports = run_runtime_probe(sys.executable, discover_extensions([hang_site]),
-                                      _env(hang_site, without_torch=True), timeout_s=3)
+    _, _, imports = run_runtime_probe(
+        sys.executable, discover_extensions([hang_site]), _env(hang_site, without_torch=True), timeout_s=3
+    )
     [hung] = imports
     assert hung.error.startswith("timed out after 3 s")
     assert finding_for_import(hung, "2.13.0", None).status == "warn"
@@ -84,46 +99,96 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
 
 def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
     site = _site_with(tmp_path, "numlike", "", requires=("numpy",))
-    write_dist(tmp_path, "safetensors", "0.8.0", "pip", requires=["torch>=1.10 ; extra == 'torch'"],
-               record_files=["safetensors/_safetensors_rust.abi3.so"])
-    write_dist(tmp_path, "torchext", "1.0", "pip", requires=["torch (>=2.4) ; python_version >= '3.10'", "numpy"],
-               record_files=["torchext/_ops.cpython-311-x86_64-linux-gnu.so", "torchext.libs/libgomp.so.1",
-                             "top_level_ext.cpython-311-x86_64-linux-gnu.so"])
+    write_dist(
+        tmp_path,
+        "safetensors",
+        "0.8.0",
+        "pip",
+        requires=["torch>=1.10 ; extra == 'torch'"],
+        record_files=["safetensors/_safetensors_rust.abi3.so"],
+    )
+    write_dist(
+        tmp_path,
+        "torchext",
+        "1.0",
+        "pip",
+        requires=["torch (>=2.4) ; python_version >= '3.10'", "numpy"],
+        record_files=[
+            "torchext/_ops.cpython-311-x86_64-linux-gnu.so",
+            "torchext.libs/libgomp.so.1",
+            "top_level_ext.cpython-311-x86_64-linux-gnu.so",
+        ],
+    )
     assert [(m.module, m.distribution, m.distribution_version) for m in discover_extensions([site])] == [
-        ("torchext", "torchext", "1.0"), ("top_level_ext", "torchext", "1.0")]
+        ("torchext", "torchext", "1.0"),
+        ("top_level_ext", "torchext", "1.0"),
+    ]
 
 
-@pytest.mark.parametrize(("error", "cause", "detail"), [
-    (f"ImportError: /x/_C.so: undefined symbol: {TORCH_SYMBOL}", "abi", TORCH_SYMBOL),
-    ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "missing-library",
-     "libcudart.so.11.0"),
-    ("ImportError: DLL load failed while importing _ext: The specified module could not be found. (fbgemm.dll)",
-     "dll", "fbgemm.dll"),
-    ("ImportError: DLL load failed while importing _ext: The specified procedure could not be found.", "abi",
-     "a procedure in a torch DLL"),
-    ("ModuleNotFoundError: No module named 'yaml'", "other", "ModuleNotFoundError: No module named 'yaml'"),
-])
+@pytest.mark.parametrize(
+    ("error", "cause", "detail"),
+    [
+        (f"ImportError: /x/_C.so: undefined symbol: {TORCH_SYMBOL}", "abi", TORCH_SYMBOL),
+        (
+            "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+            "missing-library",
+            "libcudart.so.11.0",
+        ),
+        (
+            "ImportError: DLL load failed while importing _ext: The specified module could not be found. (fbgemm.dll)",
+            "dll",
+            "fbgemm.dll",
+        ),
+        (
+            "ImportError: DLL load failed while importing _ext: The specified procedure could not be found.",
+            "abi",
+            "a procedure in a torch DLL",
+        ),
+        (
+            "ModuleNotFoundError: No module named 'yaml'",
+            "other",
+            "ModuleNotFoundError: No module named 'yaml'",
+        ),
+    ],
+)
 def test_classify_import_errors(error, cause, detail):
     assert classify_import_error(error) == (cause, detail)
 
 
 def test_conda_extension_names_the_pytorch_it_was_built_for():
-    records = [CondaRecord("torchvision", "0.20.1", "cuda126_py311_h0_1",
-                           depends=["libtorch >=2.5.1,<2.6.0a0", "pytorch >=2.5.1,<2.6.0a0", "python"])]
-    result = ImportFact("torchvision", "torchvision", "0.20.1", f"ImportError: x.so: undefined symbol: {TORCH_SYMBOL}")
+    records = [
+        CondaRecord(
+            "torchvision",
+            "0.20.1",
+            "cuda126_py311_h0_1",
+            depends=["libtorch >=2.5.1,<2.6.0a0", "pytorch >=2.5.1,<2.6.0a0", "python"],
+        )
+    ]
+    result = ImportFact(
+        "torchvision", "torchvision", "0.20.1", f"ImportError: x.so: undefined symbol: {TORCH_SYMBOL}"
+    )
     finding = finding_for_import(result, "2.6.0", "12.6", records)
     assert finding.status == "fail" and "installed torch 2.6.0 (CUDA 12.6)" in finding.summary
-    assert ("conda torchvision 0.20.1 (cuda126_py311_h0_1) needs libtorch >=2.5.1,<2.6.0a0, "
-            "pytorch >=2.5.1,<2.6.0a0") in finding.evidence
+    assert (
+        "conda torchvision 0.20.1 (cuda126_py311_h0_1) needs libtorch >=2.5.1,<2.6.0a0, "
+        "pytorch >=2.5.1,<2.6.0a0"
+    ) in finding.evidence
     assert finding.fix.startswith('conda install "torchvision" "pytorch=2.6.0"')
 
 
 def test_missing_cuda_runtime_names_a_cuda_mismatch():
-    result = ImportFact("mmcv", "mmcv", "2.1.0", "ImportError: libcudart.so.11.0: cannot open shared object file")
+    result = ImportFact(
+        "mmcv", "mmcv", "2.1.0", "ImportError: libcudart.so.11.0: cannot open shared object file"
+    )
     finding = finding_for_import(result, "2.5.1", "12.4")
-    assert finding.status == "fail" and "built for another CUDA than the installed torch 2.5.1 (CUDA 12.4)" in finding.summary
+    assert (
+        finding.status == "fail"
+        and "built for another CUDA than the installed torch 2.5.1 (CUDA 12.4)" in finding.summary
+    )
 
 
 def test_no_extensions_or_no_torch_are_notes():
     assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=False)), None)] == ["info"]
-    assert [f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")), None)] == ["info"]
+    assert [
+        f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")), None)
+    ] == ["info"]

@@ -41,11 +41,18 @@ def test_nothing_configured_passes():
 def test_ca_bundle_that_does_not_exist_folder_or_not_pem(tmp_path):
     (tmp_path / "notpem.crt").write_text("hello")
     (tmp_path / "good.pem").write_text(PEM)
-    env = {"SSL_CERT_FILE": str(tmp_path / "missing.pem"), "REQUESTS_CA_BUNDLE": str(tmp_path),
-           "PIP_CERT": str(tmp_path / "notpem.crt"), "CURL_CA_BUNDLE": str(tmp_path / "good.pem")}
+    env = {
+        "SSL_CERT_FILE": str(tmp_path / "missing.pem"),
+        "REQUESTS_CA_BUNDLE": str(tmp_path),
+        "PIP_CERT": str(tmp_path / "notpem.crt"),
+        "CURL_CA_BUNDLE": str(tmp_path / "good.pem"),
+    }
     findings = by_check(network_findings(_facts(env)), "tls.ca-file")
     by_variable = {f.evidence.split(":")[0]: f for f in findings}
-    assert by_variable["SSL_CERT_FILE"].status == "fail" and "does not exist" in by_variable["SSL_CERT_FILE"].summary
+    assert (
+        by_variable["SSL_CERT_FILE"].status == "fail"
+        and "does not exist" in by_variable["SSL_CERT_FILE"].summary
+    )
     assert "unset SSL_CERT_FILE" in by_variable["SSL_CERT_FILE"].fix
     assert "folder" in by_variable["REQUESTS_CA_BUNDLE"].summary
     assert "no PEM certificate" in by_variable["PIP_CERT"].summary
@@ -70,8 +77,10 @@ def test_different_bundles_warn(tmp_path):
 
 
 def test_verification_turned_off_warns():
-    settings = [ConfigSetting("conda.ssl_verify", "False", "/home/u/.condarc"),
-                ConfigSetting("pip.trusted-host", "pypi.org files.pythonhosted.org", "/etc/pip.conf")]
+    settings = [
+        ConfigSetting("conda.ssl_verify", "False", "/home/u/.condarc"),
+        ConfigSetting("pip.trusted-host", "pypi.org files.pythonhosted.org", "/etc/pip.conf"),
+    ]
     [finding] = by_check(network_findings(_facts({"PYTHONHTTPSVERIFY": "0"}, settings)), "tls.verification")
     assert finding.status == "warn"
     for text in ("conda ssl_verify: False", "pip trusted-host", "PYTHONHTTPSVERIFY=0"):
@@ -80,8 +89,11 @@ def test_verification_turned_off_warns():
 
 
 def test_proxy_settings():
-    env = {"HTTPS_PROXY": "proxy.corp:3128", "HTTP_PROXY": "http://proxy.corp:3128",
-           "http_proxy": "http://other:8080"}
+    env = {
+        "HTTPS_PROXY": "proxy.corp:3128",
+        "HTTP_PROXY": "http://proxy.corp:3128",
+        "http_proxy": "http://other:8080",
+    }
     findings = network_findings(_facts(env))
     [bad] = by_check(findings, "proxy.url")
     assert bad.status == "fail" and "no scheme" in bad.summary and "HTTPS_PROXY" in bad.summary
@@ -89,7 +101,10 @@ def test_proxy_settings():
     assert case.status == "warn" and "HTTP_PROXY and http_proxy disagree" in case.summary
     conda_only = [ConfigSetting("conda.proxy_servers.https", "http://proxy.corp:3128", "/home/u/.condarc")]
     [finding] = by_check(network_findings(_facts(settings=conda_only)), "proxy.conda-only")
-    assert finding.status == "warn" and finding.fix == "export HTTPS_PROXY=http://proxy.corp:3128 HTTP_PROXY=http://proxy.corp:3128"
+    assert (
+        finding.status == "warn"
+        and finding.fix == "export HTTPS_PROXY=http://proxy.corp:3128 HTTP_PROXY=http://proxy.corp:3128"
+    )
     [port] = by_check(network_findings(_facts({"HTTPS_PROXY": "http://proxy:99999"})), "proxy.url")
     assert port.status == "fail" and "port" in port.summary
 
@@ -98,18 +113,26 @@ def test_gather_reads_condarc_pip_conf_and_pixi_config(tmp_path):
     home = tmp_path / "home"
     (home / ".config/pip").mkdir(parents=True)
     (home / ".config/pixi").mkdir(parents=True)
-    (home / ".condarc").write_text("ssl_verify: false\nchannel_alias: https://mirror.corp/conda\n"
-                                   "channels: [conda-forge, defaults, https://example.org/mychannel]\n"
-                                   "proxy_servers:\n  https: http://proxy.corp:3128\n")
+    (home / ".condarc").write_text(
+        "ssl_verify: false\nchannel_alias: https://mirror.corp/conda\n"
+        "channels: [conda-forge, defaults, https://example.org/mychannel]\n"
+        "proxy_servers:\n  https: http://proxy.corp:3128\n"
+    )
     (home / ".config/pip/pip.conf").write_text("[global]\ncert = /etc/corp.pem\ntrusted-host = pypi.org\n")
     (home / ".config/pixi/config.toml").write_text("tls-no-verify = true\n")
     facts = gather_network({"HTTPS_PROXY": "http://proxy.corp:3128", "PATH": "/bin"}, home, None)
     keys = {(s.key, s.value) for s in facts.settings}
     assert ("conda.ssl_verify", "False") in keys and ("pip.cert", "/etc/corp.pem") in keys
-    assert ("rattler.tls-no-verify", "true") in keys and ("conda.proxy_servers.https", "http://proxy.corp:3128") in keys
+    assert ("rattler.tls-no-verify", "true") in keys and (
+        "conda.proxy_servers.https",
+        "http://proxy.corp:3128",
+    ) in keys
     assert facts.env == {"HTTPS_PROXY": "http://proxy.corp:3128"}
-    assert facts.channels == ["https://mirror.corp/conda/conda-forge", "https://repo.anaconda.com/pkgs/main",
-                              "https://example.org/mychannel"]
+    assert facts.channels == [
+        "https://mirror.corp/conda/conda-forge",
+        "https://repo.anaconda.com/pkgs/main",
+        "https://example.org/mychannel",
+    ]
     findings = network_findings(facts)
     assert "fail" in statuses(findings, "tls.ca-file")  # /etc/corp.pem does not exist here
     assert "tls-no-verify = true" in by_check(findings, "tls.verification")[0].evidence
@@ -169,9 +192,28 @@ class socket_closed_port:
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
 def test_probe_of_an_untrusted_https_server_points_at_ssl_cert_file(tmp_path, monkeypatch):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

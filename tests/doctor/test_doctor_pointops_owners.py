@@ -35,8 +35,10 @@ def pointcept_develop(site: Path, checkout: Path) -> Path:
 
 
 def findings(installs, imported: Path | None):
-    facts = Facts(pointops=PointopsFacts(installed=imported is not None, path=str(imported or "")),
-                  pointops_installs=installs)
+    facts = Facts(
+        pointops=PointopsFacts(installed=imported is not None, path=str(imported or "")),
+        pointops_installs=installs,
+    )
     return check_pointops_installations(facts, None)
 
 
@@ -54,10 +56,16 @@ def test_pointcept_egg_beside_ours_is_reported_with_the_imported_one(tmp_path):
     (finding,) = findings(installs, theirs)
     assert finding.status == "warn"
     assert "2 installations provide `import pointops`" in finding.summary
-    assert "gets Pointcept's library (the egg pointops-1.0-py3.12-linux-x86_64.egg), not this project's" in finding.summary
+    assert (
+        "gets Pointcept's library (the egg pointops-1.0-py3.12-linux-x86_64.egg), not this project's"
+        in finding.summary
+    )
     assert str(mine.resolve()) in finding.evidence and "uninstall" in finding.fix
     (finding,) = findings(installs, mine)
-    assert "gets this project (the distribution pointops 0.1.0)" in finding.summary and "not this" not in finding.summary
+    assert (
+        "gets this project (the distribution pointops 0.1.0)" in finding.summary
+        and "not this" not in finding.summary
+    )
 
 
 def test_develop_install_of_pointcept_is_found(tmp_path):

@@ -22,9 +22,16 @@ def kb():
     return load()
 
 
-def _facts(nvcc: str | None, gcc: str | None, torch: TorchFacts | None = None, cuda_home=None, platform="linux-64"):
-    tools = ToolchainFacts(nvcc_path="/opt/cuda/bin/nvcc" if nvcc else None, nvcc_version=nvcc,
-                           gcc_path="/usr/bin/gcc" if gcc else None, gcc_version=gcc, cuda_home=cuda_home)
+def _facts(
+    nvcc: str | None, gcc: str | None, torch: TorchFacts | None = None, cuda_home=None, platform="linux-64"
+):
+    tools = ToolchainFacts(
+        nvcc_path="/opt/cuda/bin/nvcc" if nvcc else None,
+        nvcc_version=nvcc,
+        gcc_path="/usr/bin/gcc" if gcc else None,
+        gcc_version=gcc,
+        cuda_home=cuda_home,
+    )
     return Facts(platform=platform, toolchain=tools, torch=torch or h200_torch())
 
 
@@ -39,7 +46,10 @@ def test_parse_the_h200_machine_tools():
 
 def test_the_h200_toolchain_matches(kb):
     findings = check_toolchain(_facts("13.0", "13.3.0"), kb)
-    assert [(f.check, f.status) for f in findings] == [("toolchain.nvcc", "pass"), ("toolchain.host-compiler", "pass")]
+    assert [(f.check, f.status) for f in findings] == [
+        ("toolchain.nvcc", "pass"),
+        ("toolchain.host-compiler", "pass"),
+    ]
 
 
 def test_nvcc_major_mismatch_fails_and_minor_mismatch_warns(kb):
@@ -57,7 +67,9 @@ def test_gcc_newer_than_nvcc_supports(kb):
 
 
 def test_cuda_home_pointing_elsewhere(kb):
-    findings = by_check(check_toolchain(_facts("13.0", "13.3.0", cuda_home="/usr/local/cuda-12.4"), kb), "toolchain.nvcc")
+    findings = by_check(
+        check_toolchain(_facts("13.0", "13.3.0", cuda_home="/usr/local/cuda-12.4"), kb), "toolchain.nvcc"
+    )
     assert [f.status for f in findings] == ["warn", "pass"]
     assert findings[0].fix.startswith("export CUDA_HOME=/opt/cuda")
 
@@ -65,8 +77,13 @@ def test_cuda_home_pointing_elsewhere(kb):
 def test_no_nvcc_or_cpu_torch_are_notes(kb):
     assert [f.status for f in check_toolchain(_facts(None, "12.2.0"), kb)] == ["info"]
     cpu = TorchFacts(importable=True, version="2.13.0+cpu", cuda=None)
-    assert [f.status for f in by_check(check_toolchain(_facts("13.0", "12.2.0", torch=cpu), kb), "toolchain.nvcc")] == ["info"]
-    assert by_check(check_toolchain(_facts("13.0", None, platform="win-64"), kb), "toolchain.host-compiler") == []
+    assert [
+        f.status for f in by_check(check_toolchain(_facts("13.0", "12.2.0", torch=cpu), kb), "toolchain.nvcc")
+    ] == ["info"]
+    assert (
+        by_check(check_toolchain(_facts("13.0", None, platform="win-64"), kb), "toolchain.host-compiler")
+        == []
+    )
 
 
 def test_gather_runs_the_tools_on_path(tmp_path):

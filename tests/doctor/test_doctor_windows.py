@@ -27,10 +27,26 @@ SYSTEM32 = r"C:\Windows\System32"
 def fake_dll(path: Path, version: tuple[int, int, int, int]) -> Path:
     """A file with a PE-style VS_FIXEDFILEINFO block carrying this file version, amid other bytes."""
     major, minor, build, private = version
-    fixed = struct.pack("<13I", 0xFEEF04BD, 0x00010000, (major << 16) | minor, (build << 16) | private,
-                        (major << 16) | minor, (build << 16) | private, 0x3F, 0, 0x40004, 2, 0, 0, 0)
+    fixed = struct.pack(
+        "<13I",
+        0xFEEF04BD,
+        0x00010000,
+        (major << 16) | minor,
+        (build << 16) | private,
+        (major << 16) | minor,
+        (build << 16) | private,
+        0x3F,
+        0,
+        0x40004,
+        2,
+        0,
+        0,
+        0,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"MZ" + b"\x00" * 300 + b"\xbd\x04\xef\xfe\x07\x00\x09" + b"VS_VERSION_INFO" + fixed + b"\x00" * 64)
+    path.write_bytes(
+        b"MZ" + b"\x00" * 300 + b"\xbd\x04\xef\xfe\x07\x00\x09" + b"VS_VERSION_INFO" + fixed + b"\x00" * 64
+    )
     return path
 
 
@@ -50,13 +66,22 @@ def test_install_roots_from_path_entries():
 
 
 def test_mixed_anaconda_and_miniconda_on_path():
-    win = WindowsFacts(prefix=ENV, path_entries=[
-        rf"{ENV}", rf"{ENV}\Library\bin", r"C:\ProgramData\Anaconda3", r"C:\ProgramData\Anaconda3\Library\bin",
-        SYSTEM32])
+    win = WindowsFacts(
+        prefix=ENV,
+        path_entries=[
+            rf"{ENV}",
+            rf"{ENV}\Library\bin",
+            r"C:\ProgramData\Anaconda3",
+            r"C:\ProgramData\Anaconda3\Library\bin",
+            SYSTEM32,
+        ],
+    )
     [finding] = check_mixed_installs(win)
     assert finding.status == "warn" and "2 conda installations" in finding.summary
     assert r"C:\ProgramData\Anaconda3" in finding.fix and "miniconda3" not in finding.fix
-    single = WindowsFacts(prefix=ENV, path_entries=[ENV, rf"{ENV}\Library\bin", r"C:\Users\ada\miniconda3\condabin"])
+    single = WindowsFacts(
+        prefix=ENV, path_entries=[ENV, rf"{ENV}\Library\bin", r"C:\Users\ada\miniconda3\condabin"]
+    )
     assert [f.status for f in check_mixed_installs(single)] == ["pass"]
 
 
@@ -71,8 +96,11 @@ def test_environment_not_activated():
 
 
 def test_another_environment_activated():
-    win = WindowsFacts(prefix=ENV, active_prefix=r"C:\Users\ada\miniconda3\envs\other",
-                       path_entries=[r"C:\Users\ada\miniconda3\envs\other\Library\bin", rf"{ENV}\Library\bin"])
+    win = WindowsFacts(
+        prefix=ENV,
+        active_prefix=r"C:\Users\ada\miniconda3\envs\other",
+        path_entries=[r"C:\Users\ada\miniconda3\envs\other\Library\bin", rf"{ENV}\Library\bin"],
+    )
     findings = check_dll_search_path(win, is_conda_env=True)
     assert [f.status for f in findings] == ["warn", "warn"]
     assert "another conda environment is activated" in findings[0].summary
@@ -86,12 +114,19 @@ def test_activated_environment_passes_and_non_conda_is_info():
 
 
 def test_older_crt_copies_on_path():
-    win = WindowsFacts(prefix=ENV, env_dlls=[DllCopy(rf"{ENV}\vcruntime140.dll", (14, 44, 35208, 0)),
-                                             DllCopy(rf"{ENV}\msvcp140.dll", (14, 44, 35208, 0))],
-                       path_dlls=[DllCopy(rf"{ENV}\vcruntime140.dll", (14, 44, 35208, 0)),
-                                  DllCopy(r"C:\Program Files\OldApp\vcruntime140.dll", (14, 16, 27012, 6)),
-                                  DllCopy(rf"{SYSTEM32}\msvcp140.dll", (14, 29, 30133, 0)),
-                                  DllCopy(rf"{SYSTEM32}\vcruntime140.dll", (14, 44, 35211, 0))])
+    win = WindowsFacts(
+        prefix=ENV,
+        env_dlls=[
+            DllCopy(rf"{ENV}\vcruntime140.dll", (14, 44, 35208, 0)),
+            DllCopy(rf"{ENV}\msvcp140.dll", (14, 44, 35208, 0)),
+        ],
+        path_dlls=[
+            DllCopy(rf"{ENV}\vcruntime140.dll", (14, 44, 35208, 0)),
+            DllCopy(r"C:\Program Files\OldApp\vcruntime140.dll", (14, 16, 27012, 6)),
+            DllCopy(rf"{SYSTEM32}\msvcp140.dll", (14, 29, 30133, 0)),
+            DllCopy(rf"{SYSTEM32}\vcruntime140.dll", (14, 44, 35211, 0)),
+        ],
+    )
     findings = check_crt_copies(win)
     assert [f.status for f in findings] == ["warn", "warn"]
     old_app, system = findings
@@ -115,7 +150,9 @@ def test_gather_windows_reads_dlls_from_the_environment_and_path(tmp_path):
     env = {"PATH": f"{app};{prefix / 'Library' / 'bin'}", "CONDA_PREFIX": str(prefix)}
     win = gather_windows(env, str(prefix))
     assert {(Path(c.path).name, c.version) for c in win.env_dlls} == {
-        ("vcruntime140.dll", (14, 44, 35208, 0)), ("ucrtbase.dll", (10, 0, 22621, 0))}
+        ("vcruntime140.dll", (14, 44, 35208, 0)),
+        ("ucrtbase.dll", (10, 0, 22621, 0)),
+    }
     facts = Facts(platform="win-64", windows=win, conda=gather_conda(prefix))
     findings = check_windows(facts, None)
     [crt] = by_check(findings, "windows.crt-copies")

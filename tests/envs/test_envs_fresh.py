@@ -45,8 +45,13 @@ def test_check_mode_catches_a_stale_file(tmp_path):
         (tmp_path / path.name).write_text(path.read_text())
     target = tmp_path / "linux-64-cuda13.yml"
     target.write_text(target.read_text().replace("cuda-version=13.0", "cuda-version=12.9"))
-    proc = subprocess.run([sys.executable, str(tmp_path / "regenerate.py"), "--check"], capture_output=True,
-                          text=True, cwd=ENVS.parent, env={"PYTHONPATH": str(ENVS.parent), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "regenerate.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ENVS.parent,
+        env={"PYTHONPATH": str(ENVS.parent), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 1
     assert "envs/linux-64-cuda13.yml is out of date" in proc.stderr
     assert "linux-64-cpu.yml" not in proc.stderr
@@ -56,8 +61,9 @@ def test_aarch64_server_envs_cannot_resolve_to_jetson_builds():
     """conda-forge's sbsa and tegra (Jetson) CUDA builds share build strings: the linux-aarch64 files
     must pin the server flavour."""
     regenerate = load_regenerate()
-    aarch64 = [name for name, flags in regenerate.TARGETS.items()
-               if "linux-aarch64" in flags and "none" not in flags]
+    aarch64 = [
+        name for name, flags in regenerate.TARGETS.items() if "linux-aarch64" in flags and "none" not in flags
+    ]
     assert aarch64, "no linux-aarch64 CUDA environment file"
     for name in aarch64:
         deps = yaml.safe_load((ENVS / name).read_text())["dependencies"]

@@ -20,7 +20,9 @@ LARGE = os.environ.get("SANITIZER_WORKLOAD_LARGE", "1") != "0"
 def run(dtype):
     dev = DEVICE
     g = torch.Generator().manual_seed(0)
-    shapes = [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40)] + ([(2, 20000, 64, 16)] if LARGE else [])
+    shapes = [(2, 300, 50, 8), (1, 1, 3, 4), (3, 0, 2, 2), (2, 3000, 20, 40)] + (
+        [(2, 20000, 64, 16)] if LARGE else []
+    )
     for B, N, M, k in shapes:
         xyz = torch.rand(B, N, 3, generator=g).to(dev, dtype)
         q = torch.rand(B, M, 3, generator=g).to(dev, dtype)
@@ -68,7 +70,9 @@ def run_packed(dtype, g):
     samples = torch.tensor([100, 4, 3000 if LARGE else 300, 9, 750], device=dev)
     sample_ptr = packed.ptr_from_counts(samples)
     total = int(samples.sum())
-    packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=total, max_points=int(counts.max()))
+    packed.furthest_point_sample(
+        xyz.detach(), ptr, sample_ptr, num_samples=total, max_points=int(counts.max())
+    )
     packed.furthest_point_sample(xyz.detach(), ptr, sample_ptr, num_samples=total)
     feat = torch.randn(xyz.shape[0], 24, generator=g).to(dev, dtype).requires_grad_()
     w = torch.rand(173, 16, generator=g).to(dev, dtype).requires_grad_()
@@ -95,7 +99,11 @@ def _expect_value_error(call):
 
 
 if __name__ == "__main__":
-    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.float64) if DEVICE == "cuda" else (torch.float32, torch.float64)
+    dtypes = (
+        (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+        if DEVICE == "cuda"
+        else (torch.float32, torch.float64)
+    )
     for dtype in dtypes:
         run(dtype)
     print("sanitizer workload: all ops ran")

@@ -84,8 +84,9 @@ def gather(feat, idx, weight=None):
         return feat.new_zeros((B, C, idx.shape[1]))
     valid = idx >= 0
     safe = idx.clamp_min(0)
-    picked = torch.gather(feat.unsqueeze(2).expand(B, C, idx.shape[1], N), 3,
-                          safe.unsqueeze(1).expand(B, C, *idx.shape[1:]))  # [B,C,P,T]
+    picked = torch.gather(
+        feat.unsqueeze(2).expand(B, C, idx.shape[1], N), 3, safe.unsqueeze(1).expand(B, C, *idx.shape[1:])
+    )  # [B,C,P,T]
     w = torch.ones_like(idx, dtype=feat.dtype) if weight is None else weight
     w = torch.where(valid, w, torch.zeros_like(w))
     return (picked * w.unsqueeze(1)).sum(-1)

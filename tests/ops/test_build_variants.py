@@ -19,15 +19,23 @@ NM = shutil.which("nm")
 
 pytestmark = [
     pytest.mark.slow,  # a few builds of the binding, about 20 s each on 2 cores
-    pytest.mark.skipif(NVCC is None or NM is None or not sys.platform.startswith("linux"),
-                       reason="needs nvcc and nm on Linux"),
+    pytest.mark.skipif(
+        NVCC is None or NM is None or not sys.platform.startswith("linux"),
+        reason="needs nvcc and nm on Linux",
+    ),
 ]
 
 
 def build(src: Path, cuda: bool) -> str:
     env = dict(os.environ, POINTOPS_CUDA="1" if cuda else "0", TORCH_CUDA_ARCH_LIST="9.0", MAX_JOBS="2")
-    result = subprocess.run([sys.executable, "setup.py", "build_ext"], cwd=src, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "setup.py", "build_ext"],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout + result.stderr
 
@@ -43,8 +51,9 @@ def references_cuda_kernels(src: Path) -> bool:
 
 def minimal_copy(tmp_path: Path) -> Path:
     src = tmp_path / "ops-src"
-    shutil.copytree(REPO / "ops-src", src,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__"))
+    shutil.copytree(
+        REPO / "ops-src", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so", "__pycache__")
+    )
     for cpp in (src / "csrc" / "cpu").glob("*.cpp"):
         cpp.unlink()
     for cu in (src / "csrc" / "cuda").glob("*.cu"):

@@ -58,7 +58,9 @@ def _cloud(kind, B, N, M, dtype, seed):
     elif kind == "clustered":
         centres = torch.rand(B, 4, 3, generator=g) * 100
         pick = torch.randint(0, 4, (B, N), generator=g)
-        xyz = torch.gather(centres, 1, pick.unsqueeze(-1).expand(B, N, 3)) + 1e-3 * torch.randn(B, N, 3, generator=g)
+        xyz = torch.gather(centres, 1, pick.unsqueeze(-1).expand(B, N, 3)) + 1e-3 * torch.randn(
+            B, N, 3, generator=g
+        )
         q = torch.gather(centres, 1, torch.randint(0, 4, (B, M, 1), generator=g).expand(B, M, 3))
         q = q + 1e-3 * torch.randn(B, M, 3, generator=g)
     else:
@@ -86,22 +88,36 @@ def test_kdtree_ball_query_matches_reference(monkeypatch, kind, dtype):
     xyz, q = _cloud(kind, 2, 300, 20, dtype, seed=2)
     lengths, query_lengths = torch.tensor([300, 137]), torch.tensor([20, 7])
     for radius, k in ((0.0, 3), (0.1, 16), (1.0, 1), (math.sqrt(2.0), 400), (2.0, 16), (1e7, 5)):
-        got = _with_path(monkeypatch, "kdtree", pointops.ball_query, xyz, q, radius, k, lengths,
-                         query_lengths, return_dist2=True)
+        got = _with_path(
+            monkeypatch,
+            "kdtree",
+            pointops.ball_query,
+            xyz,
+            q,
+            radius,
+            k,
+            lengths,
+            query_lengths,
+            return_dist2=True,
+        )
         want = ref.ball_query(xyz, q, radius, k, lengths, query_lengths)
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), (kind, radius, k)
 
 
 def _knn_both(monkeypatch, xyz, q, k, lengths=None, query_lengths=None):
     args = (xyz, q, k, lengths, query_lengths)
-    return (_with_path(monkeypatch, "kdtree", pointops.knn, *args),
-            _with_path(monkeypatch, "brute", pointops.knn, *args))
+    return (
+        _with_path(monkeypatch, "kdtree", pointops.knn, *args),
+        _with_path(monkeypatch, "brute", pointops.knn, *args),
+    )
 
 
 def _ball_both(monkeypatch, xyz, q, radius, k, lengths=None, query_lengths=None):
     args = (xyz, q, radius, k, lengths, query_lengths)
-    return (_with_path(monkeypatch, "kdtree", pointops.ball_query, *args, return_dist2=True),
-            _with_path(monkeypatch, "brute", pointops.ball_query, *args, return_dist2=True))
+    return (
+        _with_path(monkeypatch, "kdtree", pointops.ball_query, *args, return_dist2=True),
+        _with_path(monkeypatch, "brute", pointops.ball_query, *args, return_dist2=True),
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -149,7 +165,9 @@ def test_largest_accepted_coordinates_tie_by_index(monkeypatch, threads, dtype):
 def test_empty_inputs(monkeypatch, threads):
     xyz, q = _cloud("random", 2, 64, 8, torch.float32, seed=6)
     for path in ("kdtree", "auto"):
-        d, i = _with_path(monkeypatch, path, pointops.knn, xyz, q, 4, torch.tensor([0, 64]), torch.tensor([8, 0]))
+        d, i = _with_path(
+            monkeypatch, path, pointops.knn, xyz, q, 4, torch.tensor([0, 64]), torch.tensor([8, 0])
+        )
         assert bool((i[0] == -1).all()) and bool(torch.isinf(d[0]).all())
         assert bool((i[1] == -1).all())
         idx, count = _with_path(monkeypatch, path, pointops.ball_query, xyz[:, :0], q, 1.0, 3)
@@ -186,8 +204,11 @@ def _clouds(draw):
     return xyz.to(dtype), q.to(dtype), lengths, query_lengths
 
 
-_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                              HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 @_SETTINGS
@@ -197,7 +218,17 @@ def test_kdtree_property(monkeypatch, data, k, radius):
     got = _with_path(monkeypatch, "kdtree", pointops.knn, xyz, q, k, lengths, query_lengths)
     want = ref.knn(xyz, q, k, lengths, query_lengths)
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
-    got = _with_path(monkeypatch, "kdtree", pointops.ball_query, xyz, q, radius, k, lengths, query_lengths,
-                     return_dist2=True)
+    got = _with_path(
+        monkeypatch,
+        "kdtree",
+        pointops.ball_query,
+        xyz,
+        q,
+        radius,
+        k,
+        lengths,
+        query_lengths,
+        return_dist2=True,
+    )
     want = ref.ball_query(xyz, q, radius, k, lengths, query_lengths)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))

@@ -20,14 +20,21 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 CSRC = REPO / "ops-src" / "csrc"
-SOURCES = [REPO / "tests" / "ops" / "native" / "packed_neighbors_shim.cpp"] + [
-    CSRC / "cpu" / name for name in ("spatial_index_cpu.cpp", "knn_cpu.cpp", "ball_query_cpu.cpp", "parallel.cpp")] + [
-    CSRC / "tuning.cpp"]
+SOURCES = (
+    [REPO / "tests" / "ops" / "native" / "packed_neighbors_shim.cpp"]
+    + [
+        CSRC / "cpu" / name
+        for name in ("spatial_index_cpu.cpp", "knn_cpu.cpp", "ball_query_cpu.cpp", "parallel.cpp")
+    ]
+    + [CSRC / "tuning.cpp"]
+)
 CXX = shutil.which("c++") or shutil.which("g++")
 DTYPE_CODE = {torch.float32: 0, torch.float64: 1}
 
-pytestmark = pytest.mark.skipif(CXX is None or not sys.platform.startswith("linux"),
-                                reason="needs a Unix C++ compiler to build the test library")
+pytestmark = pytest.mark.skipif(
+    CXX is None or not sys.platform.startswith("linux"),
+    reason="needs a Unix C++ compiler to build the test library",
+)
 
 _p = ctypes.c_void_p
 _i64 = ctypes.c_int64
@@ -37,16 +44,41 @@ _i64 = ctypes.c_int64
 def shim(tmp_path_factory):
     library = tmp_path_factory.mktemp("packed") / "libpacked_neighbors.so"
     # the extension's own flags that matter for results: no FMA contraction, no fast-math
-    cmd = [CXX, "-O1", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", "-pthread", f"-I{CSRC}",
-           *map(str, SOURCES), "-o", str(library)]
+    cmd = [
+        CXX,
+        "-O1",
+        "-std=c++17",
+        "-ffp-contract=off",
+        "-shared",
+        "-fPIC",
+        "-pthread",
+        f"-I{CSRC}",
+        *map(str, SOURCES),
+        "-o",
+        str(library),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     lib = ctypes.CDLL(str(library))
     lib.shim_set_threads.argtypes = [_i64]
     lib.shim_set_search_path.argtypes = [ctypes.c_char_p]
     lib.shim_knn_packed.argtypes = [ctypes.c_int32, _p, _p, _i64, _p, _p, _i64, _i64, _i64, _p, _p]
-    lib.shim_ball_query_packed.argtypes = [ctypes.c_int32, _p, _p, _i64, _p, _p, _i64, _i64, ctypes.c_double,
-                                           ctypes.c_int32, _i64, _p, _p, _p]
+    lib.shim_ball_query_packed.argtypes = [
+        ctypes.c_int32,
+        _p,
+        _p,
+        _i64,
+        _p,
+        _p,
+        _i64,
+        _i64,
+        ctypes.c_double,
+        ctypes.c_int32,
+        _i64,
+        _p,
+        _p,
+        _p,
+    ]
     for name in ("shim_knn_packed", "shim_ball_query_packed"):
         getattr(lib, name).restype = ctypes.c_char_p
     return lib
@@ -66,8 +98,19 @@ def knn_packed(shim, xyz, ptr, query, qptr, k):
     Q = query.shape[0]
     dist2 = torch.full((Q, k), -7.0, dtype=xyz.dtype)  # poison: every slot must be written
     idx = torch.full((Q, k), -7, dtype=torch.int64)
-    err = shim.shim_knn_packed(DTYPE_CODE[xyz.dtype], _ptr(xyz), _ptr(ptr), xyz.shape[0], _ptr(query), _ptr(qptr),
-                               Q, ptr.numel() - 1, k, _ptr(dist2), _ptr(idx))
+    err = shim.shim_knn_packed(
+        DTYPE_CODE[xyz.dtype],
+        _ptr(xyz),
+        _ptr(ptr),
+        xyz.shape[0],
+        _ptr(query),
+        _ptr(qptr),
+        Q,
+        ptr.numel() - 1,
+        k,
+        _ptr(dist2),
+        _ptr(idx),
+    )
     assert err is None, err
     return dist2, idx
 
@@ -77,9 +120,22 @@ def ball_packed(shim, xyz, ptr, query, qptr, radius, k, inclusive=True):
     idx = torch.full((Q, k), -7, dtype=torch.int64)
     count = torch.full((Q,), -7, dtype=torch.int64)
     dist2 = torch.full((Q, k), -7.0, dtype=xyz.dtype)
-    err = shim.shim_ball_query_packed(DTYPE_CODE[xyz.dtype], _ptr(xyz), _ptr(ptr), xyz.shape[0], _ptr(query),
-                                      _ptr(qptr), Q, ptr.numel() - 1, radius, int(inclusive), k, _ptr(idx),
-                                      _ptr(count), _ptr(dist2))
+    err = shim.shim_ball_query_packed(
+        DTYPE_CODE[xyz.dtype],
+        _ptr(xyz),
+        _ptr(ptr),
+        xyz.shape[0],
+        _ptr(query),
+        _ptr(qptr),
+        Q,
+        ptr.numel() - 1,
+        radius,
+        int(inclusive),
+        k,
+        _ptr(idx),
+        _ptr(count),
+        _ptr(dist2),
+    )
     assert err is None, err
     return idx, count, dist2
 
@@ -98,7 +154,9 @@ def _packed_batch(sizes, query_sizes, dtype, seed, lattice=False):
 
 
 def _per_cloud(xyz, ptr, query, qptr, b):
-    return xyz[int(ptr[b]):int(ptr[b + 1])].unsqueeze(0), query[int(qptr[b]):int(qptr[b + 1])].unsqueeze(0)
+    return xyz[int(ptr[b]) : int(ptr[b + 1])].unsqueeze(0), query[int(qptr[b]) : int(qptr[b + 1])].unsqueeze(
+        0
+    )
 
 
 def _global(idx, offset):
@@ -175,8 +233,9 @@ def test_rows_outside_every_cloud_and_bad_row_pointers(shim, threads):
         e_idx, e_count, e_dist2 = ref.ball_query(xyz[p0:p1].unsqueeze(0), query[q0:q1].unsqueeze(0), 0.5, 4)
         assert torch.equal(idx_b[q0:q1], _global(e_idx[0], p0)) and torch.equal(count_b[q0:q1], e_count[0])
     # no clouds at all (B = 0): every row empty
-    dist2, idx = knn_packed(shim, xyz, torch.tensor([7], dtype=torch.int64), query,
-                            torch.tensor([2], dtype=torch.int64), 3)
+    dist2, idx = knn_packed(
+        shim, xyz, torch.tensor([7], dtype=torch.int64), query, torch.tensor([2], dtype=torch.int64), 3
+    )
     assert bool((idx == -1).all()) and bool(torch.isinf(dist2).all())
 
 
@@ -190,7 +249,10 @@ def test_non_finite_coordinates_fall_back_to_brute_force(shim, monkeypatch):
     out = {}
     for path in ("auto", "kdtree", "brute"):
         shim.shim_set_search_path(path.encode())
-        out[path] = (knn_packed(shim, xyz, ptr, query, qptr, 8), ball_packed(shim, xyz, ptr, query, qptr, 0.1, 8))
+        out[path] = (
+            knn_packed(shim, xyz, ptr, query, qptr, 8),
+            ball_packed(shim, xyz, ptr, query, qptr, 0.1, 8),
+        )
     for path in ("auto", "kdtree"):
         for got, want in zip(out[path], out["brute"], strict=True):
             assert all(_same_bits(a, b) for a, b in zip(got, want, strict=True)), path

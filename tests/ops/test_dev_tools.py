@@ -22,16 +22,26 @@ def test_kernel_oracle_compiles_against_the_kernel_contract(tmp_path):
     # Compile only the oracle's translation unit (the kernels are compile-checked elsewhere):
     # a changed signature in kernels.h breaks this build.
     obj = tmp_path / "kernel_oracle.o"
-    cmd = [NVCC, "-c", "-O0", "-std=c++17", "-arch=sm_90", f"-I{REPO / 'ops-src' / 'csrc'}",
-           str(REPO / "tests" / "gpu" / "kernel_oracle.cu"), "-o", str(obj)]
+    cmd = [
+        NVCC,
+        "-c",
+        "-O0",
+        "-std=c++17",
+        "-arch=sm_90",
+        f"-I{REPO / 'ops-src' / 'csrc'}",
+        str(REPO / "tests" / "gpu" / "kernel_oracle.cu"),
+        "-o",
+        str(obj),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert obj.stat().st_size > 0
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
 
 
 def test_bench_gpu_without_a_gpu_says_so():
@@ -52,8 +62,9 @@ def test_bench_cpu_fps_rejects_more_samples_than_points():
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("fpsample") is None,
-                    reason="fpsample is a benchmark-only dependency")
+@pytest.mark.skipif(
+    importlib.util.find_spec("fpsample") is None, reason="fpsample is a benchmark-only dependency"
+)
 def test_bench_cpu_fps_small_run_agrees_with_fpsample(tmp_path):
     pytest.importorskip("pointops")
     out = tmp_path / "fps.json"

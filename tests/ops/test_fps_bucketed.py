@@ -121,9 +121,11 @@ def test_knob_from_the_environment_is_read_once(tmp_path):
     import subprocess
     import sys
 
-    code = ("import torch, pointops; xyz = torch.rand(1, 600, 3, dtype=torch.float64); "
-            "print(pointops._tuning.set_knob('CPU_FPS_PATH', None))")
-    env = {**__import__('os').environ, "POINTOPS_CPU_FPS_PATH": "brute"}
+    code = (
+        "import torch, pointops; xyz = torch.rand(1, 600, 3, dtype=torch.float64); "
+        "print(pointops._tuning.set_knob('CPU_FPS_PATH', None))"
+    )
+    env = {**__import__("os").environ, "POINTOPS_CPU_FPS_PATH": "brute"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "0"  # the environment's "brute", replaced by the call
 
@@ -148,8 +150,11 @@ def clouds(draw):
     return xyz, (lengths if draw(st.booleans()) else None)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(clouds(), st.integers(1, 720), st.integers(0, 800))
 def test_paths_agree_property(monkeypatch, data, k, start):
     xyz, lengths = data

@@ -69,7 +69,9 @@ def test_parse_arch_list_forms():
 
 
 def test_choose_plan_order_of_precedence():
-    plan, source = cuda_archs.choose_plan({"TORCH_CUDA_ARCH_LIST": "9.0", "CF_TORCH_CUDA_ARCH_LIST": "8.0"}, "13.0")
+    plan, source = cuda_archs.choose_plan(
+        {"TORCH_CUDA_ARCH_LIST": "9.0", "CF_TORCH_CUDA_ARCH_LIST": "8.0"}, "13.0"
+    )
     assert (plan.sass, source) == (("9.0",), "TORCH_CUDA_ARCH_LIST")
     plan, source = cuda_archs.choose_plan({"CF_TORCH_CUDA_ARCH_LIST": "8.0+PTX"}, "13.0")
     assert (plan.sass, plan.ptx, source) == (("8.0",), ("8.0",), "CF_TORCH_CUDA_ARCH_LIST")
@@ -83,6 +85,8 @@ def test_choose_plan_order_of_precedence():
 def test_local_nvcc_supports_every_arch_of_its_table_entry():
     out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
     version = out.split("release ")[1].split(",")[0]
-    codes = subprocess.run(["nvcc", "--list-gpu-code"], capture_output=True, text=True, check=True).stdout.split()
+    codes = subprocess.run(
+        ["nvcc", "--list-gpu-code"], capture_output=True, text=True, check=True
+    ).stdout.split()
     for cap in cuda_archs.default_plan(version).sass:
         assert f"sm_{cap.replace('.', '')}" in codes

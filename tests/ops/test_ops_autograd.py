@@ -15,6 +15,7 @@ def _index(shape, n, seed=0):
 
 # --- gradcheck ----------------------------------------------------------------------------------
 
+
 def test_gradcheck_gather_points(device):
     feat = torch.randn(2, 3, 6, dtype=torch.float64, device=device, requires_grad=True)
     idx = _index((2, 5), 6).to(device)
@@ -68,11 +69,11 @@ def test_gradcheck_ball_query_distances(device):
     xyz = cloud("random", 1, 8).to(device).requires_grad_()
     q = cloud("random", 1, 3, seed=7).to(device).requires_grad_()
     fn = lambda a, b: pointops.ball_query(a, b, 0.7, 4, return_dist2=True)[2]  # noqa: E731
-    assert torch.autograd.gradcheck(
-        lambda a, b: torch.nan_to_num(fn(a, b), posinf=0.0), (xyz, q))
+    assert torch.autograd.gradcheck(lambda a, b: torch.nan_to_num(fn(a, b), posinf=0.0), (xyz, q))
 
 
 # --- determinism --------------------------------------------------------------------------------
+
 
 def test_backward_is_deterministic_under_deterministic_algorithms(device):
     torch.manual_seed(0)
@@ -94,6 +95,7 @@ def test_backward_is_deterministic_under_deterministic_algorithms(device):
 
 # --- opcheck ------------------------------------------------------------------------------------
 
+
 def _opcheck_cases(device):
     xyz = cloud("random", 2, 9).to(device)
     q = cloud("random", 2, 4, seed=3).to(device)
@@ -114,7 +116,10 @@ def _opcheck_cases(device):
         (ops.gather_backward_weight.default, (g, feat, idx)),
         # the backward ops are differentiable too (double backward)
         (ops.gather_backward_feat.default, (g.clone().requires_grad_(), idx, w.clone().requires_grad_(), 9)),
-        (ops.gather_backward_weight.default, (g.clone().requires_grad_(), feat.clone().requires_grad_(), idx)),
+        (
+            ops.gather_backward_weight.default,
+            (g.clone().requires_grad_(), feat.clone().requires_grad_(), idx),
+        ),
     ]
 
 
@@ -125,6 +130,7 @@ def test_opcheck(device, case):
 
 
 # --- torch.compile --------------------------------------------------------------------------------
+
 
 def test_compile_fullgraph_every_op(device):
     torch._dynamo.reset()

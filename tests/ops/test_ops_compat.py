@@ -56,8 +56,11 @@ def _points_around_radius(radius, dtype, ulps=4):
     r = torch.tensor(radius, dtype=dtype)
     xs = [r]
     for _ in range(8):
-        xs = [torch.nextafter(xs[0], torch.tensor(0, dtype=dtype))] + xs + [
-            torch.nextafter(xs[-1], torch.tensor(1e30, dtype=dtype))]
+        xs = (
+            [torch.nextafter(xs[0], torch.tensor(0, dtype=dtype))]
+            + xs
+            + [torch.nextafter(xs[-1], torch.tensor(1e30, dtype=dtype))]
+        )
     x = torch.stack(xs)[:, None].expand(-1, 65)
     y = (torch.arange(65, dtype=dtype) * 2.0**-16 * radius)[None, :].expand_as(x)
     xyz = torch.stack([x, y, torch.zeros_like(x)], dim=2).reshape(-1, 3)
@@ -82,8 +85,12 @@ def test_ball_query_rounds_r2_as_pointnet2_ops(device, radius):
     assert idx.cpu()[0, 0].tolist() == expect.tolist()
     native_r2 = torch.tensor(radius * radius, dtype=torch.float64).float()
     if native_r2 != pn2_r2(radius):  # e.g. 0.2: then some points lie between the two
-        assert bool(((d2 >= torch.minimum(native_r2, pn2_r2(radius)))
-                     & (d2 < torch.maximum(native_r2, pn2_r2(radius)))).any())
+        assert bool(
+            (
+                (d2 >= torch.minimum(native_r2, pn2_r2(radius)))
+                & (d2 < torch.maximum(native_r2, pn2_r2(radius)))
+            ).any()
+        )
 
 
 def test_float32_rounding_matches_torch_on_ties_subnormals_and_overflow():
@@ -94,8 +101,23 @@ def test_float32_rounding_matches_torch_on_ties_subnormals_and_overflow():
     exponent = torch.randint(-160, 130, (4000,), generator=gen)
     values = (mantissa * torch.pow(2.0, exponent.double())).tolist()
     values += [(1 + (2 * k + 1) * 2.0**-24) * 2.0**e for k in range(64) for e in (-130, -20, 0, 60)]  # ties
-    values += [0.0, -0.2, 0.2, 0.3, 2.0**-149, 2.0**-150, 3 * 2.0**-151, 2.0**-126, 5e-324,
-               3.4028235e38, 3.4028235677973366e38, 3.4028236e38, 2.0**128, 1e300, -1e300]
+    values += [
+        0.0,
+        -0.2,
+        0.2,
+        0.3,
+        2.0**-149,
+        2.0**-150,
+        3 * 2.0**-151,
+        2.0**-126,
+        5e-324,
+        3.4028235e38,
+        3.4028235677973366e38,
+        3.4028236e38,
+        2.0**128,
+        1e300,
+        -1e300,
+    ]
     got = torch.tensor([pn2._float32(v) for v in values], dtype=torch.float64)
     expected = torch.tensor(values, dtype=torch.float64).float().double()
     assert torch.equal(got, expected)
@@ -109,8 +131,10 @@ def test_ball_query_radius_rounding_holds_under_dynamic_compile():
     group = pn2.QueryAndGroup(0.2, xyz.shape[1])
     compiled = torch.compile(group, fullgraph=True, dynamic=True)
     assert torch.equal(compiled(xyz, centre), group(xyz, centre))
-    assert torch.equal(pn2.ball_query(0.2, xyz.shape[1], xyz, centre),
-                       torch.compile(pn2.ball_query, fullgraph=True, dynamic=True)(0.2, xyz.shape[1], xyz, centre))
+    assert torch.equal(
+        pn2.ball_query(0.2, xyz.shape[1], xyz, centre),
+        torch.compile(pn2.ball_query, fullgraph=True, dynamic=True)(0.2, xyz.shape[1], xyz, centre),
+    )
 
 
 def test_ball_query_float64_squares_the_radius_in_double():
@@ -167,7 +191,9 @@ def test_query_and_group_and_group_all(device):
     out = pn2.QueryAndGroup(0.5, 6)(xyz, new_xyz, feat)
     assert out.shape == (2, 8, 4, 6)
     idx = pn2.ball_query(0.5, 6, xyz, new_xyz)
-    expected_xyz = pn2.grouping_operation(xyz.transpose(1, 2).contiguous(), idx) - new_xyz.transpose(1, 2).unsqueeze(-1)
+    expected_xyz = pn2.grouping_operation(xyz.transpose(1, 2).contiguous(), idx) - new_xyz.transpose(
+        1, 2
+    ).unsqueeze(-1)
     torch.testing.assert_close(out[:, :3], expected_xyz)
     torch.testing.assert_close(out[:, 3:], pn2.grouping_operation(feat, idx))
     # every centre is a point of the cloud, so its own relative position (0) is in its group
@@ -197,7 +223,8 @@ def _feature_propagation_with_coincident_points(device, three_nn, three_interpol
 
 def test_feature_propagation_gradient_is_finite_with_coincident_points(device):
     grad, dist = _feature_propagation_with_coincident_points(
-        device, pn2.three_nn, pn2.three_interpolate, pn2.gather_operation, 1e-8)
+        device, pn2.three_nn, pn2.three_interpolate, pn2.gather_operation, 1e-8
+    )
     assert (dist == 0).any()  # the coarse points do coincide with dense ones
     assert not dist.requires_grad  # pointnet2_ops marks three_nn's outputs non-differentiable
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
@@ -208,7 +235,8 @@ def test_native_three_nn_dist2_is_no_nan_trap_with_coincident_points(device):
     # coincide, so the same weights built on dist2 keep every gradient finite; it equals the
     # gradient of the same formula in plain torch ops.
     grad, dist2 = _feature_propagation_with_coincident_points(
-        device, pointops.three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8)
+        device, pointops.three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8
+    )
     assert (dist2 == 0).any() and torch.isfinite(grad).all()
 
     def plain_three_nn(unknown, known):
@@ -216,5 +244,6 @@ def test_native_three_nn_dist2_is_no_nan_trap_with_coincident_points(device):
         return ref.knn_dist2_differentiable(known, unknown, idx), idx
 
     expected, _ = _feature_propagation_with_coincident_points(
-        device, plain_three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8)
+        device, plain_three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8
+    )
     torch.testing.assert_close(grad, expected)

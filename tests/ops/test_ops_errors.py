@@ -14,56 +14,145 @@ def pts(B=1, N=4, dtype=torch.float32, device="cpu"):
     return torch.rand(B, N, 3, dtype=dtype, device=device)
 
 
-@pytest.mark.parametrize("call, error, words", [
-    (lambda: pointops.furthest_point_sample(torch.rand(4, 3), 2), ValueError, "xyz must have shape [B, N, 3]"),
-    (lambda: pointops.furthest_point_sample(torch.rand(1, 4, 2), 2), ValueError, "xyz must have shape"),
-    (lambda: pointops.furthest_point_sample(torch.ones(1, 4, 3, dtype=torch.int64), 2), TypeError, "xyz has dtype"),
-    (lambda: pointops.furthest_point_sample(pts(dtype=torch.float16), 2), TypeError, "CUDA only"),
-    (lambda: pointops.furthest_point_sample([[0, 0, 0]], 2), TypeError, "xyz must be a torch.Tensor"),
-    (lambda: pointops.furthest_point_sample(pts(), 0), ValueError, "k must be > 0"),
-    (lambda: pointops.furthest_point_sample(pts(), 2.5), TypeError, "k must be an int"),
-    (lambda: pointops.furthest_point_sample(pts(), 2, start=-1), ValueError, "start"),
-    (lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([5])), ValueError, "lengths values"),
-    (lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([1.0])), TypeError, "lengths has dtype"),
-    (lambda: pointops.furthest_point_sample(pts(B=2), 2, lengths=torch.tensor([1])), ValueError, "lengths must have shape [B]"),
-    (lambda: pointops.furthest_point_sample(torch.tensor([[[0.0, math.nan, 0]]]), 1), ValueError, "xyz contains nan"),
-    (lambda: pointops.knn(pts(), torch.tensor([[[math.inf, 0, 0]]]), 1), ValueError, "query contains nan or inf"),
-    (lambda: pointops.knn(pts(), pts(dtype=torch.float64), 1), TypeError, "query has dtype"),
-    (lambda: pointops.knn(pts(B=2), pts(B=3), 1), ValueError, "batch size"),
-    (lambda: pointops.knn(pts(), pts(), -3), ValueError, "k must be > 0"),
-    (lambda: pointops.ball_query(pts(), pts(), -0.1, 2), ValueError, "radius must be finite and >= 0"),
-    (lambda: pointops.ball_query(pts(), pts(), math.nan, 2), ValueError, "radius"),
-    (lambda: pointops.ball_query(pts(), pts(), 0.1, 2, query_lengths=torch.tensor([-1])), ValueError, "query_lengths values"),
-    (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[5]])), ValueError, "idx values must lie in -1..4"),
-    (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[-2]])), ValueError, "idx values"),
-    (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[0.0]])), TypeError, "idx has dtype"),
-    (lambda: pointops.gather_points(torch.rand(2, 5), torch.tensor([[0]])), ValueError, "feat must have shape [B, C, N]"),
-    (lambda: pointops.group_points(torch.rand(1, 2, 5), torch.tensor([[0]])), ValueError, "idx must have shape [B, M, K]"),
-    (lambda: pointops.three_interpolate(torch.rand(1, 2, 5), torch.zeros(1, 3, 3, dtype=torch.long),
-                                        torch.rand(1, 3, 2)), ValueError, "weight must have the shape of idx"),
-    (lambda: pointops.three_interpolate(torch.rand(1, 2, 5), torch.zeros(1, 3, 3, dtype=torch.long),
-                                        torch.rand(1, 3, 3, dtype=torch.float64)), TypeError, "weight has dtype"),
-])
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (
+            lambda: pointops.furthest_point_sample(torch.rand(4, 3), 2),
+            ValueError,
+            "xyz must have shape [B, N, 3]",
+        ),
+        (lambda: pointops.furthest_point_sample(torch.rand(1, 4, 2), 2), ValueError, "xyz must have shape"),
+        (
+            lambda: pointops.furthest_point_sample(torch.ones(1, 4, 3, dtype=torch.int64), 2),
+            TypeError,
+            "xyz has dtype",
+        ),
+        (lambda: pointops.furthest_point_sample(pts(dtype=torch.float16), 2), TypeError, "CUDA only"),
+        (lambda: pointops.furthest_point_sample([[0, 0, 0]], 2), TypeError, "xyz must be a torch.Tensor"),
+        (lambda: pointops.furthest_point_sample(pts(), 0), ValueError, "k must be > 0"),
+        (lambda: pointops.furthest_point_sample(pts(), 2.5), TypeError, "k must be an int"),
+        (lambda: pointops.furthest_point_sample(pts(), 2, start=-1), ValueError, "start"),
+        (
+            lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([5])),
+            ValueError,
+            "lengths values",
+        ),
+        (
+            lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([1.0])),
+            TypeError,
+            "lengths has dtype",
+        ),
+        (
+            lambda: pointops.furthest_point_sample(pts(B=2), 2, lengths=torch.tensor([1])),
+            ValueError,
+            "lengths must have shape [B]",
+        ),
+        (
+            lambda: pointops.furthest_point_sample(torch.tensor([[[0.0, math.nan, 0]]]), 1),
+            ValueError,
+            "xyz contains nan",
+        ),
+        (
+            lambda: pointops.knn(pts(), torch.tensor([[[math.inf, 0, 0]]]), 1),
+            ValueError,
+            "query contains nan or inf",
+        ),
+        (lambda: pointops.knn(pts(), pts(dtype=torch.float64), 1), TypeError, "query has dtype"),
+        (lambda: pointops.knn(pts(B=2), pts(B=3), 1), ValueError, "batch size"),
+        (lambda: pointops.knn(pts(), pts(), -3), ValueError, "k must be > 0"),
+        (lambda: pointops.ball_query(pts(), pts(), -0.1, 2), ValueError, "radius must be finite and >= 0"),
+        (lambda: pointops.ball_query(pts(), pts(), math.nan, 2), ValueError, "radius"),
+        (
+            lambda: pointops.ball_query(pts(), pts(), 0.1, 2, query_lengths=torch.tensor([-1])),
+            ValueError,
+            "query_lengths values",
+        ),
+        (
+            lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[5]])),
+            ValueError,
+            "idx values must lie in -1..4",
+        ),
+        (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[-2]])), ValueError, "idx values"),
+        (
+            lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[0.0]])),
+            TypeError,
+            "idx has dtype",
+        ),
+        (
+            lambda: pointops.gather_points(torch.rand(2, 5), torch.tensor([[0]])),
+            ValueError,
+            "feat must have shape [B, C, N]",
+        ),
+        (
+            lambda: pointops.group_points(torch.rand(1, 2, 5), torch.tensor([[0]])),
+            ValueError,
+            "idx must have shape [B, M, K]",
+        ),
+        (
+            lambda: pointops.three_interpolate(
+                torch.rand(1, 2, 5), torch.zeros(1, 3, 3, dtype=torch.long), torch.rand(1, 3, 2)
+            ),
+            ValueError,
+            "weight must have the shape of idx",
+        ),
+        (
+            lambda: pointops.three_interpolate(
+                torch.rand(1, 2, 5),
+                torch.zeros(1, 3, 3, dtype=torch.long),
+                torch.rand(1, 3, 3, dtype=torch.float64),
+            ),
+            TypeError,
+            "weight has dtype",
+        ),
+    ],
+)
 def test_python_api_errors_name_the_argument(call, error, words):
     with pytest.raises(error) as info:
         call()
     assert words in str(info.value)
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: ops.furthest_point_sample(torch.rand(4, 3), 2, None, 0), "xyz must have shape [B, N, 3]"),
-    (lambda: ops.furthest_point_sample(pts(), 0, None, 0), "k must be > 0"),
-    (lambda: ops.furthest_point_sample(pts(), 2, torch.tensor([9]), 0), "lengths[0] = 9 is outside 0..4"),
-    (lambda: ops.furthest_point_sample(pts(), 2, torch.tensor([1], dtype=torch.int32), 0), "lengths must be an int64"),
-    (lambda: ops.furthest_point_sample(torch.full((1, 2, 3), math.nan), 1, None, 0), "xyz contains a non-finite"),
-    (lambda: ops.knn(pts(), pts(dtype=torch.float64), 1, None, None), "query must have the same dtype"),
-    (lambda: ops.ball_query(pts(), pts(), -1.0, 1, None, None, True, False), "radius must be finite and >= 0"),
-    (lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([[[7]]]), None), "idx holds index 7"),
-    (lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([[[1]]]), torch.rand(1, 2, 1)), "weight must have the same shape"),
-    (lambda: ops.gather_backward_feat(torch.rand(1, 2, 1), torch.tensor([[[3]]]), None, 2), "idx holds index 3"),
-    (lambda: ops.gather_backward_weight(torch.rand(1, 2, 2), torch.rand(1, 2, 5), torch.tensor([[[1]]])), "grad_out must have shape"),
-    (lambda: ops.furthest_point_sample(torch.ones(1, 4, 3, dtype=torch.float16), 2, None, 0), "CUDA only"),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: ops.furthest_point_sample(torch.rand(4, 3), 2, None, 0), "xyz must have shape [B, N, 3]"),
+        (lambda: ops.furthest_point_sample(pts(), 0, None, 0), "k must be > 0"),
+        (lambda: ops.furthest_point_sample(pts(), 2, torch.tensor([9]), 0), "lengths[0] = 9 is outside 0..4"),
+        (
+            lambda: ops.furthest_point_sample(pts(), 2, torch.tensor([1], dtype=torch.int32), 0),
+            "lengths must be an int64",
+        ),
+        (
+            lambda: ops.furthest_point_sample(torch.full((1, 2, 3), math.nan), 1, None, 0),
+            "xyz contains a non-finite",
+        ),
+        (lambda: ops.knn(pts(), pts(dtype=torch.float64), 1, None, None), "query must have the same dtype"),
+        (
+            lambda: ops.ball_query(pts(), pts(), -1.0, 1, None, None, True, False),
+            "radius must be finite and >= 0",
+        ),
+        (lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([[[7]]]), None), "idx holds index 7"),
+        (
+            lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([[[1]]]), torch.rand(1, 2, 1)),
+            "weight must have the same shape",
+        ),
+        (
+            lambda: ops.gather_backward_feat(torch.rand(1, 2, 1), torch.tensor([[[3]]]), None, 2),
+            "idx holds index 3",
+        ),
+        (
+            lambda: ops.gather_backward_weight(
+                torch.rand(1, 2, 2), torch.rand(1, 2, 5), torch.tensor([[[1]]])
+            ),
+            "grad_out must have shape",
+        ),
+        (
+            lambda: ops.furthest_point_sample(torch.ones(1, 4, 3, dtype=torch.float16), 2, None, 0),
+            "CUDA only",
+        ),
+    ],
+)
 def test_direct_op_calls_are_checked_in_cpp(call, words):
     with pytest.raises(RuntimeError) as info:
         call()

@@ -11,8 +11,10 @@ from ops_data import cloud
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not (torch.cuda.is_available() and pointops.build_info()["cuda"]),
-                       reason="needs a CUDA device and a CUDA build of pointops"),
+    pytest.mark.skipif(
+        not (torch.cuda.is_available() and pointops.build_info()["cuda"]),
+        reason="needs a CUDA device and a CUDA build of pointops",
+    ),
 ]
 
 
@@ -60,8 +62,9 @@ def test_reduced_precision_matches_float32_of_the_same_values(dtype):
     assert torch.equal(gpu["bq_idx"].cpu(), cpu["bq_idx"])
     for name in ("knn_d2", "bq_d2", "gather", "group", "interp"):
         assert gpu[name].dtype == dtype
-        torch.testing.assert_close(gpu[name].cpu().float(), cpu[name].to(dtype).float(),
-                                   rtol=1e-2, atol=1e-2, msg=name)
+        torch.testing.assert_close(
+            gpu[name].cpu().float(), cpu[name].to(dtype).float(), rtol=1e-2, atol=1e-2, msg=name
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -74,12 +77,12 @@ def test_reduced_precision_coordinates_accumulate_in_float32_up_to_its_limit(dty
     corners = torch.tensor([[[top] * 3, [0.0] * 3, [-top] * 3]], device="cuda").to(dtype)
     dist2, idx = pointops.knn(corners, corners[:, :1], 3)
     assert idx.tolist() == [[[0, 1, 2]]]
-    expected = torch.tensor([[[0.0, 3 * top ** 2, 12 * top ** 2]]], device="cuda").to(dtype)
+    expected = torch.tensor([[[0.0, 3 * top**2, 12 * top**2]]], device="cuda").to(dtype)
     assert torch.equal(dist2, expected)
     assert pointops.furthest_point_sample(corners, 3).tolist() == [[0, 2, 1]]
     if dtype == torch.bfloat16:
         beyond = corners.clone()
-        beyond[0, 1, 0] = 2.0 ** 63
+        beyond[0, 1, 0] = 2.0**63
         with raises_bad_value("cuda", "", "xyz held nan, inf or a coordinate too large"):  # found on the GPU
             pointops.knn(beyond, corners, 1)
 

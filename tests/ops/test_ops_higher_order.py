@@ -42,11 +42,20 @@ def _packed_cases(device):
     idx = _index((5, 3), 9, seed=14, device=device)
     weight = _rand(5, 3, seed=15, device=device)
     return {
-        "packed_knn": (lambda a, b: packed.knn(a, ptr, b, query_ptr, 3)[0].nan_to_num(posinf=0.0), (xyz, query)),
-        "packed_three_nn": (lambda a, b: packed.three_nn(b, query_ptr, a, ptr)[0].nan_to_num(posinf=0.0),
-                            (xyz, query)),
-        "packed_ball_query": (lambda a, b: packed.ball_query(a, ptr, b, query_ptr, 2.0, 4, return_dist2=True)[2]
-                              .nan_to_num(posinf=0.0), (xyz, query)),
+        "packed_knn": (
+            lambda a, b: packed.knn(a, ptr, b, query_ptr, 3)[0].nan_to_num(posinf=0.0),
+            (xyz, query),
+        ),
+        "packed_three_nn": (
+            lambda a, b: packed.three_nn(b, query_ptr, a, ptr)[0].nan_to_num(posinf=0.0),
+            (xyz, query),
+        ),
+        "packed_ball_query": (
+            lambda a, b: packed.ball_query(a, ptr, b, query_ptr, 2.0, 4, return_dist2=True)[2].nan_to_num(
+                posinf=0.0
+            ),
+            (xyz, query),
+        ),
         "packed_gather": (lambda f: packed.gather(f, idx), (feat,)),
         "packed_interpolate": (lambda f, w: packed.interpolate(f, idx, w), (feat, weight)),
     }
@@ -65,8 +74,10 @@ def _cases(device):
         "group_points": (lambda f: pointops.group_points(f, idx3), (feat,)),
         "three_interpolate": (lambda f, w: pointops.three_interpolate(f, idx3, w), (feat, weight)),
         "knn": (lambda a, b: pointops.knn(a, b, 3)[0], (xyz, query)),
-        "knn_lengths": (lambda a, b: pointops.knn(a, b, 3, lengths=lengths)[0].nan_to_num(posinf=0.0),
-                        (xyz, query)),
+        "knn_lengths": (
+            lambda a, b: pointops.knn(a, b, 3, lengths=lengths)[0].nan_to_num(posinf=0.0),
+            (xyz, query),
+        ),
         "three_nn": (lambda a, b: pointops.three_nn(b, a)[0], (xyz, query)),
         "ball_query": (lambda a, b: pointops.ball_query(a, b, 2.0, 5, return_dist2=True)[2], (xyz, query)),
         **_packed_cases(device),
@@ -77,6 +88,7 @@ CASES = list(_cases("cpu"))
 
 
 # --- double backward ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", CASES)
 def test_gradgradcheck(device, name):
@@ -130,6 +142,7 @@ def test_no_backward_op_warns_about_a_missing_autograd_kernel(recwarn):
 
 # --- torch.func -----------------------------------------------------------------------------------
 
+
 def _eager_jacobians(fn, inputs):
     return torch.autograd.functional.jacobian(fn, tuple(inputs))
 
@@ -152,7 +165,9 @@ def test_func_grad_equals_eager_autograd(device, name):
 
     def loss(*args):
         out = fn(*args)
-        return (out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)).sum()
+        return (
+            out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+        ).sum()
 
     got = grad(loss, argnums=argnums)(*inputs)
     leaves = [_leaf(t) for t in inputs]
@@ -190,15 +205,19 @@ def test_func_grad_through_packed_furthest_point_sample(device):
     torch.testing.assert_close(jacrev(loss)(xyz), expected)
 
 
-@pytest.mark.parametrize("name", ["knn", "three_interpolate", "group_points", "packed_knn", "packed_ball_query",
-                                  "packed_interpolate"])
+@pytest.mark.parametrize(
+    "name",
+    ["knn", "three_interpolate", "group_points", "packed_knn", "packed_ball_query", "packed_interpolate"],
+)
 def test_func_second_order_equals_eager_double_backward(device, name):
     fn, inputs = _cases(device)[name]
 
     def loss(x):
         out = fn(x, *inputs[1:])
-        return (out.square() * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype,
-                                              device=out.device).view_as(out)).sum()
+        return (
+            out.square()
+            * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+        ).sum()
 
     got = jacrev(jacrev(loss))(inputs[0])
     expected = torch.autograd.functional.hessian(loss, inputs[0])
@@ -213,6 +232,7 @@ def test_direct_op_calls_under_torch_func_give_a_clear_error():
 
 
 # --- vmap: the vmapped dimension joins the batch dimension -----------------------------------------
+
 
 def _stack(fn, per_sample):
     outs = [fn(*args) for args in per_sample]

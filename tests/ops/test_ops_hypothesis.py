@@ -34,7 +34,9 @@ def clouds(draw):
 @given(clouds(), st.integers(1, 15), st.integers(0, 20))
 def test_fps_property(data, k, start):
     xyz, _, lengths, _ = data
-    assert torch.equal(pointops.furthest_point_sample(xyz, k, lengths, start), ref.fps(xyz, k, lengths, start))
+    assert torch.equal(
+        pointops.furthest_point_sample(xyz, k, lengths, start), ref.fps(xyz, k, lengths, start)
+    )
 
 
 @SETTINGS
@@ -56,8 +58,14 @@ def test_knn_property(data, k):
 
 
 @SETTINGS
-@given(st.integers(1, 3), st.integers(1, 4), st.integers(0, 9), st.integers(0, 7), st.integers(1, 4),
-       st.integers(0, 2**16))
+@given(
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.integers(0, 9),
+    st.integers(0, 7),
+    st.integers(1, 4),
+    st.integers(0, 2**16),
+)
 def test_weighted_gather_property(B, C, N, P, T, seed):
     g = torch.Generator().manual_seed(seed)
     feat = torch.randn(B, C, N, generator=g, dtype=torch.float64)

@@ -23,7 +23,9 @@ def test_windows_search_dirs_are_torch_lib_then_library_bin():
 
 
 def test_windows_search_dirs_skip_missing_dirs():
-    dirs = _loader.prepare_dll_search_path("win32", TORCH, PREFIX, lambda d: None, lambda p: p == TORCH / "lib")
+    dirs = _loader.prepare_dll_search_path(
+        "win32", TORCH, PREFIX, lambda d: None, lambda p: p == TORCH / "lib"
+    )
     assert dirs == [TORCH / "lib"]
 
 
@@ -34,19 +36,28 @@ def test_non_windows_adds_nothing():
 
 
 def test_missing_dlls_looks_in_search_dirs_path_and_system_dir():
-    present = {TORCH / "lib" / "torch_cpu.dll", TORCH / "lib" / "c10.dll",
-               PureWindowsPath(r"C:\Windows\System32") / "vcruntime140.dll",
-               PureWindowsPath(r"C:\tools") / "msvcp140.dll"}
-    missing = _loader.missing_dlls(_loader.WINDOWS_DEPENDENCIES, [TORCH / "lib"], r"C:\tools;",
-                                   PureWindowsPath(r"C:\Windows\System32"), lambda p: p in present,
-                                   PureWindowsPath)
+    present = {
+        TORCH / "lib" / "torch_cpu.dll",
+        TORCH / "lib" / "c10.dll",
+        PureWindowsPath(r"C:\Windows\System32") / "vcruntime140.dll",
+        PureWindowsPath(r"C:\tools") / "msvcp140.dll",
+    }
+    missing = _loader.missing_dlls(
+        _loader.WINDOWS_DEPENDENCIES,
+        [TORCH / "lib"],
+        r"C:\tools;",
+        PureWindowsPath(r"C:\Windows\System32"),
+        lambda p: p in present,
+        PureWindowsPath,
+    )
     assert missing == ["vcruntime140_1.dll"]
 
 
 def test_windows_failure_message_names_missing_runtime_and_fix():
     error = OSError("[WinError 126] The specified module could not be found")
-    text = _loader.explain_load_failure(error, PureWindowsPath(r"C:\env\pointops\_C.pyd"), "win32",
-                                        [TORCH / "lib"], ["vcruntime140_1.dll"])
+    text = _loader.explain_load_failure(
+        error, PureWindowsPath(r"C:\env\pointops\_C.pyd"), "win32", [TORCH / "lib"], ["vcruntime140_1.dll"]
+    )
     assert "Missing DLL(s): vcruntime140_1.dll" in text
     assert "vc14_runtime" in text and str(TORCH / "lib") in text and "WinError 126" in text
 
@@ -84,22 +95,29 @@ def test_windows_python_without_add_dll_directory_adds_nothing():
 
 def test_missing_dlls_without_path_or_system_dir_looks_in_search_dirs_only():
     present = {TORCH / "lib" / "c10.dll"}
-    missing = _loader.missing_dlls(["c10.dll", "torch_cpu.dll"], [TORCH / "lib"], ";;", None,
-                                   lambda p: p in present, PureWindowsPath)
+    missing = _loader.missing_dlls(
+        ["c10.dll", "torch_cpu.dll"], [TORCH / "lib"], ";;", None, lambda p: p in present, PureWindowsPath
+    )
     assert missing == ["torch_cpu.dll"]
 
 
 def test_windows_failure_with_nothing_missing_points_at_indirect_dependencies():
-    text = _loader.explain_load_failure(OSError("[WinError 193] %1 is not a valid Win32 application"),
-                                        PureWindowsPath("_C.pyd"), "win32", [], [])
+    text = _loader.explain_load_failure(
+        OSError("[WinError 193] %1 is not a valid Win32 application"),
+        PureWindowsPath("_C.pyd"),
+        "win32",
+        [],
+        [],
+    )
     assert "All direct dependencies were found" in text and "another architecture" in text
     assert "Searched: (none), PATH and the system directory." in text
     assert "Missing DLL(s)" not in text
 
 
 def test_windows_failure_for_another_missing_dll_names_it_without_runtime_or_torch_advice():
-    text = _loader.explain_load_failure(OSError("x"), PureWindowsPath("_C.pyd"), "win32", [TORCH / "lib"],
-                                        ["cudart64_12.dll"])
+    text = _loader.explain_load_failure(
+        OSError("x"), PureWindowsPath("_C.pyd"), "win32", [TORCH / "lib"], ["cudart64_12.dll"]
+    )
     assert "Missing DLL(s): cudart64_12.dll." in text
     assert "vc14_runtime" not in text and "PyTorch >= 2.10" not in text
 
@@ -111,13 +129,15 @@ def test_macos_missing_symbol_message_points_to_torch_version():
 
 
 def test_other_load_failure_says_to_reinstall():
-    text = _loader.explain_load_failure(OSError("_C.abi3.so: invalid ELF header"), PureWindowsPath("_C.abi3.so"),
-                                        "linux", [], [])
+    text = _loader.explain_load_failure(
+        OSError("_C.abi3.so: invalid ELF header"), PureWindowsPath("_C.abi3.so"), "linux", [], []
+    )
     assert "invalid ELF header" in text and "pip install ./ops-src --no-build-isolation" in text
 
 
 # load_extension as a whole on a simulated Windows: sys.platform, os.add_dll_directory, the
 # environment and torch's location are replaced; DLLs "exist" as empty files in a temporary tree.
+
 
 class SimulatedWindows:
     def __init__(self, tmp_path, monkeypatch, dlls_in_torch_lib=(), dlls_in_system32=(), system_root=True):
@@ -138,7 +158,9 @@ class SimulatedWindows:
         environ = {"PATH": str(tmp_path / "nowhere")}
         if system_root:
             environ["SystemRoot"] = str(tmp_path / "Windows")
-        monkeypatch.setattr(_loader, "os", SimpleNamespace(add_dll_directory=self.added.append, environ=environ))
+        monkeypatch.setattr(
+            _loader, "os", SimpleNamespace(add_dll_directory=self.added.append, environ=environ)
+        )
 
 
 def failing_load(path):
@@ -154,8 +176,9 @@ def test_windows_load_adds_torch_lib_and_library_bin_before_loading(tmp_path, mo
 
 
 def test_windows_load_failure_names_missing_torch_dlls(tmp_path, monkeypatch):
-    SimulatedWindows(tmp_path, monkeypatch, dlls_in_system32=["vcruntime140.dll", "vcruntime140_1.dll",
-                                                              "msvcp140.dll"])
+    SimulatedWindows(
+        tmp_path, monkeypatch, dlls_in_system32=["vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll"]
+    )
     with pytest.raises(_loader.ExtensionLoadError) as info:
         _loader.load_extension(failing_load)
     text = str(info.value)
@@ -165,8 +188,12 @@ def test_windows_load_failure_names_missing_torch_dlls(tmp_path, monkeypatch):
 
 
 def test_windows_load_failure_names_the_missing_vc_runtime(tmp_path, monkeypatch):
-    win = SimulatedWindows(tmp_path, monkeypatch, dlls_in_torch_lib=["torch_cpu.dll", "c10.dll"],
-                           dlls_in_system32=["vcruntime140.dll", "msvcp140.dll"])
+    win = SimulatedWindows(
+        tmp_path,
+        monkeypatch,
+        dlls_in_torch_lib=["torch_cpu.dll", "c10.dll"],
+        dlls_in_system32=["vcruntime140.dll", "msvcp140.dll"],
+    )
     with pytest.raises(_loader.ExtensionLoadError) as info:
         _loader.load_extension(failing_load)
     text = str(info.value)
@@ -175,8 +202,13 @@ def test_windows_load_failure_names_the_missing_vc_runtime(tmp_path, monkeypatch
 
 
 def test_windows_load_failure_without_system_root_still_checks_the_search_dirs(tmp_path, monkeypatch):
-    SimulatedWindows(tmp_path, monkeypatch, dlls_in_torch_lib=["torch_cpu.dll", "c10.dll"],
-                     dlls_in_system32=list(_loader.WINDOWS_DEPENDENCIES), system_root=False)
+    SimulatedWindows(
+        tmp_path,
+        monkeypatch,
+        dlls_in_torch_lib=["torch_cpu.dll", "c10.dll"],
+        dlls_in_system32=list(_loader.WINDOWS_DEPENDENCIES),
+        system_root=False,
+    )
     with pytest.raises(_loader.ExtensionLoadError) as info:
         _loader.load_extension(failing_load)
     assert "Missing DLL(s): vcruntime140.dll, vcruntime140_1.dll, msvcp140.dll." in str(info.value)

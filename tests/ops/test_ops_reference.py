@@ -15,6 +15,7 @@ def radius_for(kind):
 
 # --- farthest point sampling ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("N", SIZES)
 @pytest.mark.parametrize("k", [1, 4, 12])
@@ -58,6 +59,7 @@ def test_fps_large_cloud_uses_chunked_path_identically():
 
 # --- ball query -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("N", SIZES)
 @pytest.mark.parametrize("k", [1, 4, 40])
@@ -88,8 +90,15 @@ def test_ball_query_empty_balls_and_ragged(device):
     q[0, 0] = xyz[0, 2]
     lengths = torch.tensor([8, 0, 5])
     query_lengths = torch.tensor([4, 4, 2])
-    idx, count, dist2 = pointops.ball_query(xyz.to(device), q.to(device), 0.5, 3, lengths=lengths.to(device),
-                                            query_lengths=query_lengths.to(device), return_dist2=True)
+    idx, count, dist2 = pointops.ball_query(
+        xyz.to(device),
+        q.to(device),
+        0.5,
+        3,
+        lengths=lengths.to(device),
+        query_lengths=query_lengths.to(device),
+        return_dist2=True,
+    )
     e = ref.ball_query(xyz, q, 0.5, 3, lengths, query_lengths)
     assert torch.equal(idx.cpu(), e[0]) and torch.equal(count.cpu(), e[1]) and torch.equal(dist2.cpu(), e[2])
     assert (idx.cpu()[0, 1:] == -1).all() and torch.isinf(dist2.cpu()[0, 1:]).all()
@@ -107,6 +116,7 @@ def test_ball_query_first_hits_in_index_order_and_padding(device):
 
 # --- knn --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("N", SIZES)
 @pytest.mark.parametrize("k", [1, 3, 12])
@@ -121,8 +131,9 @@ def test_knn_matches_reference(device, kind, N, k):
 def test_knn_ragged_lengths_with_empty_cloud(device):
     xyz, q = cloud("random", 3, 9), queries("random", 3, 4)
     lengths, query_lengths = torch.tensor([9, 0, 2]), torch.tensor([4, 1, 3])
-    dist2, idx = pointops.knn(xyz.to(device), q.to(device), 4, lengths=lengths.to(device),
-                              query_lengths=query_lengths.to(device))
+    dist2, idx = pointops.knn(
+        xyz.to(device), q.to(device), 4, lengths=lengths.to(device), query_lengths=query_lengths.to(device)
+    )
     e_dist2, e_idx = ref.knn(xyz, q, 4, lengths, query_lengths)
     assert torch.equal(idx.cpu(), e_idx) and torch.equal(dist2.cpu(), e_dist2)
     assert (idx.cpu()[1] == -1).all() and (idx.cpu()[2, :, 2:] == -1).all()
@@ -145,6 +156,7 @@ def test_three_nn_is_knn_with_k3(device):
 
 
 # --- gather family ----------------------------------------------------------------------------
+
 
 def random_index(shape, n, seed=0, with_missing=True):
     g = torch.Generator().manual_seed(seed)
@@ -195,8 +207,10 @@ def test_non_contiguous_inputs(device):
     assert torch.equal(i.cpu(), e_i) and torch.equal(d.cpu(), e_d)
     feat = torch.randn(6, 2, 20, dtype=torch.float64).transpose(0, 1)  # [2, 6, 20]
     idx = torch.randint(0, 20, (5, 2)).t()
-    assert torch.equal(pointops.gather_points(feat.to(device), idx.to(device)).cpu(),
-                       ref.gather(feat.contiguous(), idx.contiguous().unsqueeze(-1)))
+    assert torch.equal(
+        pointops.gather_points(feat.to(device), idx.to(device)).cpu(),
+        ref.gather(feat.contiguous(), idx.contiguous().unsqueeze(-1)),
+    )
 
 
 def test_empty_batch_shapes(device):
@@ -215,6 +229,7 @@ def test_outputs_are_contiguous_with_the_expected_dtype_and_device(device, dtype
     # they must match torch's own contiguous layout, size-0 and size-1 dimensions included.
     if dtype == torch.float16 and device == "cpu":
         pytest.skip("float16 runs on CUDA only")
+
     def same_layout(t, shape, want_dtype):
         expected = torch.empty(shape, dtype=want_dtype)
         assert t.shape == expected.shape and t.stride() == expected.stride()

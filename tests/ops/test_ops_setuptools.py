@@ -29,8 +29,13 @@ def _oldest_admitted_setuptools() -> str:
 def _egg_info(python: Path | str, tmp_path: Path) -> str:
     source = tmp_path / "ops-src"
     shutil.copytree(OPS_SRC, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
-    done = subprocess.run([str(python), "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)],
-                          cwd=source, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(python), "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Deprecat" not in done.stderr.replace("pkg_resources is deprecated", ""), done.stderr
     return (tmp_path / "pointops.egg-info" / "PKG-INFO").read_text()
@@ -48,11 +53,19 @@ def test_metadata_builds_with_the_oldest_admitted_setuptools(tmp_path):
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              f"setuptools=={major}.*"], capture_output=True, text=True, timeout=600)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"setuptools=={major}.*"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert install.returncode == 0, install.stdout + install.stderr
-    version = subprocess.run([str(python), "-c", "import setuptools; print(setuptools.__version__)"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "import setuptools; print(setuptools.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert version.split(".")[0] == major
     pkg_info = _egg_info(python, tmp_path)
     _assert_common_metadata(pkg_info)

@@ -39,14 +39,18 @@ def test_knn_and_ball_query_equal_the_padded_ops_per_cloud(device, dtype):
         if q1 == q0:
             continue
         if p1 == p0:
-            assert (idx[q0:q1] == -1).all() and torch.isinf(dist2[q0:q1]).all() and (b_count[q0:q1] == 0).all()
+            assert (
+                (idx[q0:q1] == -1).all() and torch.isinf(dist2[q0:q1]).all() and (b_count[q0:q1] == 0).all()
+            )
             continue
         d, i = pointops.knn(xyz[None, p0:p1], query[None, q0:q1], 6)
         assert torch.equal(idx[q0:q1], globalize(i[0], p0)) and torch.equal(dist2[q0:q1], d[0])
         i, c, d = pointops.ball_query(xyz[None, p0:p1], query[None, q0:q1], 0.3, 8, return_dist2=True)
         assert torch.equal(b_idx[q0:q1], globalize(i[0], p0)) and torch.equal(b_count[q0:q1], c[0])
         assert torch.equal(b_dist2[q0:q1], d[0])
-        strict = torch.ops.pointops.ball_query(xyz[None, p0:p1], query[None, q0:q1], 0.3, 8, None, None, False, False)
+        strict = torch.ops.pointops.ball_query(
+            xyz[None, p0:p1], query[None, q0:q1], 0.3, 8, None, None, False, False
+        )
         assert torch.equal(x_idx[q0:q1], globalize(strict[0][0], p0))
 
 
@@ -83,11 +87,15 @@ def test_gradients(device):
     xyz.requires_grad_(True)
     query.requires_grad_(True)
     # (slots with no point hold +inf, whose finite differences are nan: compare the others)
-    assert torch.autograd.gradcheck(lambda a, b: packed.knn(a, ptr, b, query_ptr, 4)[0].nan_to_num(posinf=0.0),
-                                    (xyz, query))
     assert torch.autograd.gradcheck(
-        lambda a, b: packed.ball_query(a, ptr, b, query_ptr, 0.4, 5, return_dist2=True)[2].nan_to_num(posinf=0.0),
-        (xyz, query))
+        lambda a, b: packed.knn(a, ptr, b, query_ptr, 4)[0].nan_to_num(posinf=0.0), (xyz, query)
+    )
+    assert torch.autograd.gradcheck(
+        lambda a, b: packed.ball_query(a, ptr, b, query_ptr, 0.4, 5, return_dist2=True)[2].nan_to_num(
+            posinf=0.0
+        ),
+        (xyz, query),
+    )
     g = torch.Generator().manual_seed(4)
     feat = torch.rand(30, 4, generator=g, dtype=torch.float64).to(device).requires_grad_(True)
     idx = torch.randint(-1, 30, (9, 3), generator=g).to(device)
@@ -153,8 +161,12 @@ def test_opcheck_of_the_packed_ops():
     idx = torch.randint(-1, xyz.shape[0], (8, 3))
     weight = torch.rand(8, 3, dtype=torch.float64, requires_grad=True)
     ops = torch.ops.pointops
-    for op, args in [(ops.knn_packed, (xyz, ptr, query, query_ptr, 3)),
-                     (ops.ball_query_packed, (xyz, ptr, query, query_ptr, 0.3, 4, True, True)),
-                     (ops.furthest_point_sample_packed, (xyz, ptr, ptr, xyz.shape[0], 0)),
-                     (ops.gather_rows, (feat, idx, weight))]:
-        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    for op, args in [
+        (ops.knn_packed, (xyz, ptr, query, query_ptr, 3)),
+        (ops.ball_query_packed, (xyz, ptr, query, query_ptr, 0.3, 4, True, True)),
+        (ops.furthest_point_sample_packed, (xyz, ptr, ptr, xyz.shape[0], 0)),
+        (ops.gather_rows, (feat, idx, weight)),
+    ]:
+        torch.library.opcheck(
+            op, args, test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+        )

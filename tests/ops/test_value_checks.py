@@ -27,38 +27,91 @@ BIG_CLOUD64 = torch.tensor([[[0.0, 0.0, 0.0], [1e160, 0.0, 0.0]]], dtype=torch.f
 
 # (call with one bad value, words of the Python API's error, words of the binding's error)
 BAD_VALUES = [
-    (lambda: pointops.furthest_point_sample(NAN_POINT, 1), "xyz contains nan or inf", "xyz contains a non-finite"),
-    (lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([5])),
-     "lengths values must lie in 0..4 (the size of xyz's point dimension), got 5..5", "lengths[0] = 5"),
+    (
+        lambda: pointops.furthest_point_sample(NAN_POINT, 1),
+        "xyz contains nan or inf",
+        "xyz contains a non-finite",
+    ),
+    (
+        lambda: pointops.furthest_point_sample(pts(), 2, lengths=torch.tensor([5])),
+        "lengths values must lie in 0..4 (the size of xyz's point dimension), got 5..5",
+        "lengths[0] = 5",
+    ),
     (lambda: pointops.knn(pts(), INF_POINT, 1), "query contains nan or inf", "query contains a non-finite"),
-    (lambda: pointops.knn(pts(), pts(), 1, lengths=torch.tensor([7], dtype=torch.int32)),
-     "lengths values must lie in 0..4", "lengths[0] = 7"),
-    (lambda: pointops.knn(pts(), pts(1, 3), 1, query_lengths=torch.tensor([-1])),
-     "query_lengths values must lie in 0..3 (the size of query's point dimension), got -1..-1",
-     "query_lengths[0] = -1"),
-    (lambda: pointops.three_nn(pts(), NAN_POINT.expand(1, 4, 3)), "known contains nan or inf",
-     "xyz contains a non-finite"),
-    (lambda: pointops.ball_query(NAN_POINT, pts(), 0.5, 2), "xyz contains nan or inf", "xyz contains a non-finite"),
-    (lambda: pointops.ball_query(pts(), pts(), 0.5, 2, query_lengths=torch.tensor([9])),
-     "query_lengths values must lie in 0..4", "query_lengths[0] = 9"),
-    (lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[0, 5]])),
-     "idx values must lie in -1..4 (-1 = no point), got 0..5", "idx holds index 5"),
-    (lambda: pointops.group_points(torch.rand(1, 2, 5), torch.tensor([[[-2, 0]]])),
-     "idx values must lie in -1..4 (-1 = no point), got -2..0", "idx holds index -2"),
-    (lambda: pointops.three_interpolate(torch.rand(1, 2, 3), torch.tensor([[[0, 1, 3]]]), torch.rand(1, 1, 3)),
-     "idx values must lie in -1..2", "idx holds index 3"),
-    (lambda: pn2.gather_operation(torch.rand(1, 2, 5), torch.tensor([[6]], dtype=torch.int32)),
-     "idx values must lie in -1..4", "idx holds index 6"),
-    (lambda: pn2.ball_query(0.1, 2, pts(), NAN_POINT), "new_xyz contains nan or inf", "query contains a non-finite"),
-    (lambda: pointops.knn(pts(), BIG_POINT, 1),
-     "query holds a coordinate of magnitude 1e+19, above 4.612e+18 (2^62), the largest for which squared "
-     "distances stay finite in float32 arithmetic", "query holds a coordinate of magnitude 1e+19, above 2^62"),
-    (lambda: pointops.furthest_point_sample(BIG_CLOUD64, 2),
-     "xyz holds a coordinate of magnitude 1e+160, above 3.352e+153 (2^510)", "above 2^510"),
-    (lambda: pointops.ball_query(BIG_POINT.expand(1, 3, 3), pts(), 0.5, 2), "xyz holds a coordinate",
-     "xyz holds a coordinate of magnitude 1e+19"),
+    (
+        lambda: pointops.knn(pts(), pts(), 1, lengths=torch.tensor([7], dtype=torch.int32)),
+        "lengths values must lie in 0..4",
+        "lengths[0] = 7",
+    ),
+    (
+        lambda: pointops.knn(pts(), pts(1, 3), 1, query_lengths=torch.tensor([-1])),
+        "query_lengths values must lie in 0..3 (the size of query's point dimension), got -1..-1",
+        "query_lengths[0] = -1",
+    ),
+    (
+        lambda: pointops.three_nn(pts(), NAN_POINT.expand(1, 4, 3)),
+        "known contains nan or inf",
+        "xyz contains a non-finite",
+    ),
+    (
+        lambda: pointops.ball_query(NAN_POINT, pts(), 0.5, 2),
+        "xyz contains nan or inf",
+        "xyz contains a non-finite",
+    ),
+    (
+        lambda: pointops.ball_query(pts(), pts(), 0.5, 2, query_lengths=torch.tensor([9])),
+        "query_lengths values must lie in 0..4",
+        "query_lengths[0] = 9",
+    ),
+    (
+        lambda: pointops.gather_points(torch.rand(1, 2, 5), torch.tensor([[0, 5]])),
+        "idx values must lie in -1..4 (-1 = no point), got 0..5",
+        "idx holds index 5",
+    ),
+    (
+        lambda: pointops.group_points(torch.rand(1, 2, 5), torch.tensor([[[-2, 0]]])),
+        "idx values must lie in -1..4 (-1 = no point), got -2..0",
+        "idx holds index -2",
+    ),
+    (
+        lambda: pointops.three_interpolate(
+            torch.rand(1, 2, 3), torch.tensor([[[0, 1, 3]]]), torch.rand(1, 1, 3)
+        ),
+        "idx values must lie in -1..2",
+        "idx holds index 3",
+    ),
+    (
+        lambda: pn2.gather_operation(torch.rand(1, 2, 5), torch.tensor([[6]], dtype=torch.int32)),
+        "idx values must lie in -1..4",
+        "idx holds index 6",
+    ),
+    (
+        lambda: pn2.ball_query(0.1, 2, pts(), NAN_POINT),
+        "new_xyz contains nan or inf",
+        "query contains a non-finite",
+    ),
+    (
+        lambda: pointops.knn(pts(), BIG_POINT, 1),
+        "query holds a coordinate of magnitude 1e+19, above 4.612e+18 (2^62), the largest for which squared "
+        "distances stay finite in float32 arithmetic",
+        "query holds a coordinate of magnitude 1e+19, above 2^62",
+    ),
+    (
+        lambda: pointops.furthest_point_sample(BIG_CLOUD64, 2),
+        "xyz holds a coordinate of magnitude 1e+160, above 3.352e+153 (2^510)",
+        "above 2^510",
+    ),
+    (
+        lambda: pointops.ball_query(BIG_POINT.expand(1, 3, 3), pts(), 0.5, 2),
+        "xyz holds a coordinate",
+        "xyz holds a coordinate of magnitude 1e+19",
+    ),
     (lambda: pointops.three_nn(BIG_POINT, pts()), "unknown holds a coordinate", "query holds a coordinate"),
-    (lambda: pn2.ball_query(0.1, 2, pts(), BIG_POINT), "new_xyz holds a coordinate", "query holds a coordinate"),
+    (
+        lambda: pn2.ball_query(0.1, 2, pts(), BIG_POINT),
+        "new_xyz holds a coordinate",
+        "query holds a coordinate",
+    ),
 ]
 IDS = [f"case{i}" for i in range(len(BAD_VALUES))]
 COORDINATE_TOO_LARGE = "%s held nan, inf or a coordinate too large"  # the CUDA checks' words
@@ -99,10 +152,13 @@ def test_checks_off_give_the_same_results_on_good_input():
     lengths = torch.tensor([40, 17])
 
     def run():
-        return (pointops.furthest_point_sample(xyz, 6, lengths=lengths),
-                *pointops.knn(xyz, query, 4, lengths=lengths),
-                *pointops.ball_query(xyz, query, 0.4, 3, lengths=lengths, return_dist2=True),
-                pointops.group_points(feat, idx), pointops.gather_points(feat, idx[:, :, 0]))
+        return (
+            pointops.furthest_point_sample(xyz, 6, lengths=lengths),
+            *pointops.knn(xyz, query, 4, lengths=lengths),
+            *pointops.ball_query(xyz, query, 0.4, 3, lengths=lengths, return_dist2=True),
+            pointops.group_points(feat, idx),
+            pointops.gather_points(feat, idx[:, :, 0]),
+        )
 
     on = run()
     with pointops.value_checks(False):
@@ -113,12 +169,12 @@ def test_checks_off_give_the_same_results_on_good_input():
 
 @pytest.mark.parametrize(("dtype", "power"), [(torch.float32, 62), (torch.float64, 510)])
 def test_coordinates_up_to_the_limit_give_exact_results_and_beyond_it_an_error(device, dtype, power):
-    limit = 2.0 ** power
+    limit = 2.0**power
     assert pointops.coordinate_limit(dtype) == limit
     corners = torch.tensor([[[limit] * 3, [0.0] * 3, [-limit] * 3]], dtype=dtype, device=device)
     dist2, idx = pointops.knn(corners, corners[:, :1], 3)
     # the farthest pair the limit admits: 3 * (2 * limit)^2 = 1.5 * 2^(2 power + 3), finite
-    expected = torch.tensor([[[0.0, 3 * limit ** 2, 12 * limit ** 2]]], dtype=dtype, device=device)
+    expected = torch.tensor([[[0.0, 3 * limit**2, 12 * limit**2]]], dtype=dtype, device=device)
     assert torch.equal(dist2, expected) and idx.tolist() == [[[0, 1, 2]]]
     assert pointops.furthest_point_sample(corners, 3).tolist() == [[0, 2, 1]]
     idx, count, d2 = pointops.ball_query(corners, corners[:, 2:], 4 * limit, 3, return_dist2=True)
@@ -127,9 +183,13 @@ def test_coordinates_up_to_the_limit_give_exact_results_and_beyond_it_an_error(d
     for sign in (1, -1):
         beyond = corners.clone()
         beyond[0, 1, 2] = sign * above
-        with raises_bad_value(device, rf"xyz holds a coordinate of magnitude .*\(2\^{power}\)", COORDINATE_TOO_LARGE % "xyz"):
+        with raises_bad_value(
+            device, rf"xyz holds a coordinate of magnitude .*\(2\^{power}\)", COORDINATE_TOO_LARGE % "xyz"
+        ):
             pointops.knn(beyond, corners, 1)
-        with raises_bad_value(device, rf"query holds a coordinate .*\(2\^{power}\)", COORDINATE_TOO_LARGE % "query"):
+        with raises_bad_value(
+            device, rf"query holds a coordinate .*\(2\^{power}\)", COORDINATE_TOO_LARGE % "query"
+        ):
             pointops.knn(corners, beyond, 1)
 
 
@@ -148,14 +208,17 @@ def test_switch_and_context_manager():
         pointops.set_value_checks("off")
 
 
-@pytest.mark.parametrize(("value", "expected", "warns"), [("0", False, False), ("off", False, False),
-                                                          ("1", True, False), ("maybe", True, True)])
+@pytest.mark.parametrize(
+    ("value", "expected", "warns"),
+    [("0", False, False), ("off", False, False), ("1", True, False), ("maybe", True, True)],
+)
 def test_environment_variable(value, expected, warns):
-    code = ("import warnings\nwarnings.simplefilter('always')\nimport pointops\n"
-            "print(pointops.value_checks_enabled())")
+    code = (
+        "import warnings\nwarnings.simplefilter('always')\nimport pointops\n"
+        "print(pointops.value_checks_enabled())"
+    )
     env = {**os.environ, "POINTOPS_VALUE_CHECKS": value}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(expected)
     assert ("POINTOPS_VALUE_CHECKS='maybe' is not understood" in done.stderr) == warns
@@ -165,14 +228,21 @@ def test_value_checks_report_the_first_failure_in_order():
     good_idx, bad_idx = torch.tensor([[0, 3]]), torch.tensor([[0, 4]])
     xyz = pts()
     assert _ValueChecks().finite(xyz, "xyz").indices(good_idx, "idx", 4).first_problem() is None
-    problem = (_ValueChecks().finite(xyz, "xyz").indices(bad_idx, "idx", 4)
-               .finite(NAN_POINT, "query").first_problem())
+    problem = (
+        _ValueChecks()
+        .finite(xyz, "xyz")
+        .indices(bad_idx, "idx", 4)
+        .finite(NAN_POINT, "query")
+        .first_problem()
+    )
     assert "idx values must lie in -1..3" in str(problem)
     problem = _ValueChecks().finite(NAN_POINT, "query").indices(bad_idx, "idx", 4).first_problem()
     assert "query contains nan or inf" in str(problem)
     # empty tensors have no values to check
     empty = torch.empty(1, 0, dtype=torch.int64)
-    assert _ValueChecks().indices(empty, "idx", 0).lengths(None, "lengths", xyz, "xyz").first_problem() is None
+    assert (
+        _ValueChecks().indices(empty, "idx", 0).lengths(None, "lengths", xyz, "xyz").first_problem() is None
+    )
 
 
 def test_calls_without_grad_build_no_graph_and_calls_with_grad_do():
@@ -210,10 +280,21 @@ def test_api_gradients_equal_the_registered_autograd_of_the_raw_ops():
 
     pairs = [
         (lambda a, b: pointops.knn(a, b, 4)[0], lambda a, b: ops.knn(a, b, 4, None, None)[0], (xyz, query)),
-        (lambda a, b: pointops.ball_query(a, b, 0.4, 3, return_dist2=True)[2],
-         lambda a, b: ops.ball_query(a, b, 0.4, 3, None, None, True, True)[2], (xyz, query)),
-        (lambda f, w: pointops.three_interpolate(f, idx, w), lambda f, w: ops.gather(f, idx, w), (feat, weight)),
-        (lambda f: pointops.group_points(f, idx), lambda f: ops.gather(f, idx.reshape(2, 21, 1), None), (feat,)),
+        (
+            lambda a, b: pointops.ball_query(a, b, 0.4, 3, return_dist2=True)[2],
+            lambda a, b: ops.ball_query(a, b, 0.4, 3, None, None, True, True)[2],
+            (xyz, query),
+        ),
+        (
+            lambda f, w: pointops.three_interpolate(f, idx, w),
+            lambda f, w: ops.gather(f, idx, w),
+            (feat, weight),
+        ),
+        (
+            lambda f: pointops.group_points(f, idx),
+            lambda f: ops.gather(f, idx.reshape(2, 21, 1), None),
+            (feat,),
+        ),
     ]
     for api, raw, inputs in pairs:
         for a, b in zip(grads(api, *inputs), grads(raw, *inputs), strict=True):

@@ -27,8 +27,16 @@ def dependency_channel(root: Path, platforms: tuple[str, ...], torch_versions=("
     return standins.write_channel(root, list(unique.values()))
 
 
-def write_stub_package(channel: Path, subdir: str, name: str, version: str, build: str, build_number: int = 0,
-                       depends: list[str] | tuple = (), run_exports: dict | None = None) -> None:
+def write_stub_package(
+    channel: Path,
+    subdir: str,
+    name: str,
+    version: str,
+    build: str,
+    build_number: int = 0,
+    depends: list[str] | tuple = (),
+    run_exports: dict | None = None,
+) -> None:
     """One metadata-only package (for tests that need a channel of a few hand-made records);
     call index() afterwards."""
     rec = standins.record(name, version, build, subdir, build_number, depends, run_exports=run_exports)

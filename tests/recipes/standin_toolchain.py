@@ -37,9 +37,18 @@ PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 PY_FULL = ".".join(str(p) for p in sys.version_info[:3])
 SITE = f"lib/python{PY}/site-packages"
 # conda package -> the distributions (as pip names them) whose files it links
-PYTHON_PACKAGES = {"pip": "pip", "setuptools": "setuptools", "filelock": "filelock", "fsspec": "fsspec",
-                   "networkx": "networkx", "jinja2": "jinja2", "markupsafe": "markupsafe", "sympy": "sympy",
-                   "mpmath": "mpmath", "typing_extensions": "typing_extensions"}
+PYTHON_PACKAGES = {
+    "pip": "pip",
+    "setuptools": "setuptools",
+    "filelock": "filelock",
+    "fsspec": "fsspec",
+    "networkx": "networkx",
+    "jinja2": "jinja2",
+    "markupsafe": "markupsafe",
+    "sympy": "sympy",
+    "mpmath": "mpmath",
+    "typing_extensions": "typing_extensions",
+}
 TORCH_LIBS = ("libtorch_cpu.so", "libc10.so", "libtorch.so", "libtorch_global_deps.so")
 
 
@@ -47,10 +56,16 @@ def cuda_home() -> Path | None:
     """The CUDA toolkit root: CUDA_HOME, /usr/local/cuda, or the root of the nvcc on PATH (the
     first of them holding bin/nvcc and the static runtime)."""
     nvcc = shutil.which("nvcc")
-    candidates = [os.environ.get("CUDA_HOME"), "/usr/local/cuda", nvcc and str(Path(nvcc).resolve().parent.parent)]
+    candidates = [
+        os.environ.get("CUDA_HOME"),
+        "/usr/local/cuda",
+        nvcc and str(Path(nvcc).resolve().parent.parent),
+    ]
     for candidate in filter(None, candidates):
         root = Path(candidate).resolve()
-        if (root / "bin" / "nvcc").is_file() and (root / "targets/x86_64-linux/lib/libcudart_static.a").is_file():
+        if (root / "bin" / "nvcc").is_file() and (
+            root / "targets/x86_64-linux/lib/libcudart_static.a"
+        ).is_file():
             return root
     return None
 
@@ -84,13 +99,22 @@ def _python_files() -> dict[str, object]:
     base = Path(sys._base_executable)
     home = base.parent
     cfg = f"home = {home}\ninclude-system-site-packages = false\nversion = {PY_FULL}\n"
-    return {"pyvenv.cfg": cfg.encode(), "bin/python": ("symlink", str(base)), "bin/python3": ("symlink", str(base)),
-            f"bin/python{PY}": ("symlink", str(base)), f"{SITE}/README": b"site-packages of the stand-in python\n"}
+    return {
+        "pyvenv.cfg": cfg.encode(),
+        "bin/python": ("symlink", str(base)),
+        "bin/python3": ("symlink", str(base)),
+        f"bin/python{PY}": ("symlink", str(base)),
+        f"{SITE}/README": b"site-packages of the stand-in python\n",
+    }
 
 
 def _libtorch_files() -> dict[str, object]:
     torch_lib = Path(importlib.metadata.distribution("torch").locate_file("torch")) / "lib"
-    return {f"lib/{name}": ("symlink", str(torch_lib / name)) for name in TORCH_LIBS if (torch_lib / name).exists()}
+    return {
+        f"lib/{name}": ("symlink", str(torch_lib / name))
+        for name in TORCH_LIBS
+        if (torch_lib / name).exists()
+    }
 
 
 def _compiler_activation(tool: str, variable: str, program: str) -> dict[str, object]:
@@ -120,8 +144,10 @@ def _nvcc_files() -> dict[str, object]:
         '-L${PREFIX}/targets/x86_64-linux/lib"\n'
         "fi\n"
     )
-    return {"bin/nvcc": ("script", f'#!/bin/sh\nexec "{nvcc}" "$@"\n'),
-            "etc/conda/activate.d/~cuda-nvcc_activate.sh": ("script", activation)}
+    return {
+        "bin/nvcc": ("script", f'#!/bin/sh\nexec "{nvcc}" "$@"\n'),
+        "etc/conda/activate.d/~cuda-nvcc_activate.sh": ("script", activation),
+    }
 
 
 def _cudart_static_files(target_specific: bool) -> dict[str, object]:

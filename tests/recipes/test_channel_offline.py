@@ -45,20 +45,45 @@ def dependency_channel(tmp_path_factory) -> Path:
     channel = tmp_path_factory.mktemp("deps")
     subdir = current_platform()
     write_stub_package(channel, subdir, "python", f"{PY}.7", "h0_cpython")
-    write_stub_package(channel, subdir, "pytorch", "2.13.0", f"cpu_generic_py{PY.replace('.', '')}_h0_0", 0,
-                       [f"python >={PY},<3.{sys.version_info.minor + 1}.0a0"])
-    write_stub_package(channel, subdir, "pytorch", "2.13.0", f"cuda129_generic_py{PY.replace('.', '')}_h0_200", 200,
-                       ["__cuda"])
+    write_stub_package(
+        channel,
+        subdir,
+        "pytorch",
+        "2.13.0",
+        f"cpu_generic_py{PY.replace('.', '')}_h0_0",
+        0,
+        [f"python >={PY},<3.{sys.version_info.minor + 1}.0a0"],
+    )
+    write_stub_package(
+        channel,
+        subdir,
+        "pytorch",
+        "2.13.0",
+        f"cuda129_generic_py{PY.replace('.', '')}_h0_200",
+        200,
+        ["__cuda"],
+    )
     write_stub_package(channel, subdir, "libtorch", "2.13.0", "cpu_generic_h0_0")
     index(channel)
     return channel
 
 
-def rattler_install(channels: list[Path], specs: list[str], prefix: Path, virtual: list[str]) -> tuple[int, object]:
-    args = {"channels": [c.as_uri() for c in channels], "specs": specs, "prefix": str(prefix),
-            "virtual_packages": virtual, "cache": str(prefix.parent / "pkgs-cache")}
-    proc = subprocess.run([sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
-                          capture_output=True, text=True, timeout=300)
+def rattler_install(
+    channels: list[Path], specs: list[str], prefix: Path, virtual: list[str]
+) -> tuple[int, object]:
+    args = {
+        "channels": [c.as_uri() for c in channels],
+        "specs": specs,
+        "prefix": str(prefix),
+        "virtual_packages": virtual,
+        "cache": str(prefix.parent / "pkgs-cache"),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -71,7 +96,7 @@ def test_package_carries_the_rendered_metadata(local_channel):
     platform = current_platform()
     cpu = {b.variant: b for b in render_platform(platform)}["cpu"]
     repodata = json.loads((local_channel / platform / "repodata.json").read_text())
-    (filename, record), = repodata["packages.conda"].items()
+    ((filename, record),) = repodata["packages.conda"].items()
     assert filename == f"pointops-0.1.0-{cpu.build_string}.conda"
     assert record["build"] == cpu.build_string and record["build_number"] == cpu.build_number
     assert record["depends"] == list(cpu.run)
@@ -103,8 +128,14 @@ def test_install_into_a_prefix_and_import(local_channel, dependency_channel, tmp
         "print(torch.ops.pointops.furthest_point_sample(xyz, 3, None, 0).tolist())\n"
         "print(pointops.build_info()['cuda'])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[[0,", "3,", "1]]", "False"]
 
@@ -117,8 +148,9 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
     write_stub_package(channel, subdir, "pytorch", "2.13.0", "cuda129_generic_h0_200", 200)
     write_stub_package(channel, subdir, "libtorch", "2.13.0", "cpu_generic_h0_0")
     index(channel)
-    code, result = rattler_install([local_channel, channel], ["pointops"], tmp_path / "env",
-                                   LINUX_NO_GPU + ["__cuda=12.9"])
+    code, result = rattler_install(
+        [local_channel, channel], ["pointops"], tmp_path / "env", LINUX_NO_GPU + ["__cuda=12.9"]
+    )
     assert code == 3 and "pytorch" in result["error"], result
 
 
@@ -127,7 +159,10 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
 def test_package_local_builds_a_wheel_from_a_relative_source(tmp_path, capsys, monkeypatch):
     """The README's `--source ops-src`: pip would read the bare relative name as a package to download."""
     monkeypatch.chdir(HERE.parents[1])
-    assert cli.main(["channel", "package-local", "--source", "ops-src", "--output", str(tmp_path / "channel")]) == 0
+    assert (
+        cli.main(["channel", "package-local", "--source", "ops-src", "--output", str(tmp_path / "channel")])
+        == 0
+    )
     path = Path(capsys.readouterr().out.strip())
     assert path.is_file() and path.parent == tmp_path / "channel" / current_platform()
     with zipfile.ZipFile(path) as conda:
@@ -136,8 +171,21 @@ def test_package_local_builds_a_wheel_from_a_relative_source(tmp_path, capsys, m
 
 def test_a_relative_source_is_resolved_and_named(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["channel", "--recipe", str(HERE.parents[1] / "recipes" / "pointops"), "package-local",
-                     "--source", "no-such-dir", "--output", str(tmp_path / "channel")]) == 1
+    assert (
+        cli.main(
+            [
+                "channel",
+                "--recipe",
+                str(HERE.parents[1] / "recipes" / "pointops"),
+                "package-local",
+                "--source",
+                "no-such-dir",
+                "--output",
+                str(tmp_path / "channel"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert f"{tmp_path / 'no-such-dir'} is not a directory" in err and "Traceback" not in err
 
@@ -150,16 +198,20 @@ def fake_wheel(path: Path, files: dict[str, str]) -> Path:
 
 
 def test_a_per_python_build_is_refused(tmp_path):
-    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp311-cp311-linux_x86_64.whl",
-                       {"pointops/__init__.py": "", "pointops/_C.cpython-311-x86_64-linux-gnu.so": "ELF"})
+    wheel = fake_wheel(
+        tmp_path / "pointops-0.1.0-cp311-cp311-linux_x86_64.whl",
+        {"pointops/__init__.py": "", "pointops/_C.cpython-311-x86_64-linux-gnu.so": "ELF"},
+    )
     with pytest.raises(ChannelError, match="stable ABI"):
         package_local(tmp_path / "channel", "cpu", wheel=wheel)
     assert not list((tmp_path / "channel").rglob("*.conda"))
 
 
 def test_a_windows_build_is_refused_for_linux_and_a_broken_wheel_is_named(tmp_path):
-    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-win_amd64.whl",
-                       {"pointops/__init__.py": "", "pointops/_C.pyd": "MZ"})
+    wheel = fake_wheel(
+        tmp_path / "pointops-0.1.0-cp310-abi3-win_amd64.whl",
+        {"pointops/__init__.py": "", "pointops/_C.pyd": "MZ"},
+    )
     with pytest.raises(ChannelError, match="_C.pyd is not a linux-64 extension"):
         package_local(tmp_path / "channel", "cpu", wheel=wheel, platform="linux-64")
     broken = tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl"
@@ -169,13 +221,21 @@ def test_a_windows_build_is_refused_for_linux_and_a_broken_wheel_is_named(tmp_pa
 
 
 def test_a_cpu_build_cannot_pose_as_a_cuda_variant(tmp_path):
-    variant = next(b.variant for b in render_platform(current_platform()) if b.cuda_version) \
-        if current_platform() not in ("osx-64", "osx-arm64") else None
+    variant = (
+        next(b.variant for b in render_platform(current_platform()) if b.cuda_version)
+        if current_platform() not in ("osx-64", "osx-arm64")
+        else None
+    )
     if variant is None:
         pytest.skip("no CUDA variant on this platform")
-    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
-                       {"pointops/__init__.py": "", "pointops/_C.abi3.so": "ELF",
-                        "pointops/_build_info.json": json.dumps({"cuda_version": None})})
+    wheel = fake_wheel(
+        tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
+        {
+            "pointops/__init__.py": "",
+            "pointops/_C.abi3.so": "ELF",
+            "pointops/_build_info.json": json.dumps({"cuda_version": None}),
+        },
+    )
     with pytest.raises(ChannelError, match="CPU-only"):
         package_local(tmp_path / "channel", variant, wheel=wheel)
 
@@ -192,8 +252,10 @@ def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
     with pytest.raises(ChannelError, match="CUDA 12.9 but variant cuda130"):
         package_local(tmp_path / "channel", "cuda130", wheel=wheel, platform="linux-64")
     right = {"cuda_version": "13.0", "sass_archs": list(cuda.sass_archs), "ptx_arch": cuda.ptx_arch}
-    wheel = fake_wheel(tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
-                       {**files, "pointops/_build_info.json": json.dumps(right)})
+    wheel = fake_wheel(
+        tmp_path / "pointops-0.1.0-cp310-abi3-linux_x86_64.whl",
+        {**files, "pointops/_build_info.json": json.dumps(right)},
+    )
     package = package_local(tmp_path / "channel", "cuda130", wheel=wheel, platform="linux-64")
     record = json.loads((tmp_path / "channel" / "linux-64" / "repodata.json").read_text())["packages.conda"]
     assert record[package.name]["constrains"] == ["__cuda_arch >=7.5"]
@@ -207,7 +269,11 @@ def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
         (["channel", "package-local", "--from-installed", "--variant", "cuda999"], 1, "no 'cuda999' variant"),
         (["channel", "build", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
         (["channel", "index", "/nonexistent/channel"], 1, "is not a directory"),
-        (["channel", "render", "--solve", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
+        (
+            ["channel", "render", "--solve", "--channel", "file:///nonexistent/channel"],
+            1,
+            "not an indexed channel",
+        ),
         (["channel"], 2, "choose an action"),
         (["channel", "upload", "/nonexistent/channel"], 1, "no .conda packages"),
     ],

@@ -29,10 +29,14 @@ from standin_toolchain import PY, cuda_home, write_toolchain_channel
 from solver.channel import ChannelError, build_channel, current_platform, find_recipe
 
 HERE = Path(__file__).resolve().parent
-pytestmark = pytest.mark.skipif(current_platform() != "linux-64" or shutil.which("gcc") is None,
-                                reason="the stand-in toolchain wraps a linux-64 gcc")
+pytestmark = pytest.mark.skipif(
+    current_platform() != "linux-64" or shutil.which("gcc") is None,
+    reason="the stand-in toolchain wraps a linux-64 gcc",
+)
 OVERRIDES = {"python": [f"{PY}.* *_cpython"], "python_min": [PY], "is_python_min": [True]}
-SHARED_LIBRARIES = yaml.safe_load((HERE.parent / "data" / "conda_forge_metadata.yaml").read_text())["shared_libraries"]
+SHARED_LIBRARIES = yaml.safe_load((HERE.parent / "data" / "conda_forge_metadata.yaml").read_text())[
+    "shared_libraries"
+]
 
 
 def read_package(path: Path):
@@ -44,11 +48,22 @@ def read_package(path: Path):
 NO_GPU = ["__unix=0", "__linux=6.1", "__glibc=2.36"]
 
 
-def rattler_install(channels: list[Path], specs: list[str], prefix: Path, virtual: list[str] = NO_GPU) -> tuple[int, object]:
-    args = {"channels": [c.as_uri() for c in channels], "specs": specs, "prefix": str(prefix),
-            "virtual_packages": virtual, "cache": str(prefix.parent / "cache")}
-    proc = subprocess.run([sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
-                          capture_output=True, text=True, timeout=300)
+def rattler_install(
+    channels: list[Path], specs: list[str], prefix: Path, virtual: list[str] = NO_GPU
+) -> tuple[int, object]:
+    args = {
+        "channels": [c.as_uri() for c in channels],
+        "specs": specs,
+        "prefix": str(prefix),
+        "virtual_packages": virtual,
+        "cache": str(prefix.parent / "cache"),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -60,8 +75,13 @@ def needed_libraries(path: Path) -> list[str]:
 
     with open(path, "rb") as f:
         elf = ELFFile(f)
-        return [tag.needed for section in elf.iter_sections() if isinstance(section, DynamicSection)
-                for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+        return [
+            tag.needed
+            for section in elf.iter_sections()
+            if isinstance(section, DynamicSection)
+            for tag in section.iter_tags()
+            if tag.entry.d_tag == "DT_NEEDED"
+        ]
 
 
 class Built:
@@ -77,8 +97,15 @@ def build(tmp: Path, variant: str, cuda_versions=(), recipe: Path | None = None)
     logs: dict[str, list[str]] = {}
     files = find_recipe(recipe)
     try:
-        packages = build_channel(output, [channel.as_uri()], [variant], test=True, files=files, logs=logs,
-                                 variant_overrides=OVERRIDES)
+        packages = build_channel(
+            output,
+            [channel.as_uri()],
+            [variant],
+            test=True,
+            files=files,
+            logs=logs,
+            variant_overrides=OVERRIDES,
+        )
     except ChannelError:
         print("\n".join(line for lines in logs.values() for line in lines)[-20000:])
         raise
@@ -107,9 +134,16 @@ def test_run_requirements_are_the_recipe_s_plus_run_exports(cpu):
     depends = list(cpu.meta.depends)
     assert depends[:3] == [f"python >={PY}", "pytorch >=2.10 cpu*", "libtorch >=2.10"]
     # run_exports of the toolchain stand-ins carry conda-forge's values
-    assert {"libstdcxx >=15", "libgcc >=15", "__glibc >=2.17,<3.0.a0", "_python_abi3_support 1.*",
-            f"cpython >={PY}"} <= set(depends)
-    assert not [d for d in depends if d.startswith(("pytorch >=2.13", "libtorch >=2.13", "python_abi"))], depends
+    assert {
+        "libstdcxx >=15",
+        "libgcc >=15",
+        "__glibc >=2.17,<3.0.a0",
+        "_python_abi3_support 1.*",
+        f"cpython >={PY}",
+    } <= set(depends)
+    assert not [d for d in depends if d.startswith(("pytorch >=2.13", "libtorch >=2.13", "python_abi"))], (
+        depends
+    )
 
 
 def test_every_linked_library_is_a_run_requirement(cpu, tmp_path):
@@ -126,7 +160,9 @@ def test_every_linked_library_is_a_run_requirement(cpu, tmp_path):
     assert "libtorch_cpu.so" in needed
     for lib in needed:
         assert lib in providers, f"{lib}: no conda-forge package known to ship it (tests/data)"
-        assert providers[lib] in names, f"{extension.name} links {lib} from {providers[lib]}, not a run requirement"
+        assert providers[lib] in names, (
+            f"{extension.name} links {lib} from {providers[lib]}, not a run requirement"
+        )
 
 
 def test_max_jobs_reaches_the_build_script(cpu):
@@ -149,12 +185,20 @@ def test_the_package_installs_into_a_fresh_prefix_and_runs_an_op(cpu, tmp_path):
     assert code == 0, records
     builds = {r["name"]: (r["version"], r["build"]) for r in records}
     assert builds["pointops"][1] == cpu.meta.build_string and builds["pytorch"][0] == "2.13.0"
-    probe = ("import torch, pointops\n"
-             "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
-             "print(pointops.__file__)\n"
-             "print(torch.ops.pointops.furthest_point_sample(xyz, 3, None, 0).tolist())\n")
-    proc = subprocess.run([str(prefix / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
+    probe = (
+        "import torch, pointops\n"
+        "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
+        "print(pointops.__file__)\n"
+        "print(torch.ops.pointops.furthest_point_sample(xyz, 3, None, 0).tolist())\n"
+    )
+    proc = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     location, picks = proc.stdout.split("\n")[:2]
     assert location.startswith(str(prefix)) and picks == "[[0, 3, 1]]"
@@ -176,7 +220,9 @@ def test_licence_files_are_packaged(cpu, tmp_path):
 
 def _local_eula() -> Path | None:
     home = cuda_home()
-    found = sorted(home.glob("dist-info/nvidia_cuda_runtime-*.dist-info/licenses/License.txt")) if home else []
+    found = (
+        sorted(home.glob("dist-info/nvidia_cuda_runtime-*.dist-info/licenses/License.txt")) if home else []
+    )
     return found[0] if found else None
 
 
@@ -191,17 +237,21 @@ def recipe_with_local_eula(tmp: Path, eula: Path) -> Path:
     (tree / "ops-src").symlink_to(files.source_dir)
     shutil.copy2(eula, recipe_dir / "NVIDIA-CUDA-EULA.txt")
     text = (recipe_dir / "recipe.yaml").read_text()
-    download = ("      url: https://developer.download.nvidia.com/compute/cuda/redist/cuda_nvcc/LICENSE.txt\n"
-                "      sha256: e2c71babfd18a8e69542dd7e9ca018f9caa438094001a58e6bc4d8c999bf0d07\n"
-                "      file_name: NVIDIA-CUDA-EULA.txt\n")
+    download = (
+        "      url: https://developer.download.nvidia.com/compute/cuda/redist/cuda_nvcc/LICENSE.txt\n"
+        "      sha256: e2c71babfd18a8e69542dd7e9ca018f9caa438094001a58e6bc4d8c999bf0d07\n"
+        "      file_name: NVIDIA-CUDA-EULA.txt\n"
+    )
     assert text.count(download) == 1
     (recipe_dir / "recipe.yaml").write_text(text.replace(download, "      path: NVIDIA-CUDA-EULA.txt\n"))
     return recipe_dir
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("POINTOPS_SLOW_CUDA_BUILD") != "1",
-                    reason="compiles every CUDA arch (minutes): set POINTOPS_SLOW_CUDA_BUILD=1")
+@pytest.mark.skipif(
+    os.environ.get("POINTOPS_SLOW_CUDA_BUILD") != "1",
+    reason="compiles every CUDA arch (minutes): set POINTOPS_SLOW_CUDA_BUILD=1",
+)
 def test_the_cuda_13_package_builds_tests_and_installs(tmp_path, monkeypatch):
     eula = _local_eula()
     if cuda_home() is None or eula is None:
@@ -225,18 +275,35 @@ def test_the_cuda_13_package_builds_tests_and_installs(tmp_path, monkeypatch):
     code, result = rattler_install([built.output, built.channel], ["pointops"], tmp_path / "refused")
     assert code == 3 and "__cuda" in result["error"], result
     prefix = tmp_path / "env"
-    code, records = rattler_install([built.output, built.channel], ["pointops"], prefix,
-                                    NO_GPU + ["__cuda=13.0", "__cuda_arch=9.0"])
+    code, records = rattler_install(
+        [built.output, built.channel], ["pointops"], prefix, NO_GPU + ["__cuda=13.0", "__cuda_arch=9.0"]
+    )
     assert code == 0, records
     # the CUDA build's CPU kernels run without a GPU or driver
-    probe = ("import json, torch, pointops\n"
-             "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
-             "print(pointops.furthest_point_sample(xyz, 3).tolist())\n"
-             "print(json.dumps(pointops.build_info()))\n")
-    proc = subprocess.run([str(prefix / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
+    probe = (
+        "import json, torch, pointops\n"
+        "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
+        "print(pointops.furthest_point_sample(xyz, 3).tolist())\n"
+        "print(json.dumps(pointops.build_info()))\n"
+    )
+    proc = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-2] == "[[0, 3, 1]]"
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info["cuda_version"] == "13.0" and info["ptx_arch"] == "12.0"
-    assert info["sass_archs"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0"]  # no Jetson 8.7 on x86-64
+    assert info["sass_archs"] == [
+        "7.5",
+        "8.0",
+        "8.6",
+        "9.0",
+        "10.0",
+        "11.0",
+        "12.0",
+    ]  # no Jetson 8.7 on x86-64

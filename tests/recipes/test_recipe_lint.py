@@ -26,7 +26,9 @@ from solver.channel import (
 
 FILES = find_recipe()
 RECIPE_DIR = FILES.recipe_dir
-DATA = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "conda_forge_metadata.yaml").read_text())
+DATA = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "data" / "conda_forge_metadata.yaml").read_text()
+)
 # rattler-build 0.73 looks for `file: build` as build.sh on unix and build.bat / build.ps1 on
 # Windows (rattler_build_script platform_script_extensions)
 SCRIPT_EXTENSIONS = {"win": ("bat", "ps1"), "unix": ("sh",)}
@@ -47,12 +49,16 @@ def test_one_recipe_format_per_folder():
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_the_build_script_resolves_on_every_os(platform):
     config = PlatformConfig(target_platform=platform, build_platform=build_platform_for(platform))
-    variants = VariantConfig.from_files_with_context([str(p) for p in FILES.variant_configs], JinjaConfig(platform=config))
+    variants = VariantConfig.from_files_with_context(
+        [str(p) for p in FILES.variant_configs], JinjaConfig(platform=config)
+    )
     for item in Stage0Recipe.from_file(str(FILES.recipe)).render(variants, RenderConfig(platform=config)):
         script = item.recipe.to_dict()["build"]["script"]
         name = script["file"]
         extensions = SCRIPT_EXTENSIONS["win" if platform.startswith("win") else "unix"]
-        found = [RECIPE_DIR / f"{name}.{ext}" for ext in extensions if (RECIPE_DIR / f"{name}.{ext}").is_file()]
+        found = [
+            RECIPE_DIR / f"{name}.{ext}" for ext in extensions if (RECIPE_DIR / f"{name}.{ext}").is_file()
+        ]
         assert found, f"{platform}: rattler-build looks for {name}.{'/'.join(extensions)} in {RECIPE_DIR}"
 
 
@@ -99,7 +105,9 @@ def test_the_pinning_file_has_conda_forge_s_values(matrix):
     expected = DATA["pinning"]
     by_cell = {(b.platform, b.variant): b.variant_values for b in matrix}
     linux = expected["linux"]
-    for cuda, gcc, glibc in zip(linux["cuda_compiler_version"], linux["c_compiler_version"], linux["c_stdlib_version"], strict=True):
+    for cuda, gcc, glibc in zip(
+        linux["cuda_compiler_version"], linux["c_compiler_version"], linux["c_stdlib_version"], strict=True
+    ):
         variant = "cpu" if cuda is None or cuda == "None" else "cuda" + cuda.replace(".", "")
         values = by_cell[("linux-64", variant)]
         assert (values["c_compiler_version"], values["c_stdlib_version"]) == (gcc, glibc), variant
@@ -122,11 +130,21 @@ HOMEPAGE = "https://github.com/example-org/pointops"
 
 
 def test_the_feedstock_recipe_builds_the_release_sdist(sdist, tmp_path):
-    recipe = write_feedstock_recipe(tmp_path / "feedstock", URL, HOMEPAGE, ["octocat", "example-org/core"], sdist)
+    recipe = write_feedstock_recipe(
+        tmp_path / "feedstock", URL, HOMEPAGE, ["octocat", "example-org/core"], sdist
+    )
     folder = recipe.parent
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["recipe.yaml", "build.sh", "build.bat", "cuda_arch_list.py", "test_pointops.py", "LICENSE",
-         "conda_build_config.yaml"])
+        [
+            "recipe.yaml",
+            "build.sh",
+            "build.bat",
+            "cuda_arch_list.py",
+            "test_pointops.py",
+            "LICENSE",
+            "conda_build_config.yaml",
+        ]
+    )
     text = recipe.read_text()
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
     assert f"  - url: {URL}\n    sha256: {digest}\n" in text
@@ -144,8 +162,9 @@ def test_the_feedstock_recipe_renders_the_same_matrix(sdist, tmp_path, matrix):
     shutil.copy2(FILES.variant_configs[0], tree / "conda_build_config.yaml")
     (tree / "ops-src").symlink_to(FILES.source_dir)  # the arch table, which the sdist also carries
     feedstock = render_matrix(files=recipe_files(tree / "recipes" / "recipe"))
-    assert [(b.platform, b.variant, b.run, b.license) for b in feedstock] == \
-        [(b.platform, b.variant, b.run, b.license) for b in matrix]
+    assert [(b.platform, b.variant, b.run, b.license) for b in feedstock] == [
+        (b.platform, b.variant, b.run, b.license) for b in matrix
+    ]
 
 
 @pytest.mark.parametrize(
@@ -172,4 +191,6 @@ def test_a_wrong_sdist_is_refused(tmp_path):
     other = tmp_path / "pointops-9.9.9.tar.gz"
     other.write_bytes(b"")
     with pytest.raises(ChannelError, match="not the sdist of pointops 0.1.0"):
-        write_feedstock_recipe(tmp_path / "out", URL.replace("0.1.0.tar", "9.9.9.tar"), HOMEPAGE, ["octocat"], other)
+        write_feedstock_recipe(
+            tmp_path / "out", URL.replace("0.1.0.tar", "9.9.9.tar"), HOMEPAGE, ["octocat"], other
+        )

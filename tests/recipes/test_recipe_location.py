@@ -21,7 +21,10 @@ RECIPE = REPO / "recipes" / "pointops" / "recipe.yaml"
 def test_found_from_a_subdirectory_of_the_tree():
     files = find_recipe(start=REPO / "docs")
     assert files.recipe == RECIPE
-    assert files.variant_configs == (REPO / "conda_build_config.yaml", RECIPE.parent / "conda_build_config.yaml")
+    assert files.variant_configs == (
+        REPO / "conda_build_config.yaml",
+        RECIPE.parent / "conda_build_config.yaml",
+    )
     assert files.source_dir == REPO / "ops-src"
 
 
@@ -42,8 +45,14 @@ def test_a_recipe_without_its_variant_files_is_named(tmp_path):
 def run_installed_solver(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("POINTOPS_RECIPE", "PYTHONPATH")}
     env["PYTHONPATH"] = str(site)
-    return subprocess.run([sys.executable, "-m", "solver", "channel", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "solver", "channel", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def test_a_non_editable_install_outside_a_tree(tmp_path):
@@ -57,6 +66,8 @@ def test_a_non_editable_install_outside_a_tree(tmp_path):
     assert proc.returncode == 1
     assert "no pointops recipe found" in proc.stderr and "--recipe PATH" in proc.stderr
     assert "Traceback" not in proc.stderr
-    proc = run_installed_solver(site, work, "--recipe", str(RECIPE.parent), "render", "--platform", "linux-64")
+    proc = run_installed_solver(
+        site, work, "--recipe", str(RECIPE.parent), "render", "--platform", "linux-64"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "cuda130" in proc.stdout

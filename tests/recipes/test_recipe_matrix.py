@@ -24,10 +24,17 @@ from solver.channel import (
 )
 
 EXPECTED_CELLS = {
-    ("linux-64", "cpu"), ("linux-64", "cuda129"), ("linux-64", "cuda130"),
-    ("linux-aarch64", "cpu"), ("linux-aarch64", "cuda129"), ("linux-aarch64", "cuda130"),
-    ("win-64", "cpu"), ("win-64", "cuda128"), ("win-64", "cuda130"),
-    ("osx-64", "cpu"), ("osx-arm64", "cpu"),
+    ("linux-64", "cpu"),
+    ("linux-64", "cuda129"),
+    ("linux-64", "cuda130"),
+    ("linux-aarch64", "cpu"),
+    ("linux-aarch64", "cuda129"),
+    ("linux-aarch64", "cuda130"),
+    ("win-64", "cpu"),
+    ("win-64", "cuda128"),
+    ("win-64", "cuda130"),
+    ("osx-64", "cpu"),
+    ("osx-arm64", "cpu"),
 }
 FILES = find_recipe()
 REPO = FILES.recipe.parents[2]
@@ -58,7 +65,9 @@ def test_matrix_is_platform_by_variant(matrix):
 def test_only_the_python_min_build_is_kept(matrix):
     # the pinning lists 3.10-3.13; the abi3 recipe builds once, with python_min
     assert {b.variant_values["python"] for b in matrix} == {"3.10.* *_cpython"}
-    assert all(b.variant_values["is_python_min"] is True and b.variant_values["is_abi3"] is True for b in matrix)
+    assert all(
+        b.variant_values["is_python_min"] is True and b.variant_values["is_abi3"] is True for b in matrix
+    )
 
 
 def test_build_strings_name_the_variant(matrix):
@@ -88,16 +97,25 @@ def test_compilers_and_stdlib(matrix, platform):
         if platform.startswith("linux"):
             gcc = "14" if b.cuda_version == "12.9" else "15"
             glibc = "2.28" if b.cuda_version == "13.0" else "2.17"
-            assert b.build[:3] == (f"gcc_{platform} {gcc}.*", f"gxx_{platform} {gcc}.*", f"sysroot_{platform} {glibc}.*")
+            assert b.build[:3] == (
+                f"gcc_{platform} {gcc}.*",
+                f"gxx_{platform} {gcc}.*",
+                f"sysroot_{platform} {glibc}.*",
+            )
         elif platform.startswith("osx"):
-            assert b.build[:3] == (f"clang_{platform} 21.*", f"clangxx_{platform} 21.*",
-                                   f"macosx_deployment_target_{platform} 12.0.*")
+            assert b.build[:3] == (
+                f"clang_{platform} 21.*",
+                f"clangxx_{platform} 21.*",
+                f"macosx_deployment_target_{platform} 12.0.*",
+            )
         else:  # vs2022 is what run-exports vc14_runtime and ucrt (see the solve test below)
             assert b.build[:3] == ("vs2022_win-64", "vs2022_win-64", "vs_win-64")
         cuda_build = [s for s in b.build if s.startswith("cuda")]
         assert cuda_build == ([f"cuda-nvcc_{platform} {b.cuda_version}.*"] if b.cuda_version else [])
         arm_variant = [s for s in b.build if s.startswith("arm-variant")]
-        assert arm_variant == (["arm-variant * sbsa"] if platform == "linux-aarch64" and b.cuda_version else [])
+        assert arm_variant == (
+            ["arm-variant * sbsa"] if platform == "linux-aarch64" and b.cuda_version else []
+        )
 
 
 def test_linked_libraries_come_from_host_not_build(matrix):
@@ -128,9 +146,13 @@ def test_host_and_run_requirements(matrix):
         proc = "cuda" if b.cuda_version else "cpu"
         assert f"pytorch >=2.10 {proc}*" in b.host
         assert {"python", "python-abi3", "pip", "setuptools"} <= set(b.host)
-        assert not {"wheel", "ninja"} & {s.split()[0] for s in b.build + b.host}, "nothing in the build uses them"
+        assert not {"wheel", "ninja"} & {s.split()[0] for s in b.build + b.host}, (
+            "nothing in the build uses them"
+        )
         cuda_host = {s for s in b.host if s.startswith("cuda-")}
-        assert cuda_host == ({f"cuda-version =={b.cuda_version}", "cuda-cudart-dev"} if b.cuda_version else set())
+        assert cuda_host == (
+            {f"cuda-version =={b.cuda_version}", "cuda-cudart-dev"} if b.cuda_version else set()
+        )
         # abi3: any Python >= 3.10; stable ABI: any torch >= 2.10 of the same cpu/cuda kind; the
         # extension links libtorch_cpu, so libtorch is a run requirement of its own.
         assert b.run == ("python >=3.10", f"pytorch >=2.10 {proc}*", "libtorch >=2.10")
@@ -181,7 +203,9 @@ def test_matrix_agrees_with_the_solver_table(matrix):
         assert entry.get("cuda_version") == b.cuda_version
         if b.cuda_version:
             extra = arch_table[b.cuda_version].get("extra_sass", {}).get(b.platform, [])
-            assert sorted(list(entry["sass"]) + extra) == sorted(b.sass_archs), f"{b.variant}: solver table vs build"
+            assert sorted(list(entry["sass"]) + extra) == sorted(b.sass_archs), (
+                f"{b.variant}: solver table vs build"
+            )
             assert entry["ptx"] == b.ptx_arch
     assert str(table["torch_min"]) == "2.10" and str(table["python_min"]) == "3.10"
 
@@ -203,8 +227,12 @@ def test_windows_crt_and_cuda_pins_come_from_run_exports(win_dependency_channel:
     """Resolve the win-64 build/host environments against conda-forge's metadata: the packages must
     require vc14_runtime/ucrt (from vs2022), cuda-version (from nvcc) and the abi3 support
     package, and must not carry pytorch's minor-version pin."""
-    solved = {r["build_string"].split("_h")[0]: r
-              for r in render_with_solve("win-64", [win_dependency_channel.as_uri()], env=env_with(CONDA_OVERRIDE_CUDA="13.0"))}
+    solved = {
+        r["build_string"].split("_h")[0]: r
+        for r in render_with_solve(
+            "win-64", [win_dependency_channel.as_uri()], env=env_with(CONDA_OVERRIDE_CUDA="13.0")
+        )
+    }
     assert set(solved) == {"cpu", "cuda128", "cuda130"}
     for variant, result in solved.items():
         depends = set(result["depends"])
@@ -212,7 +240,9 @@ def test_windows_crt_and_cuda_pins_come_from_run_exports(win_dependency_channel:
         assert {"_python_abi3_support 1.*", "cpython >=3.10", "python >=3.10", "libtorch >=2.10"} <= depends
         assert not [d for d in depends if d.startswith(("python_abi", "cuda-cudart"))], depends
         assert [d for d in result["depends"] if d.startswith(("pytorch", "libtorch"))] == [
-            "pytorch >=2.10 " + ("cpu*" if variant == "cpu" else "cuda*"), "libtorch >=2.10"]
+            "pytorch >=2.10 " + ("cpu*" if variant == "cpu" else "cuda*"),
+            "libtorch >=2.10",
+        ]
     assert "cuda-version >=12.8,<13" in solved["cuda128"]["depends"]
     assert "cuda-version >=13.0,<14" in solved["cuda130"]["depends"]
     assert not [d for d in solved["cpu"]["depends"] if d.startswith("cuda")]
@@ -222,9 +252,12 @@ def test_windows_crt_and_cuda_pins_come_from_run_exports(win_dependency_channel:
 
 @pytest.mark.parametrize("platform", ["linux-64", "linux-aarch64"])
 def test_linux_pins_come_from_the_toolchain(linux_dependency_channel: Path, platform):
-    solved = {r["build_string"].split("_h")[0]: r
-              for r in render_with_solve(platform, [linux_dependency_channel.as_uri()],
-                                         env=env_with(CONDA_OVERRIDE_CUDA="13.0"))}
+    solved = {
+        r["build_string"].split("_h")[0]: r
+        for r in render_with_solve(
+            platform, [linux_dependency_channel.as_uri()], env=env_with(CONDA_OVERRIDE_CUDA="13.0")
+        )
+    }
     assert set(solved) == {"cpu", "cuda129", "cuda130"}
     assert "cuda-version >=12.9,<13" in solved["cuda129"]["depends"]
     assert "cuda-version >=13.0,<14" in solved["cuda130"]["depends"]
@@ -249,7 +282,9 @@ def served_channel(win_dependency_channel: Path):
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(win_dependency_channel)))
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(win_dependency_channel))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -14,13 +14,16 @@ import pytest
 RECIPE_DIR = Path(__file__).resolve().parents[2] / "recipes" / "pointops"
 SCRIPT = RECIPE_DIR / "test_pointops.py"
 TABLE_DIR = RECIPE_DIR.parents[1] / "ops-src" / "pointops"
-needs_local_build = pytest.mark.skipif(importlib.util.find_spec("pointops") is None,
-                                       reason="pointops is not installed here (tests/run.sh builds it from ops-src)")
+needs_local_build = pytest.mark.skipif(
+    importlib.util.find_spec("pointops") is None,
+    reason="pointops is not installed here (tests/run.sh builds it from ops-src)",
+)
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300,
-                          cwd=SCRIPT.parent)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=SCRIPT.parent
+    )
 
 
 def arch_helper():
@@ -47,7 +50,9 @@ def test_a_cpu_build_fails_as_a_cuda_variant():
 @needs_local_build
 def test_the_torch_check_reads_the_environment_s_package():
     """Outside a conda environment there is no pytorch package record: --torch must fail, not pass."""
-    proc = run_script("--cuda", "None", "--target-platform", "linux-64", "--python-min", "3.10", "--torch", "2.10")
+    proc = run_script(
+        "--cuda", "None", "--target-platform", "linux-64", "--python-min", "3.10", "--torch", "2.10"
+    )
     assert proc.returncode != 0 and "no pytorch package" in proc.stderr
 
 
@@ -63,10 +68,26 @@ def test_arch_lists_per_platform():
 
 def test_the_command_line_writes_the_list(tmp_path):
     out = tmp_path / "arch_list.txt"
-    proc = subprocess.run([sys.executable, str(RECIPE_DIR / "cuda_arch_list.py"), str(TABLE_DIR), "12.9", "linux-64",
-                           "--output", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(RECIPE_DIR / "cuda_arch_list.py"),
+            str(TABLE_DIR),
+            "12.9",
+            "linux-64",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.read_text().strip() == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    proc = subprocess.run([sys.executable, str(RECIPE_DIR / "cuda_arch_list.py"), str(tmp_path), "12.9", "linux-64"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(RECIPE_DIR / "cuda_arch_list.py"), str(tmp_path), "12.9", "linux-64"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "cuda_archs.py does not exist" in proc.stderr

@@ -84,7 +84,9 @@ def test_the_old_cuda_block_is_caught():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        pytest.param('if a (\n  rem fine (even with parentheses)\n  echo x\n)\n:: after\n', [], id="rem-in-block"),
+        pytest.param(
+            "if a (\n  rem fine (even with parentheses)\n  echo x\n)\n:: after\n", [], id="rem-in-block"
+        ),
         pytest.param('echo "(" unbalanced in quotes\n:: not in a block\n', [], id="quoted-paren"),
         pytest.param("echo ^( escaped\n:: not in a block\n", [], id="escaped-paren"),
         pytest.param("rem (an open paren in a comment\n:: not in a block\n", [], id="paren-in-rem"),

@@ -19,21 +19,34 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 CHANNEL = REPO / ".github" / "workflows" / "channel.yml"
 # GitHub-hosted runner labels and the conda platform of their machines (runner-images README);
 # retired labels are refused (macos-13 went in December 2025).
-RUNNERS = {"ubuntu-latest": "linux-64", "ubuntu-24.04": "linux-64", "ubuntu-24.04-arm": "linux-aarch64",
-           "windows-2022": "win-64", "windows-2025": "win-64", "macos-14": "osx-arm64", "macos-15": "osx-arm64"}
+RUNNERS = {
+    "ubuntu-latest": "linux-64",
+    "ubuntu-24.04": "linux-64",
+    "ubuntu-24.04-arm": "linux-aarch64",
+    "windows-2022": "win-64",
+    "windows-2025": "win-64",
+    "macos-14": "osx-arm64",
+    "macos-15": "osx-arm64",
+}
 RETIRED = {"macos-12", "macos-13", "ubuntu-20.04", "windows-2019"}
 
 
 def check_jsonschema() -> str:
-    found = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+    found = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which(
+        "check-jsonschema"
+    )
     if found is None:
         pytest.fail("check-jsonschema is not installed: pip install -e '.[test]'")
     return found
 
 
 def validate(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [check_jsonschema(), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def build_jobs() -> list[dict]:
@@ -55,14 +68,18 @@ def test_workflows_match_github_s_schema():
 
 def test_a_broken_workflow_is_caught(tmp_path):
     broken = tmp_path / "broken.yml"
-    broken.write_text(CHANNEL.read_text().replace("runs-on: ${{ matrix.runner }}", "run-on: ${{ matrix.runner }}"))
+    broken.write_text(
+        CHANNEL.read_text().replace("runs-on: ${{ matrix.runner }}", "run-on: ${{ matrix.runner }}")
+    )
     proc = validate(broken)
     assert proc.returncode != 0 and "broken.yml" in proc.stdout + proc.stderr
 
 
 def test_the_workflow_builds_exactly_the_matrix():
     matrix = render_matrix()
-    assert sorted((j["platform"], j["variant"]) for j in build_jobs()) == sorted((b.platform, b.variant) for b in matrix)
+    assert sorted((j["platform"], j["variant"]) for j in build_jobs()) == sorted(
+        (b.platform, b.variant) for b in matrix
+    )
 
 
 def test_every_job_runs_where_its_platform_is_built():

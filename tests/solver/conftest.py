@@ -37,7 +37,8 @@ def local_channel(tmp_path_factory) -> Path:
 def channel_without_cuda13_pointops(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("channel_no130")
     records = channel_factory.conda_forge_records(("linux-64",)) + channel_factory.pointops_records(
-        ("linux-64",), variants=("cpu", "cuda129"))
+        ("linux-64",), variants=("cpu", "cuda129")
+    )
     return channel_factory.write_channel(root, records)
 
 
@@ -45,16 +46,19 @@ def channel_without_cuda13_pointops(tmp_path_factory) -> Path:
 def aarch64_channel(tmp_path_factory) -> Path:
     """linux-aarch64 records of conda-forge's shape: sbsa and tegra CUDA 12.9, sbsa CUDA 13.0."""
     root = tmp_path_factory.mktemp("channel_aarch64")
-    return channel_factory.write_channel(root, channel_factory.linux_aarch64_records()
-                                         + channel_factory.pointops_aarch64_records())
+    return channel_factory.write_channel(
+        root, channel_factory.linux_aarch64_records() + channel_factory.pointops_aarch64_records()
+    )
 
 
 @pytest.fixture(scope="session")
 def aarch64_channel_before_rebuild(tmp_path_factory) -> Path:
     """The same, with pytorch 2.13.0 CUDA 13.0 only in builds 0 and 1 (no SASS for Jetson Orin's 8.7)."""
     root = tmp_path_factory.mktemp("channel_aarch64_old")
-    return channel_factory.write_channel(root, channel_factory.linux_aarch64_records(cuda130_build=1)
-                                         + channel_factory.pointops_aarch64_records())
+    return channel_factory.write_channel(
+        root,
+        channel_factory.linux_aarch64_records(cuda130_build=1) + channel_factory.pointops_aarch64_records(),
+    )
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -112,12 +116,50 @@ def tls_channel(local_channel, tmp_path_factory):
     d = tmp_path_factory.mktemp("tls")
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run = functools.partial(subprocess.run, check=True, capture_output=True, cwd=d)
-    run([openssl, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA",
-         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]
+    )
     run([openssl, "req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"])
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    run([openssl, "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-         "-out", "leaf.pem", "-days", "2", "-extfile", "ext.cnf"])
+    (d / "ext.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+    )
+    run(
+        [
+            openssl,
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(d / "leaf.pem", d / "leaf.key")
     served = _serve(local_channel, context)
@@ -141,8 +183,12 @@ def solver_cli(tmp_path):
     """Run `python -m solver ...` in a child process with a clean GPU-less environment."""
 
     def run(*args: str, env: dict[str, str | None] | None = None, timeout: float = 60) -> Result:
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith("CONDA_OVERRIDE_") and k.upper() not in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("CONDA_OVERRIDE_")
+            and k.upper() not in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+        }
         base["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"  # no nvidia-smi
         base["RATTLER_CACHE_DIR"] = str(tmp_path / "rattler-cache")
         for key, value in (env or {}).items():  # None removes a variable
@@ -150,8 +196,14 @@ def solver_cli(tmp_path):
                 base.pop(key, None)
             else:
                 base[key] = value
-        done = subprocess.run([sys.executable, "-m", "solver", *args], capture_output=True, text=True,
-                              timeout=timeout, env=base, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-m", "solver", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=base,
+            cwd=REPO,
+        )
         return Result(done.returncode, done.stdout, done.stderr)
 
     return run

@@ -59,7 +59,9 @@ def pointops_records(platforms=("linux-64", "win-64"), variants=None) -> list[di
                 depends += [f"pytorch * {variant}*", f"cuda-version >={major}.{minor},<{major + 1}", "__cuda"]
                 constrains.append(f"__cuda_arch >={POINTOPS_MIN_ARCH[variant]}")
             build = f"{variant}_{_hash('pointops', variant, subdir)}_0"
-            records.append(_record("pointops", "0.1.0", build, 0, subdir, depends=depends, constrains=constrains))
+            records.append(
+                _record("pointops", "0.1.0", build, 0, subdir, depends=depends, constrains=constrains)
+            )
     return records
 
 
@@ -79,52 +81,120 @@ POINTOPS_AARCH64_MIN_ARCH = {"sbsa": {"cuda129": "5.0", "cuda130": "7.5"}, "tegr
 def linux_aarch64_records(cuda130_build: int = 2) -> list[dict]:
     """conda-forge-shaped linux-aarch64 records (pytorch 2.13.0), with the noarch packages they need."""
     subdir, torch = "linux-aarch64", "2.13.0"
-    records = [_record("arm-variant", "1.2.0", variant, 0, "noarch", noarch="generic") for variant in ("sbsa", "tegra")]
+    records = [
+        _record("arm-variant", "1.2.0", variant, 0, "noarch", noarch="generic")
+        for variant in ("sbsa", "tegra")
+    ]
     for major, minor in ((12, 9), (13, 0)):
-        records.append(_record("cuda-version", f"{major}.{minor}", "h4f385c5_3", 3, "noarch",
-                               constrains=[f"__cuda >={major}", f"cudatoolkit {major}.{minor}|{major}.{minor}.*"],
-                               noarch="generic"))
+        records.append(
+            _record(
+                "cuda-version",
+                f"{major}.{minor}",
+                "h4f385c5_3",
+                3,
+                "noarch",
+                constrains=[f"__cuda >={major}", f"cudatoolkit {major}.{minor}|{major}.{minor}.*"],
+                noarch="generic",
+            )
+        )
     for name, version in (("filelock", "3.18.0"), ("sympy", "1.14.0")):
-        records.append(_record(name, version, "pyhd8ed1ab_0", 0, "noarch", depends=["python >=3.9"], noarch="python"))
+        records.append(
+            _record(name, version, "pyhd8ed1ab_0", 0, "noarch", depends=["python >=3.9"], noarch="python")
+        )
     for py, full in PYTHONS.items():
         tag = "cp" + py.replace(".", "")
-        records.append(_record("python_abi", py, f"8_{tag}", 8, subdir, constrains=[f"python {py}.* *_{tag}"]))
-        records.append(_record("python", full, f"h9e4cc4f_100_{tag}", 100, subdir, depends=["__glibc >=2.17,<3.0.a0"]))
-    builds = [("cpu", None, "2.17", 2)] + [(variant, arm, glibc, (cuda130_build if variant == "cuda130" else 2) + 200)
-                                          for variant, arm, glibc in AARCH64_BUILDS]
+        records.append(
+            _record("python_abi", py, f"8_{tag}", 8, subdir, constrains=[f"python {py}.* *_{tag}"])
+        )
+        records.append(
+            _record("python", full, f"h9e4cc4f_100_{tag}", 100, subdir, depends=["__glibc >=2.17,<3.0.a0"])
+        )
+    builds = [("cpu", None, "2.17", 2)] + [
+        (variant, arm, glibc, (cuda130_build if variant == "cuda130" else 2) + 200)
+        for variant, arm, glibc in AARCH64_BUILDS
+    ]
     for variant, arm, glibc, number in builds:
         extra = [f"__glibc >={glibc},<3.0.a0"]
         if arm:
             major, cminor = _cuda(variant)
             extra += [f"cuda-version >={major}.{cminor},<{major + 1}", f"arm-variant * {arm}"]
         lib_build = f"{variant}_generic_{_hash('libtorch', torch, variant, str(arm), subdir)}_{number}"
-        records.append(_record("libtorch", torch, lib_build, number, subdir, depends=extra,
-                               constrains=[f"pytorch {torch} {variant}_generic_*_{number}"]))
+        records.append(
+            _record(
+                "libtorch",
+                torch,
+                lib_build,
+                number,
+                subdir,
+                depends=extra,
+                constrains=[f"pytorch {torch} {variant}_generic_*_{number}"],
+            )
+        )
         for py in PYTHONS:
             tag = "py" + py.replace(".", "")
             next_minor = f"3.{int(py.split('.')[1]) + 1}"
-            depends = [f"libtorch {torch} {lib_build}", f"python >={py},<{next_minor}.0a0",
-                       f"python_abi {py}.* *_cp{py.replace('.', '')}", "filelock", "sympy >=1.13.3"] + extra
+            depends = [
+                f"libtorch {torch} {lib_build}",
+                f"python >={py},<{next_minor}.0a0",
+                f"python_abi {py}.* *_cp{py.replace('.', '')}",
+                "filelock",
+                "sympy >=1.13.3",
+            ] + extra
             if arm:
                 depends.append("__cuda")
-            build = f"{variant}_generic_{tag}_{_hash('pytorch', torch, variant, str(arm), py, subdir)}_{number}"
-            records.append(_record("pytorch", torch, build, number, subdir, depends=depends,
-                                   constrains=["pytorch-gpu <0.0a0" if variant == "cpu" else "pytorch-cpu <0.0a0"]))
+            build = (
+                f"{variant}_generic_{tag}_{_hash('pytorch', torch, variant, str(arm), py, subdir)}_{number}"
+            )
+            records.append(
+                _record(
+                    "pytorch",
+                    torch,
+                    build,
+                    number,
+                    subdir,
+                    depends=depends,
+                    constrains=["pytorch-gpu <0.0a0" if variant == "cpu" else "pytorch-cpu <0.0a0"],
+                )
+            )
     return records
 
 
 def pointops_aarch64_records() -> list[dict]:
     """pointops for linux-aarch64 as recipes/pointops renders it, plus the tegra build (CUDA 12.9, 8.7+PTX)."""
     subdir = "linux-aarch64"
-    records = [_record("pointops", "0.1.0", f"cpu_{_hash('pointops', 'cpu', subdir)}_0", 0, subdir,
-                       depends=["python >=3.10", "pytorch >=2.10", "pytorch * cpu*", "__glibc >=2.17,<3.0.a0"])]
+    records = [
+        _record(
+            "pointops",
+            "0.1.0",
+            f"cpu_{_hash('pointops', 'cpu', subdir)}_0",
+            0,
+            subdir,
+            depends=["python >=3.10", "pytorch >=2.10", "pytorch * cpu*", "__glibc >=2.17,<3.0.a0"],
+        )
+    ]
     for variant, arm, glibc in AARCH64_BUILDS:
         major, minor = _cuda(variant)
-        depends = ["python >=3.10", "pytorch >=2.10", f"pytorch * {variant}*", f"cuda-version >={major}.{minor},<{major + 1}",
-                   "__cuda", f"arm-variant * {arm}", f"__glibc >={glibc},<3.0.a0"]
+        depends = [
+            "python >=3.10",
+            "pytorch >=2.10",
+            f"pytorch * {variant}*",
+            f"cuda-version >={major}.{minor},<{major + 1}",
+            "__cuda",
+            f"arm-variant * {arm}",
+            f"__glibc >={glibc},<3.0.a0",
+        ]
         build = f"{variant}_{_hash('pointops', variant, arm, subdir)}_200"
-        records.append(_record("pointops", "0.1.0", build, 200, subdir, depends=depends,
-                               constrains=[f"__cuda_arch >={POINTOPS_AARCH64_MIN_ARCH[arm][variant]}"]))
+        records.append(
+            _record(
+                "pointops",
+                "0.1.0",
+                build,
+                200,
+                subdir,
+                depends=depends,
+                constrains=[f"__cuda_arch >={POINTOPS_AARCH64_MIN_ARCH[arm][variant]}"],
+            )
+        )
     return records
 
 
@@ -156,7 +226,11 @@ def write_large_repodata(root: Path, count: int, seed: int = 7) -> Path:
         by_subdir.setdefault(subdir, {})[file_name] = entry
     for subdir in ("noarch", "linux-64"):
         (root / subdir).mkdir(parents=True, exist_ok=True)
-        repodata = {"info": {"subdir": subdir}, "packages": by_subdir.get(subdir, {}), "packages.conda": {},
-                    "repodata_version": 1}
+        repodata = {
+            "info": {"subdir": subdir},
+            "packages": by_subdir.get(subdir, {}),
+            "packages.conda": {},
+            "repodata_version": 1,
+        }
         (root / subdir / "repodata.json").write_text(json.dumps(repodata))
     return root

@@ -47,8 +47,20 @@ def test_parse_two_gpus_and_missing_cc():
     assert info.min_compute_capability == "8.6"
 
 
-@pytest.mark.parametrize("text,cc", [("8.6", "8.6"), ("sm_86", "8.6"), ("86", "8.6"), ("sm_120", "12.0"),
-                                     ("12.0", "12.0"), ("sm90", "9.0"), ("eight", None), ("8.6.1", None), ("", None)])
+@pytest.mark.parametrize(
+    "text,cc",
+    [
+        ("8.6", "8.6"),
+        ("sm_86", "8.6"),
+        ("86", "8.6"),
+        ("sm_120", "12.0"),
+        ("12.0", "12.0"),
+        ("sm90", "9.0"),
+        ("eight", None),
+        ("8.6.1", None),
+        ("", None),
+    ],
+)
 def test_normalize_compute_capability(text, cc):
     assert normalize_compute_capability(text) == cc
 
@@ -69,7 +81,7 @@ def _with_path(monkeypatch, env):
 
 def test_detect_through_nvidia_smi(tmp_path, monkeypatch):
     query = (DEVICE / "nvidia-smi-query-header.csv").read_text().splitlines()[1]
-    body = (f'case "$1" in --query-gpu=*) echo "{query}";; *) cat "{DEVICE / "nvidia-smi.txt"}";; esac\n')
+    body = f'case "$1" in --query-gpu=*) echo "{query}";; *) cat "{DEVICE / "nvidia-smi.txt"}";; esac\n'
     _with_path(monkeypatch, _fake_nvidia_smi(tmp_path, body))
     info = detect(env={}, use_nvml=False)
     assert (info.source, info.driver_version, info.driver_cuda) == ("nvidia-smi", "580.159.04", "13.0")
@@ -77,11 +89,13 @@ def test_detect_through_nvidia_smi(tmp_path, monkeypatch):
 
 
 def test_detect_with_r470_nvidia_smi_without_compute_cap(tmp_path, monkeypatch):
-    body = ('case "$1" in\n'
-            '  --query-gpu=*compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;;\n'
-            '  --query-gpu=*) echo "0, Tesla K80, 470.82.01";;\n'
-            '  *) echo "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4 |";;\n'
-            'esac\n')
+    body = (
+        'case "$1" in\n'
+        "  --query-gpu=*compute_cap*) echo 'Field \"compute_cap\" is not a valid field to query.'; exit 2;;\n"
+        '  --query-gpu=*) echo "0, Tesla K80, 470.82.01";;\n'
+        '  *) echo "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4 |";;\n'
+        "esac\n"
+    )
     _with_path(monkeypatch, _fake_nvidia_smi(tmp_path, body))
     info = detect(env={}, use_nvml=False)
     assert info.driver_version == "470.82.01" and info.driver_cuda == "11.4"
@@ -108,17 +122,22 @@ def test_overrides(tmp_path, monkeypatch):
     info = detect(env={"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"}, use_nvml=False)
     assert info.driver_cuda == "12.4" and info.min_compute_capability == "8.6" and info.source == "override"
     assert detect(env={"CONDA_OVERRIDE_CUDA": ""}, use_nvml=False).driver_cuda is None
-    assert detect(env={"CONDA_OVERRIDE_CUDA": "12"}, use_nvml=False).driver_cuda == "12.0"  # as conda reads it
+    assert (
+        detect(env={"CONDA_OVERRIDE_CUDA": "12"}, use_nvml=False).driver_cuda == "12.0"
+    )  # as conda reads it
     lone_arch = detect(env={"CONDA_OVERRIDE_CUDA_ARCH": "8.6"}, use_nvml=False)
     assert lone_arch.gpus == [] and any("needs a driver" in n for n in lone_arch.notes)
 
 
-@pytest.mark.parametrize("env,variable", [
-    ({"CONDA_OVERRIDE_CUDA": "twelve"}, "CONDA_OVERRIDE_CUDA"),
-    ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, "CONDA_OVERRIDE_CUDA_ARCH"),
-    ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6.1"}, "CONDA_OVERRIDE_CUDA_ARCH"),
-    ({"CONDA_OVERRIDE_GLIBC": "2.x"}, "CONDA_OVERRIDE_GLIBC"),
-])
+@pytest.mark.parametrize(
+    "env,variable",
+    [
+        ({"CONDA_OVERRIDE_CUDA": "twelve"}, "CONDA_OVERRIDE_CUDA"),
+        ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "sm_86"}, "CONDA_OVERRIDE_CUDA_ARCH"),
+        ({"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6.1"}, "CONDA_OVERRIDE_CUDA_ARCH"),
+        ({"CONDA_OVERRIDE_GLIBC": "2.x"}, "CONDA_OVERRIDE_GLIBC"),
+    ],
+)
 def test_malformed_override_is_reported_and_nothing_is_overridden(tmp_path, monkeypatch, env, variable):
     """conda and rattler refuse these values; detection says so instead of ignoring them quietly."""
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -34,17 +34,36 @@ ENV_TEXT = st.text(st.characters(blacklist_characters="\x00"), max_size=12)  # t
 
 # flag -> (well-formed values, malformed or odd ones); a malformed draw may also be any text.
 FLAGS = {
-    "--gpu": (["auto", "none", "cpu", "RTX 4090", "8.6", "sm_86", "H200", "GeForce GTX 1080", "Tesla K80", "13.0",
-               "Lab GPU:8.9"], ["Foo 9000", "Foo:abc", "13.5", "99.9", "", " "]),
-    "--driver": (["550.54.14", "580.65.06", "566.03", "470.82.01", "590.44.01"], ["abc", "55", "999.99.99", ""]),
+    "--gpu": (
+        [
+            "auto",
+            "none",
+            "cpu",
+            "RTX 4090",
+            "8.6",
+            "sm_86",
+            "H200",
+            "GeForce GTX 1080",
+            "Tesla K80",
+            "13.0",
+            "Lab GPU:8.9",
+        ],
+        ["Foo 9000", "Foo:abc", "13.5", "99.9", "", " "],
+    ),
+    "--driver": (
+        ["550.54.14", "580.65.06", "566.03", "470.82.01", "590.44.01"],
+        ["abc", "55", "999.99.99", ""],
+    ),
     "--platform": (["linux-64", "win-64", "osx-arm64", "linux-aarch64"], ["win-32", "", "linux"]),
     "--python": (["3.12", "3.14", "3.10"], ["3.9", "3", "x", ""]),
     "--torch": (["2.13", "2.12.0", "2.11", "2.10"], ["2.12.7", "2.9", "2.20", "two", ""]),
     "--cuda": (["12.9", "13.0", "12.8"], ["12.4", "12", "x"]),
     "--name": (["pointops", "null", "yes", "0x1F", "ünï", "1e3"], ["a b", "a\nb", "", "-x", "a/b"]),
 }
-CHANNELS = (["conda-forge", "owner/label/dev", "https://x.org/c", "./local", "null", "yes", "a: b", "#x"],
-            ["", " ", "a\nb", "\x7f"])
+CHANNELS = (
+    ["conda-forge", "owner/label/dev", "https://x.org/c", "./local", "null", "yes", "a: b", "#x"],
+    ["", " ", "a\nb", "\x7f"],
+)
 OVERRIDES = {
     "CONDA_OVERRIDE_CUDA": (["12.4", "12.8", "13.0", "", "12", "12.4.1"], ["twelve", "12.x"]),
     "CONDA_OVERRIDE_CUDA_ARCH": (["8.6", "9.0", ""], ["sm_86", "8", "x.y"]),
@@ -84,13 +103,17 @@ def invocations(draw, wellformed: bool = False):
     outputs = {}
     for flag in ("-o",) if wellformed else ("-o", "--explicit", "--lock"):  # no solve succeeds here
         if wellformed or draw(st.integers(0, 3)) == 0:
-            outputs[flag] = value(draw, GOOD_OUTPUTS, BAD_OUTPUTS, "outputs" in broken,
-                                  text=st.sampled_from(BAD_OUTPUTS))
+            outputs[flag] = value(
+                draw, GOOD_OUTPUTS, BAD_OUTPUTS, "outputs" in broken, text=st.sampled_from(BAD_OUTPUTS)
+            )
     for flag in ("--json", "--quiet"):
         if draw(st.booleans()):
             args.append(flag)
-    env = {name: value(draw, good, bad, name in broken, ENV_TEXT) for name, (good, bad) in OVERRIDES.items()
-           if name in broken or draw(st.integers(0, 3)) == 0}
+    env = {
+        name: value(draw, good, bad, name in broken, ENV_TEXT)
+        for name, (good, bad) in OVERRIDES.items()
+        if name in broken or draw(st.integers(0, 3)) == 0
+    }
     smi = draw(st.sampled_from(["none", "none", "none", "not-loaded", "garbage"]))
     return args, outputs, env, smi
 
@@ -117,8 +140,11 @@ def nvidia_smi_paths(tmp_path_factory):
     root = tmp_path_factory.mktemp("smi")
     empty = root / "empty"
     empty.mkdir()
-    return {"none": str(empty), "not-loaded": fake.driver_not_loaded(root / "not-loaded", path=str(empty)),
-            "garbage": fake.garbage(root / "garbage", path=str(empty))}
+    return {
+        "none": str(empty),
+        "not-loaded": fake.driver_not_loaded(root / "not-loaded", path=str(empty)),
+        "garbage": fake.garbage(root / "garbage", path=str(empty)),
+    }
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -213,7 +239,9 @@ def _run(args, env, path, folder, capsys):
     return code, out, err
 
 
-def _assert_nothing_lost(before: dict, after: dict, folder: Path, output: str | None, received: bytes, args) -> None:
+def _assert_nothing_lost(
+    before: dict, after: dict, folder: Path, output: str | None, received: bytes, args
+) -> None:
     """After a success (only -o can have been written: --explicit/--lock need a solve, none succeeds here)."""
     links = {"link.yml": "a.yml", "dangling.yml": "made.yml"}
     written = links.get(output, output)  # the regular file that gets env.yml, if any
@@ -225,7 +253,12 @@ def _assert_nothing_lost(before: dict, after: dict, folder: Path, output: str | 
         if path not in before:  # only what -o created: a new file, or the target of the dangling link
             assert Path(path).name == written and state[0] == "file", (path, args)
     if written in ("fifo", "null") or output is None:
-        assert set(after) == set(before) and all(after[p] == before[p] for p in before if before[p][0] == "file")
+        assert set(after) == set(before) and all(
+            after[p] == before[p] for p in before if before[p][0] == "file"
+        )
     elif written is not None:
         assert after[str(folder / written)][2].startswith(b"# Environment for"), args
-    assert received.startswith(b"# Environment for") if output == "fifo" else received == b"", (received[:80], args)
+    assert received.startswith(b"# Environment for") if output == "fifo" else received == b"", (
+        received[:80],
+        args,
+    )

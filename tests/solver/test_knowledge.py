@@ -27,14 +27,29 @@ def kb():
     return load()
 
 
-@pytest.mark.parametrize("driver,cuda", [
-    ("470.82.01", "11.4"), ("525.60.13", "12.0"), ("535.183.01", "12.2"), ("550.54.14", "12.4"),
-    ("565.57.01", "12.7"), ("570.124.06", "12.8"), ("575.57.08", "12.9"), ("580.159.04", "13.0"),
-    ("590.48.01", "13.1"),
-    # Windows numbers of the same branches
-    ("474.44", "11.4"), ("528.33", "12.0"), ("537.13", "12.2"), ("552.22", "12.4"), ("566.03", "12.7"),
-    ("572.61", "12.8"), ("576.57", "12.9"), ("581.29", "13.0"),
-])
+@pytest.mark.parametrize(
+    "driver,cuda",
+    [
+        ("470.82.01", "11.4"),
+        ("525.60.13", "12.0"),
+        ("535.183.01", "12.2"),
+        ("550.54.14", "12.4"),
+        ("565.57.01", "12.7"),
+        ("570.124.06", "12.8"),
+        ("575.57.08", "12.9"),
+        ("580.159.04", "13.0"),
+        ("590.48.01", "13.1"),
+        # Windows numbers of the same branches
+        ("474.44", "11.4"),
+        ("528.33", "12.0"),
+        ("537.13", "12.2"),
+        ("552.22", "12.4"),
+        ("566.03", "12.7"),
+        ("572.61", "12.8"),
+        ("576.57", "12.9"),
+        ("581.29", "13.0"),
+    ],
+)
 def test_driver_branch_maps_to_cuda(kb, driver, cuda):
     assert kb.driver_max_cuda(driver) == cuda
 
@@ -61,16 +76,32 @@ def test_driver_runs_cuda(kb):
     assert kb.driver_runs_cuda("12.9", "13.0", "575.57.08", "linux") is None
 
 
-@pytest.mark.parametrize("name,cc", [
-    ("NVIDIA GeForce RTX 4090", "8.9"), ("NVIDIA GeForce RTX 4090 Laptop GPU", "8.9"),
-    ("NVIDIA A100-SXM4-80GB", "8.0"), ("NVIDIA A100 80GB PCIe", "8.0"), ("Tesla V100-SXM2-16GB", "7.0"),
-    ("NVIDIA H200", "9.0"), ("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA GH200 480GB", "9.0"),
-    ("NVIDIA RTX 6000 Ada Generation", "8.9"), ("Quadro RTX 6000", "7.5"), ("RTX PRO 6000", "12.0"),
-    ("NVIDIA A10G", "8.6"), ("NVIDIA A10", "8.6"), ("Tesla T4", "7.5"), ("Tesla K80", "3.7"),
-    ("NVIDIA GeForce GTX 1080 Ti", "6.1"), ("NVIDIA TITAN X (Pascal)", "6.1"),
-    ("NVIDIA GeForce GTX TITAN X", "5.2"), ("NVIDIA B200", "10.0"), ("NVIDIA GeForce RTX 5090", "12.0"),
-    ("rtx 3060", "8.6"),
-])
+@pytest.mark.parametrize(
+    "name,cc",
+    [
+        ("NVIDIA GeForce RTX 4090", "8.9"),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", "8.9"),
+        ("NVIDIA A100-SXM4-80GB", "8.0"),
+        ("NVIDIA A100 80GB PCIe", "8.0"),
+        ("Tesla V100-SXM2-16GB", "7.0"),
+        ("NVIDIA H200", "9.0"),
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        ("NVIDIA GH200 480GB", "9.0"),
+        ("NVIDIA RTX 6000 Ada Generation", "8.9"),
+        ("Quadro RTX 6000", "7.5"),
+        ("RTX PRO 6000", "12.0"),
+        ("NVIDIA A10G", "8.6"),
+        ("NVIDIA A10", "8.6"),
+        ("Tesla T4", "7.5"),
+        ("Tesla K80", "3.7"),
+        ("NVIDIA GeForce GTX 1080 Ti", "6.1"),
+        ("NVIDIA TITAN X (Pascal)", "6.1"),
+        ("NVIDIA GeForce GTX TITAN X", "5.2"),
+        ("NVIDIA B200", "10.0"),
+        ("NVIDIA GeForce RTX 5090", "12.0"),
+        ("rtx 3060", "8.6"),
+    ],
+)
 def test_gpu_names(kb, name, cc):
     assert kb.gpu_compute_capability(name) == cc
 
@@ -86,102 +117,287 @@ def test_unknown_gpu_names(kb, name):
 # from older copies of the page (OLDER_NVIDIA_COPIES).
 NVIDIA_CURRENT_PAGE = {
     "12.1": ["NVIDIA GB10"],
-    "12.0": ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 4500 Blackwell Server Edition",
-             "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-             "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "NVIDIA RTX PRO 5000 Blackwell",
-             "NVIDIA RTX PRO 4500 Blackwell", "NVIDIA RTX PRO 4000 Blackwell",
-             "NVIDIA RTX PRO 4000 Blackwell SFF Edition", "NVIDIA RTX PRO 2000 Blackwell", "GeForce RTX 5090",
-             "GeForce RTX 5080", "GeForce RTX 5070 Ti", "GeForce RTX 5070", "GeForce RTX 5060 Ti",
-             "GeForce RTX 5060", "GeForce RTX 5050"],
+    "12.0": [
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA RTX PRO 4500 Blackwell Server Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "NVIDIA RTX PRO 4500 Blackwell",
+        "NVIDIA RTX PRO 4000 Blackwell",
+        "NVIDIA RTX PRO 4000 Blackwell SFF Edition",
+        "NVIDIA RTX PRO 2000 Blackwell",
+        "GeForce RTX 5090",
+        "GeForce RTX 5080",
+        "GeForce RTX 5070 Ti",
+        "GeForce RTX 5070",
+        "GeForce RTX 5060 Ti",
+        "GeForce RTX 5060",
+        "GeForce RTX 5050",
+    ],
     "11.0": ["Jetson T5000", "Jetson T4000"],
     "10.3": ["NVIDIA GB300", "NVIDIA B300"],
     "10.0": ["NVIDIA GB200", "NVIDIA B200"],
     "9.0": ["NVIDIA GH200", "NVIDIA H200", "NVIDIA H100"],
-    "8.9": ["NVIDIA L4", "NVIDIA L40", "NVIDIA L40S", "NVIDIA RTX 6000 Ada", "NVIDIA RTX 5000 Ada",
-            "NVIDIA RTX 4500 Ada", "NVIDIA RTX 4000 Ada", "NVIDIA RTX 4000 SFF Ada", "NVIDIA RTX 2000 Ada",
-            "GeForce RTX 4090", "GeForce RTX 4080", "GeForce RTX 4070 Ti", "GeForce RTX 4070",
-            "GeForce RTX 4060 Ti", "GeForce RTX 4060", "GeForce RTX 4050"],
+    "8.9": [
+        "NVIDIA L4",
+        "NVIDIA L40",
+        "NVIDIA L40S",
+        "NVIDIA RTX 6000 Ada",
+        "NVIDIA RTX 5000 Ada",
+        "NVIDIA RTX 4500 Ada",
+        "NVIDIA RTX 4000 Ada",
+        "NVIDIA RTX 4000 SFF Ada",
+        "NVIDIA RTX 2000 Ada",
+        "GeForce RTX 4090",
+        "GeForce RTX 4080",
+        "GeForce RTX 4070 Ti",
+        "GeForce RTX 4070",
+        "GeForce RTX 4060 Ti",
+        "GeForce RTX 4060",
+        "GeForce RTX 4050",
+    ],
     "8.7": ["Jetson AGX Orin", "Jetson Orin NX", "Jetson Orin Nano"],
-    "8.6": ["NVIDIA A40", "NVIDIA A10", "NVIDIA A16", "NVIDIA A2", "NVIDIA RTX A6000", "NVIDIA RTX A5000",
-            "NVIDIA RTX A4000", "NVIDIA RTX A3000", "NVIDIA RTX A2000", "GeForce RTX 3090 Ti", "GeForce RTX 3090",
-            "GeForce RTX 3080 Ti", "GeForce RTX 3080", "GeForce RTX 3070 Ti", "GeForce RTX 3070",
-            "GeForce RTX 3060 Ti", "GeForce RTX 3060", "GeForce RTX 3050 Ti", "GeForce RTX 3050"],
+    "8.6": [
+        "NVIDIA A40",
+        "NVIDIA A10",
+        "NVIDIA A16",
+        "NVIDIA A2",
+        "NVIDIA RTX A6000",
+        "NVIDIA RTX A5000",
+        "NVIDIA RTX A4000",
+        "NVIDIA RTX A3000",
+        "NVIDIA RTX A2000",
+        "GeForce RTX 3090 Ti",
+        "GeForce RTX 3090",
+        "GeForce RTX 3080 Ti",
+        "GeForce RTX 3080",
+        "GeForce RTX 3070 Ti",
+        "GeForce RTX 3070",
+        "GeForce RTX 3060 Ti",
+        "GeForce RTX 3060",
+        "GeForce RTX 3050 Ti",
+        "GeForce RTX 3050",
+    ],
 }
 NVIDIA_LEGACY_PAGE = {
     "7.2": ["Jetson AGX Xavier", "Jetson Xavier NX"],
     "7.0": ["NVIDIA V100", "Quadro GV100", "NVIDIA TITAN V"],
     "6.2": ["Jetson TX2"],
-    "6.1": ["Tesla P40", "Tesla P4", "Quadro P6000", "Quadro P5200", "Quadro P5000", "Quadro P4200", "Quadro P4000",
-            "Quadro P3200", "Quadro P3000", "Quadro P2200", "Quadro P2000", "Quadro P1000", "Quadro P620",
-            "Quadro P600", "Quadro P500", "Quadro P400", "P620", "P520", "NVIDIA TITAN Xp", "NVIDIA TITAN X",
-            "GeForce GTX 1080 Ti", "GeForce GTX 1080", "GeForce GTX 1070 Ti", "GeForce GTX 1070",
-            "GeForce GTX 1060", "GeForce GTX 1050"],
+    "6.1": [
+        "Tesla P40",
+        "Tesla P4",
+        "Quadro P6000",
+        "Quadro P5200",
+        "Quadro P5000",
+        "Quadro P4200",
+        "Quadro P4000",
+        "Quadro P3200",
+        "Quadro P3000",
+        "Quadro P2200",
+        "Quadro P2000",
+        "Quadro P1000",
+        "Quadro P620",
+        "Quadro P600",
+        "Quadro P500",
+        "Quadro P400",
+        "P620",
+        "P520",
+        "NVIDIA TITAN Xp",
+        "NVIDIA TITAN X",
+        "GeForce GTX 1080 Ti",
+        "GeForce GTX 1080",
+        "GeForce GTX 1070 Ti",
+        "GeForce GTX 1070",
+        "GeForce GTX 1060",
+        "GeForce GTX 1050",
+    ],
     "6.0": ["Tesla P100", "Quadro GP100"],
     "5.3": ["Jetson Nano"],
-    "5.2": ["Tesla M60", "Tesla M40", "Quadro M6000 24GB", "Quadro M6000", "Quadro M5000", "Quadro M4000",
-            "Quadro M2000", "Quadro M5500M", "Quadro M2200", "Quadro M620", "GeForce GTX TITAN X",
-            "GeForce GTX 980 Ti", "GeForce GTX 980", "GeForce GTX 970", "GeForce GTX 960", "GeForce GTX 950",
-            "GeForce GTX 980M", "GeForce GTX 970M", "GeForce GTX 965M", "GeForce 910M"],
-    "5.0": ["Quadro K2200", "Quadro K1200", "Quadro K620", "Quadro M1200", "Quadro M520", "Quadro M5000M",
-            "Quadro M4000M", "Quadro M3000M", "Quadro M2000M", "Quadro M1000M", "Quadro K620M", "Quadro M600M",
-            "Quadro M500M", "NVIDIA NVS 810", "GeForce GTX 750 Ti", "GeForce GTX 750", "GeForce GTX 960M",
-            "GeForce GTX 950M", "GeForce 940M"],
+    "5.2": [
+        "Tesla M60",
+        "Tesla M40",
+        "Quadro M6000 24GB",
+        "Quadro M6000",
+        "Quadro M5000",
+        "Quadro M4000",
+        "Quadro M2000",
+        "Quadro M5500M",
+        "Quadro M2200",
+        "Quadro M620",
+        "GeForce GTX TITAN X",
+        "GeForce GTX 980 Ti",
+        "GeForce GTX 980",
+        "GeForce GTX 970",
+        "GeForce GTX 960",
+        "GeForce GTX 950",
+        "GeForce GTX 980M",
+        "GeForce GTX 970M",
+        "GeForce GTX 965M",
+        "GeForce 910M",
+    ],
+    "5.0": [
+        "Quadro K2200",
+        "Quadro K1200",
+        "Quadro K620",
+        "Quadro M1200",
+        "Quadro M520",
+        "Quadro M5000M",
+        "Quadro M4000M",
+        "Quadro M3000M",
+        "Quadro M2000M",
+        "Quadro M1000M",
+        "Quadro K620M",
+        "Quadro M600M",
+        "Quadro M500M",
+        "NVIDIA NVS 810",
+        "GeForce GTX 750 Ti",
+        "GeForce GTX 750",
+        "GeForce GTX 960M",
+        "GeForce GTX 950M",
+        "GeForce 940M",
+    ],
 }
 
 
 OLDER_NVIDIA_COPIES = {
     "8.0": ["NVIDIA A100", "NVIDIA A30"],
-    "7.5": ["NVIDIA T4", "Quadro RTX 8000", "Quadro RTX 6000", "Quadro RTX 5000", "Quadro RTX 4000", "T1000", "T600",
-            "T400", "GeForce GTX 1650 Ti", "NVIDIA TITAN RTX", "GeForce RTX 2080 Ti", "GeForce RTX 2080",
-            "GeForce RTX 2070", "GeForce RTX 2060"],
+    "7.5": [
+        "NVIDIA T4",
+        "Quadro RTX 8000",
+        "Quadro RTX 6000",
+        "Quadro RTX 5000",
+        "Quadro RTX 4000",
+        "T1000",
+        "T600",
+        "T400",
+        "GeForce GTX 1650 Ti",
+        "NVIDIA TITAN RTX",
+        "GeForce RTX 2080 Ti",
+        "GeForce RTX 2080",
+        "GeForce RTX 2070",
+        "GeForce RTX 2060",
+    ],
     "5.0": ["GeForce 930M", "GeForce GTX 850M", "GeForce 840M", "GeForce 830M", "Quadro K2200M"],
     "3.7": ["Tesla K80"],
-    "3.5": ["Tesla K40", "Tesla K20", "Quadro K6000", "Quadro K5200", "Quadro K610M", "Quadro K510M",
-            "GeForce GTX TITAN Z", "GeForce GTX TITAN Black", "GeForce GTX TITAN", "GeForce GTX 780 Ti",
-            "GeForce GTX 780"],
-    "3.0": ["Tesla K10", "Quadro K5000", "Quadro K4200", "Quadro K4000", "Quadro K2000", "Quadro K2000D",
-            "Quadro K600", "Quadro K420", "Quadro 410", "GeForce GTX 770", "GeForce GTX 760", "GeForce GTX 690",
-            "GeForce GTX 680", "GeForce GTX 670", "GeForce GTX 660 Ti", "GeForce GTX 660"],
+    "3.5": [
+        "Tesla K40",
+        "Tesla K20",
+        "Quadro K6000",
+        "Quadro K5200",
+        "Quadro K610M",
+        "Quadro K510M",
+        "GeForce GTX TITAN Z",
+        "GeForce GTX TITAN Black",
+        "GeForce GTX TITAN",
+        "GeForce GTX 780 Ti",
+        "GeForce GTX 780",
+    ],
+    "3.0": [
+        "Tesla K10",
+        "Quadro K5000",
+        "Quadro K4200",
+        "Quadro K4000",
+        "Quadro K2000",
+        "Quadro K2000D",
+        "Quadro K600",
+        "Quadro K420",
+        "Quadro 410",
+        "GeForce GTX 770",
+        "GeForce GTX 760",
+        "GeForce GTX 690",
+        "GeForce GTX 680",
+        "GeForce GTX 670",
+        "GeForce GTX 660 Ti",
+        "GeForce GTX 660",
+    ],
 }
 
 
-@pytest.mark.parametrize("page", [NVIDIA_CURRENT_PAGE, NVIDIA_LEGACY_PAGE, OLDER_NVIDIA_COPIES],
-                         ids=["cuda-gpus", "cuda-legacy-gpus", "older-copies"])
+@pytest.mark.parametrize(
+    "page",
+    [NVIDIA_CURRENT_PAGE, NVIDIA_LEGACY_PAGE, OLDER_NVIDIA_COPIES],
+    ids=["cuda-gpus", "cuda-legacy-gpus", "older-copies"],
+)
 def test_every_name_of_nvidias_pages_resolves(kb, page):
-    wrong = {name: kb.gpu_compute_capability(name) for cc, names in page.items() for name in names
-             if kb.gpu_compute_capability(name) != cc}
+    wrong = {
+        name: kb.gpu_compute_capability(name)
+        for cc, names in page.items()
+        for name in names
+        if kb.gpu_compute_capability(name) != cc
+    }
     assert wrong == {}
 
 
 # Names as nvidia-smi / NVML print them: suffixes, memory sizes, form factors, laptop and Max-Q
 # parts, Jetson iGPU names.
-@pytest.mark.parametrize("name,cc", [
-    ("Tesla K40m", "3.5"), ("Tesla K40c", "3.5"), ("Tesla K20Xm", "3.5"), ("Tesla K20c", "3.5"),
-    ("Tesla K80", "3.7"), ("Tesla M10", "5.0"), ("Tesla P100-PCIE-16GB", "6.0"), ("Tesla V100S-PCIE-32GB", "7.0"),
-    ("Tesla V100-SXM2-32GB-LS", "7.0"), ("NVIDIA A100-PCIE-40GB", "8.0"), ("NVIDIA A800-SXM4-80GB", "8.0"),
-    ("NVIDIA H100 NVL", "9.0"), ("NVIDIA H100 PCIe", "9.0"), ("NVIDIA H20", "9.0"), ("NVIDIA L40S", "8.9"),
-    ("NVIDIA GeForce RTX 4090 D", "8.9"), ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9"),
-    ("NVIDIA GeForce RTX 5090 Laptop GPU", "12.0"), ("NVIDIA GeForce RTX 3050 A Laptop GPU", "8.9"),
-    ("NVIDIA GeForce RTX 3050 6GB Laptop GPU", "8.6"), ("NVIDIA GeForce RTX 2050", "8.6"),
-    ("NVIDIA GeForce RTX 2080 Super with Max-Q Design", "7.5"), ("NVIDIA GeForce GTX 1650 with Max-Q Design", "7.5"),
-    ("NVIDIA GeForce GTX 1050 Ti with Max-Q Design", "6.1"), ("NVIDIA GeForce MX550", "7.5"),
-    ("NVIDIA GeForce MX350", "6.1"), ("NVIDIA GeForce MX570", "8.6"), ("NVIDIA GeForce 940MX", "5.0"),
-    ("Quadro RTX 5000 with Max-Q Design", "7.5"), ("Quadro T2000", "7.5"), ("Quadro T1000", "7.5"),
-    ("NVIDIA T1200 Laptop GPU", "7.5"), ("NVIDIA T600 Laptop GPU", "7.5"), ("NVIDIA RTX A5500 Laptop GPU", "8.6"),
-    ("NVIDIA RTX A1000 6GB Laptop GPU", "8.6"), ("NVIDIA RTX A500 Laptop GPU", "8.6"),
-    ("NVIDIA RTX 3000 Ada Generation Laptop GPU", "8.9"), ("NVIDIA RTX 5000 Ada Generation Laptop GPU", "8.9"),
-    ("NVIDIA RTX 4000 SFF Ada Generation", "8.9"), ("NVIDIA RTX PRO 3000 Blackwell Generation Laptop GPU", "12.0"),
-    ("Orin (nvgpu)", "8.7"), ("Orin", "8.7"), ("NVIDIA Thor", "11.0"), ("Xavier", "7.2"),
-    ("NVIDIA Tegra X1", "5.3"), ("NVIDIA Tegra X2", "6.2"), ("NVIDIA DGX Spark", "12.1"),
-])
+@pytest.mark.parametrize(
+    "name,cc",
+    [
+        ("Tesla K40m", "3.5"),
+        ("Tesla K40c", "3.5"),
+        ("Tesla K20Xm", "3.5"),
+        ("Tesla K20c", "3.5"),
+        ("Tesla K80", "3.7"),
+        ("Tesla M10", "5.0"),
+        ("Tesla P100-PCIE-16GB", "6.0"),
+        ("Tesla V100S-PCIE-32GB", "7.0"),
+        ("Tesla V100-SXM2-32GB-LS", "7.0"),
+        ("NVIDIA A100-PCIE-40GB", "8.0"),
+        ("NVIDIA A800-SXM4-80GB", "8.0"),
+        ("NVIDIA H100 NVL", "9.0"),
+        ("NVIDIA H100 PCIe", "9.0"),
+        ("NVIDIA H20", "9.0"),
+        ("NVIDIA L40S", "8.9"),
+        ("NVIDIA GeForce RTX 4090 D", "8.9"),
+        ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9"),
+        ("NVIDIA GeForce RTX 5090 Laptop GPU", "12.0"),
+        ("NVIDIA GeForce RTX 3050 A Laptop GPU", "8.9"),
+        ("NVIDIA GeForce RTX 3050 6GB Laptop GPU", "8.6"),
+        ("NVIDIA GeForce RTX 2050", "8.6"),
+        ("NVIDIA GeForce RTX 2080 Super with Max-Q Design", "7.5"),
+        ("NVIDIA GeForce GTX 1650 with Max-Q Design", "7.5"),
+        ("NVIDIA GeForce GTX 1050 Ti with Max-Q Design", "6.1"),
+        ("NVIDIA GeForce MX550", "7.5"),
+        ("NVIDIA GeForce MX350", "6.1"),
+        ("NVIDIA GeForce MX570", "8.6"),
+        ("NVIDIA GeForce 940MX", "5.0"),
+        ("Quadro RTX 5000 with Max-Q Design", "7.5"),
+        ("Quadro T2000", "7.5"),
+        ("Quadro T1000", "7.5"),
+        ("NVIDIA T1200 Laptop GPU", "7.5"),
+        ("NVIDIA T600 Laptop GPU", "7.5"),
+        ("NVIDIA RTX A5500 Laptop GPU", "8.6"),
+        ("NVIDIA RTX A1000 6GB Laptop GPU", "8.6"),
+        ("NVIDIA RTX A500 Laptop GPU", "8.6"),
+        ("NVIDIA RTX 3000 Ada Generation Laptop GPU", "8.9"),
+        ("NVIDIA RTX 5000 Ada Generation Laptop GPU", "8.9"),
+        ("NVIDIA RTX 4000 SFF Ada Generation", "8.9"),
+        ("NVIDIA RTX PRO 3000 Blackwell Generation Laptop GPU", "12.0"),
+        ("Orin (nvgpu)", "8.7"),
+        ("Orin", "8.7"),
+        ("NVIDIA Thor", "11.0"),
+        ("Xavier", "7.2"),
+        ("NVIDIA Tegra X1", "5.3"),
+        ("NVIDIA Tegra X2", "6.2"),
+        ("NVIDIA DGX Spark", "12.1"),
+    ],
+)
 def test_names_as_the_driver_prints_them(kb, name, cc):
     assert kb.gpu_compute_capability(name) == cc
 
 
-@pytest.mark.parametrize("cc,first_cuda,branch", [
-    ("10.0", "12.8", 570), ("12.0", "12.8", 570), ("10.3", "12.9", 575), ("12.1", "12.9", 575),
-    ("11.0", "13.0", 580), ("10.7", "13.4", 615),
-])
+@pytest.mark.parametrize(
+    "cc,first_cuda,branch",
+    [
+        ("10.0", "12.8", 570),
+        ("12.0", "12.8", 570),
+        ("10.3", "12.9", 575),
+        ("12.1", "12.9", 575),
+        ("11.0", "13.0", 580),
+        ("10.7", "13.4", 615),
+    ],
+)
 def test_first_driver_branch_of_each_new_generation(kb, cc, first_cuda, branch):
     assert kb.architecture(cc).first_cuda == first_cuda
     assert kb.first_branch_for_cuda(first_cuda).branch == branch
@@ -192,7 +408,9 @@ def test_windows_numbers_stay_in_their_branch(kb):
     CUDA 11.8 is 520.06 on Windows, 520.61.05 on Linux) but stay in the same branch."""
     pairs = [(t.linux_min, t.windows_min) for t in kb.toolkits.values()]
     pairs += [(kb.mvc_min_driver(major, "linux"), kb.mvc_min_driver(major, "windows")) for major in (11, 12)]
-    pairs = [(linux, windows) for linux, windows in pairs if "." in windows]  # "580": no Windows build published
+    pairs = [
+        (linux, windows) for linux, windows in pairs if "." in windows
+    ]  # "580": no Windows build published
     assert len(pairs) >= 10
     for linux, windows in pairs:
         assert kb.driver_branch(windows) == kb.driver_branch(linux), (linux, windows)
@@ -203,7 +421,11 @@ def test_gpu_own_minimum_driver(kb):
     """HGX B200: 570.133.20 or later (NVIDIA/cloud-native-docs#184), a Linux build; none for Windows,
     whose R570 drivers are numbered apart (570.65, 572.61)."""
     floor = kb.gpu_driver_floor("NVIDIA B200")
-    assert (floor.gpu, floor.minimum("linux"), floor.minimum("windows")) == ("NVIDIA B200", "570.133.20", None)
+    assert (floor.gpu, floor.minimum("linux"), floor.minimum("windows")) == (
+        "NVIDIA B200",
+        "570.133.20",
+        None,
+    )
     assert "cloud-native-docs#184" in floor.source
     assert kb.gpu_driver_floor("NVIDIA HGX B200") == floor
     assert kb.driver_branch(floor.linux).branch == kb.first_branch_for_cuda("12.8").branch == 570
@@ -212,9 +434,9 @@ def test_gpu_own_minimum_driver(kb):
 
 
 def test_driver_facts_from_the_reference(kb):
-    assert kb.driver_max_cuda("620.70.06") == "13.5"      # R620: CUDA 13.5
-    assert kb.toolkit("11.8").windows_min == "520.06"     # release notes Table 3 (meson: 522.06)
-    assert kb.mvc_min_driver(12, "windows") == "528.33"   # the highest of NVIDIA's three readings
+    assert kb.driver_max_cuda("620.70.06") == "13.5"  # R620: CUDA 13.5
+    assert kb.toolkit("11.8").windows_min == "520.06"  # release notes Table 3 (meson: 522.06)
+    assert kb.mvc_min_driver(12, "windows") == "528.33"  # the highest of NVIDIA's three readings
     raw = read_raw()
     notes = {b["branch"]: b.get("note", "") for b in raw["drivers"]["branches"]}
     assert "June 2028" in notes[580] and "September 2029" in notes[620]
@@ -229,7 +451,7 @@ def test_compute_capabilities_that_exist(kb):
 
 def test_tegra_needs_exact_sass():
     sbsa129 = ArchList(sass=("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0"), ptx="12.0")
-    assert arch_coverage("8.7", sbsa129) == "sass"            # a desktop 8.7 would run sm_86
+    assert arch_coverage("8.7", sbsa129) == "sass"  # a desktop 8.7 would run sm_86
     assert arch_coverage("8.7", sbsa129, tegra=True) is None  # Orin does not
     assert arch_coverage("7.2", sbsa129, tegra=True) is None  # nor Xavier sm_70
     assert arch_coverage("8.7", ArchList(sass=("8.7",), ptx="8.7"), tegra=True) == "sass"
@@ -271,14 +493,14 @@ def test_architectures_and_support_end(kb):
 
 def test_arch_coverage_rules():
     archs = ArchList(sass=("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0"), ptx="12.0")
-    assert arch_coverage("8.9", archs) == "sass"     # Ada runs sm_86 code
+    assert arch_coverage("8.9", archs) == "sass"  # Ada runs sm_86 code
     assert arch_coverage("6.1", archs) == "sass"
     assert arch_coverage("12.1", archs) == "sass"
-    assert arch_coverage("11.0", archs) is None      # PTX 12.0 is newer than 11.0
+    assert arch_coverage("11.0", archs) is None  # PTX 12.0 is newer than 11.0
     assert arch_coverage("3.7", archs) is None
     cuda13 = ArchList(sass=("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0"), ptx="12.0")
     assert arch_coverage("7.0", cuda13) is None
-    assert arch_coverage("13.0", cuda13) == "ptx"    # a future major runs through PTX only
+    assert arch_coverage("13.0", cuda13) == "ptx"  # a future major runs through PTX only
 
 
 def test_pytorch_releases(kb):
@@ -294,12 +516,20 @@ def test_pytorch_releases(kb):
 
 
 def test_pointops_build_matrix(kb):
-    matrix = {(b.platform, b.variant, b.cuda_version, b.arm_variant)
-              for p in ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64") for b in kb.pointops_builds(p)}
-    expected = {(p, "cpu", None, None) for p in ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")}
+    matrix = {
+        (b.platform, b.variant, b.cuda_version, b.arm_variant)
+        for p in ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
+        for b in kb.pointops_builds(p)
+    }
+    expected = {
+        (p, "cpu", None, None) for p in ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
+    }
     expected |= {("linux-64", "cuda129", "12.9", None), ("linux-aarch64", "cuda129", "12.9", "sbsa")}
-    expected |= {("linux-64", "cuda130", "13.0", None), ("linux-aarch64", "cuda130", "13.0", "sbsa"),
-                 ("win-64", "cuda130", "13.0", None)}
+    expected |= {
+        ("linux-64", "cuda130", "13.0", None),
+        ("linux-aarch64", "cuda130", "13.0", "sbsa"),
+        ("win-64", "cuda130", "13.0", None),
+    }
     expected |= {("win-64", "cuda128", "12.8", None)}
     assert matrix == expected
     assert kb.pointops["torch_min"] == "2.10" and kb.pointops["python_min"] == "3.10"
@@ -322,8 +552,12 @@ def test_pointops_runs_wherever_its_pytorch_runs(kb):
                 assert build is not None and build.arm_variant == torch_build.arm_variant, torch_build
                 for cc, arch in kb.architectures.items():
                     if arch_coverage(cc, torch_build.archs, arch.tegra) is not None:
-                        assert arch_coverage(cc, build.archs, arch.tegra) is not None, \
-                            (release.version, platform, torch_build.key, cc)
+                        assert arch_coverage(cc, build.archs, arch.tegra) is not None, (
+                            release.version,
+                            platform,
+                            torch_build.key,
+                            cc,
+                        )
                 checked.add((platform, torch_build.key))
     assert ("linux-aarch64", "cuda130") in checked
 
@@ -365,6 +599,7 @@ def test_knowledge_loads_fast_enough_to_be_cached_once(kb):
 
 # -- validation: a broken file is named with its field --------------------------------------
 
+
 def _entry(gpus: dict, name: str) -> dict:
     return next(item for item in gpus["gpus"] if item["name"] == name)
 
@@ -378,32 +613,50 @@ def _broken_copy(tmp_path: Path, name: str, edit) -> Path:
     return target
 
 
-@pytest.mark.parametrize("name,edit,message", [
-    ("drivers", lambda d: d["branches"][3].pop("max_cuda"), "missing field 'max_cuda'"),
-    ("drivers", lambda d: d["branches"].reverse(), "ascending"),
-    ("gpus", lambda d: d["gpus"][0].update(cc="eight"), "not a version number"),
-    ("gpus", lambda d: d["gpus"][0].update(cc="4.4"), "no entry in architectures"),
-    ("pytorch", lambda d: d["releases"].reverse(), "newest first"),
-    ("pytorch", lambda d: d["releases"][0]["cuda"].update({"linux-32": {}}), "unknown platform"),
-    ("pytorch", lambda d: d["arch_lists"]["cuda129"]["sass"].reverse(), "ascending"),
-    ("pointops_builds", lambda d: d["platforms"]["linux-64"].append("cuda999"), "unknown variant"),
-    ("pointops_builds", lambda d: d["variants"]["cuda129"].update(cuda_version="12.8"), "must match"),
-    ("toolkits", lambda d: d["toolkits"]["12.9"].pop("linux_min"), "missing field 'linux_min'"),
-    ("gpus", lambda d: d["architectures"]["12.0"].update(first_cuda="12.7"), "no entry in toolkits"),
-    ("gpus", lambda d: d["gpus"].append({"name": "GeForce RTX 4090", "cc": "8.6"}), "same words"),
-    ("jetson", lambda d: d["modules"].update({"8.6": {"name": "x", "last_stack": "y"}}), "not a Jetson"),
-    ("jetson", lambda d: d["stacks"]["jetpack6"].update(arm_variant="armv7"), "arm_variant"),
-    ("jetson", lambda d: d["modules"]["8.7"]["stacks"].update(jetpack5="x"), "unknown stack"),
-    ("pytorch", lambda d: d["min_glibc"].pop("cuda129-tegra"), "no entry for cuda129-tegra"),
-    ("pytorch", lambda d: d["releases"][0]["cuda"]["linux-64"].update({"cuda129-tegra": "tegra129"}),
-     "no arm variants"),
-    ("pointops_builds", lambda d: d.update(tegra={"cuda127": {"sass": ["8.7"]}}), "not a CUDA variant"),
-    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="565.57.01"), "older than R570"),
-    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="570"), "a branch, not a driver build"),
-    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("src"), "missing field 'src'"),
-    ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("linux"), "give linux or windows"),
-    ("jetson", lambda d: d["modules"]["11.0"].update(assumed={"jetpack6": "x"}), "not one of this module's stacks"),
-])
+@pytest.mark.parametrize(
+    "name,edit,message",
+    [
+        ("drivers", lambda d: d["branches"][3].pop("max_cuda"), "missing field 'max_cuda'"),
+        ("drivers", lambda d: d["branches"].reverse(), "ascending"),
+        ("gpus", lambda d: d["gpus"][0].update(cc="eight"), "not a version number"),
+        ("gpus", lambda d: d["gpus"][0].update(cc="4.4"), "no entry in architectures"),
+        ("pytorch", lambda d: d["releases"].reverse(), "newest first"),
+        ("pytorch", lambda d: d["releases"][0]["cuda"].update({"linux-32": {}}), "unknown platform"),
+        ("pytorch", lambda d: d["arch_lists"]["cuda129"]["sass"].reverse(), "ascending"),
+        ("pointops_builds", lambda d: d["platforms"]["linux-64"].append("cuda999"), "unknown variant"),
+        ("pointops_builds", lambda d: d["variants"]["cuda129"].update(cuda_version="12.8"), "must match"),
+        ("toolkits", lambda d: d["toolkits"]["12.9"].pop("linux_min"), "missing field 'linux_min'"),
+        ("gpus", lambda d: d["architectures"]["12.0"].update(first_cuda="12.7"), "no entry in toolkits"),
+        ("gpus", lambda d: d["gpus"].append({"name": "GeForce RTX 4090", "cc": "8.6"}), "same words"),
+        ("jetson", lambda d: d["modules"].update({"8.6": {"name": "x", "last_stack": "y"}}), "not a Jetson"),
+        ("jetson", lambda d: d["stacks"]["jetpack6"].update(arm_variant="armv7"), "arm_variant"),
+        ("jetson", lambda d: d["modules"]["8.7"]["stacks"].update(jetpack5="x"), "unknown stack"),
+        ("pytorch", lambda d: d["min_glibc"].pop("cuda129-tegra"), "no entry for cuda129-tegra"),
+        (
+            "pytorch",
+            lambda d: d["releases"][0]["cuda"]["linux-64"].update({"cuda129-tegra": "tegra129"}),
+            "no arm variants",
+        ),
+        ("pointops_builds", lambda d: d.update(tegra={"cuda127": {"sass": ["8.7"]}}), "not a CUDA variant"),
+        (
+            "gpus",
+            lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="565.57.01"),
+            "older than R570",
+        ),
+        (
+            "gpus",
+            lambda d: _entry(d, "NVIDIA B200")["min_driver"].update(linux="570"),
+            "a branch, not a driver build",
+        ),
+        ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("src"), "missing field 'src'"),
+        ("gpus", lambda d: _entry(d, "NVIDIA B200")["min_driver"].pop("linux"), "give linux or windows"),
+        (
+            "jetson",
+            lambda d: d["modules"]["11.0"].update(assumed={"jetpack6": "x"}),
+            "not one of this module's stacks",
+        ),
+    ],
+)
 def test_validation_names_the_problem(tmp_path, name, edit, message):
     directory = _broken_copy(tmp_path, name, edit)
     with pytest.raises(KnowledgeError, match=message) as info:

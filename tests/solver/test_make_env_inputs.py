@@ -37,21 +37,48 @@ def one_line(err: str) -> str:
 
 # -- channels ------------------------------------------------------------------------------------
 
+
 def test_conda_label_syntax_is_a_channel_name(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out" / "channel").mkdir(parents=True)
-    code, out, err = run(capsys, "make-env", "--offline", *GPU, "--channel", "conda-forge/label/pytorch_rc",
-                         "--channel", "out/channel", "--channel", "./missing", "--channel", "https://x.org/c")
+    code, out, err = run(
+        capsys,
+        "make-env",
+        "--offline",
+        *GPU,
+        "--channel",
+        "conda-forge/label/pytorch_rc",
+        "--channel",
+        "out/channel",
+        "--channel",
+        "./missing",
+        "--channel",
+        "https://x.org/c",
+    )
     assert code == 0, err
-    assert yaml.safe_load(out)["channels"] == ["conda-forge/label/pytorch_rc", (tmp_path / "out/channel").as_uri(),
-                                               (tmp_path / "missing").as_uri(), "https://x.org/c"]
+    assert yaml.safe_load(out)["channels"] == [
+        "conda-forge/label/pytorch_rc",
+        (tmp_path / "out/channel").as_uri(),
+        (tmp_path / "missing").as_uri(),
+        "https://x.org/c",
+    ]
 
 
-@pytest.mark.parametrize("channel,local", [
-    ("conda-forge", False), ("owner/label/name", False), ("pytorch/label/nightly", False),
-    ("https://conda.anaconda.org/conda-forge", False), ("file:///srv/channel", False),
-    ("./channel", True), ("../channel", True), ("/srv/channel", True), ("~/channel", True), ("C:\\channels\\x", True),
-])
+@pytest.mark.parametrize(
+    "channel,local",
+    [
+        ("conda-forge", False),
+        ("owner/label/name", False),
+        ("pytorch/label/nightly", False),
+        ("https://conda.anaconda.org/conda-forge", False),
+        ("file:///srv/channel", False),
+        ("./channel", True),
+        ("../channel", True),
+        ("/srv/channel", True),
+        ("~/channel", True),
+        ("C:\\channels\\x", True),
+    ],
+)
 def test_what_counts_as_a_local_channel(channel, local, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert is_local_channel(channel) is local
@@ -61,9 +88,38 @@ def test_what_counts_as_a_local_channel(channel, local, tmp_path, monkeypatch):
 
 # -- environment names ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["null", "Null", "~", "yes", "No", "on", "y", "true", "0x1F", "1e3", "012", "1_000",
-                                  ".inf", "-.5x", "*star", "&anchor", "!tag", "@at", "%pct", "name,with,commas",
-                                  "[list]", "{map}", "it's", 'say"hi"', "ünïcödé", "a=b"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "null",
+        "Null",
+        "~",
+        "yes",
+        "No",
+        "on",
+        "y",
+        "true",
+        "0x1F",
+        "1e3",
+        "012",
+        "1_000",
+        ".inf",
+        "-.5x",
+        "*star",
+        "&anchor",
+        "!tag",
+        "@at",
+        "%pct",
+        "name,with,commas",
+        "[list]",
+        "{map}",
+        "it's",
+        'say"hi"',
+        "ünïcödé",
+        "a=b",
+    ],
+)
 def test_names_yaml_would_retype_read_back_as_given(capsys, name):
     code, out, err = run(capsys, "make-env", "--offline", "--gpu", "none", "--name", name)
     if code == 2:  # refused outright: only for characters conda forbids
@@ -74,7 +130,9 @@ def test_names_yaml_would_retype_read_back_as_given(capsys, name):
     assert loaded["name"] == name and isinstance(loaded["name"], str)
 
 
-@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "nul\x00", "a b", "a/b", "a:b", "a#b", " ", "", "-x"])
+@pytest.mark.parametrize(
+    "name", ["two\nlines", "tab\there", "nul\x00", "a b", "a/b", "a:b", "a#b", " ", "", "-x"]
+)
 def test_unusable_names_are_usage_errors(capsys, name):
     code, out, err = run(capsys, "make-env", "--offline", "--gpu", "none", "--name", name)
     assert code == 2 and out == "" and "--name" in one_line(err)
@@ -93,6 +151,7 @@ def test_any_accepted_name_reads_back_as_given(capsys, name):
 
 # -- --torch -------------------------------------------------------------------------------------
 
+
 def test_an_exact_torch_pin_is_written_exactly(capsys):
     code, out, err = run(capsys, "make-env", "--offline", *GPU, "--torch", "2.12.0", "--json")
     assert code == 0, err
@@ -106,11 +165,21 @@ def test_an_exact_torch_pin_is_written_exactly(capsys):
 
 # -- CONDA_OVERRIDE_* ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variable,value", [("CONDA_OVERRIDE_CUDA", "twelve"), ("CONDA_OVERRIDE_CUDA", "12.x"),
-                                            ("CONDA_OVERRIDE_CUDA_ARCH", "sm_86"), ("CONDA_OVERRIDE_CUDA_ARCH", "8"),
-                                            ("CONDA_OVERRIDE_GLIBC", "glibc2.28")])
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("CONDA_OVERRIDE_CUDA", "twelve"),
+        ("CONDA_OVERRIDE_CUDA", "12.x"),
+        ("CONDA_OVERRIDE_CUDA_ARCH", "sm_86"),
+        ("CONDA_OVERRIDE_CUDA_ARCH", "8"),
+        ("CONDA_OVERRIDE_GLIBC", "glibc2.28"),
+    ],
+)
 @pytest.mark.parametrize("gpu", [["--gpu", "auto"], ["--gpu", "RTX 4090"], ["--gpu", "none"], GPU])
-def test_a_malformed_override_is_a_usage_error_on_every_path(capsys, monkeypatch, tmp_path, variable, value, gpu):
+def test_a_malformed_override_is_a_usage_error_on_every_path(
+    capsys, monkeypatch, tmp_path, variable, value, gpu
+):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     monkeypatch.setenv(variable, value)
     code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *gpu)
@@ -125,14 +194,26 @@ def test_an_override_reads_the_same_with_and_without_a_gpu_name(capsys, monkeypa
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12")
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", "8.9")
     _, auto, _ = run(capsys, "make-env", "--offline", "--platform", "linux-64", "--json")
-    _, named, _ = run(capsys, "make-env", "--offline", "--platform", "linux-64", "--gpu", "RTX 4090", "--json")
+    _, named, _ = run(
+        capsys, "make-env", "--offline", "--platform", "linux-64", "--gpu", "RTX 4090", "--json"
+    )
     assert json.loads(auto)["driver"]["cuda"] == json.loads(named)["driver"]["cuda"] == "12.0"
 
 
 def test_glibc_override_is_used(capsys, monkeypatch):
     monkeypatch.setenv("CONDA_OVERRIDE_GLIBC", "2.17")
-    code, out, err = run(capsys, "make-env", "--offline", "--gpu", "H100", "--driver", "580.65.06",
-                         "--platform", "linux-64", "--json")
+    code, out, err = run(
+        capsys,
+        "make-env",
+        "--offline",
+        "--gpu",
+        "H100",
+        "--driver",
+        "580.65.06",
+        "--platform",
+        "linux-64",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["pytorch_build"] == "cuda129*"  # CUDA 13 builds need glibc 2.28
 
 
@@ -146,8 +227,13 @@ def test_an_override_no_gpu_has_is_refused_as_the_flag_is(capsys, monkeypatch, t
     code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", *gpu)
     assert code == 2 and out == ""
     line = one_line(err)
-    assert line.startswith(f"solver make-env: error: CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute "
-                           f"capability {arch}; set it as major.minor") and "unset it" in line
+    assert (
+        line.startswith(
+            f"solver make-env: error: CONDA_OVERRIDE_CUDA_ARCH={arch}: no NVIDIA GPU has compute "
+            f"capability {arch}; set it as major.minor"
+        )
+        and "unset it" in line
+    )
     monkeypatch.delenv("CONDA_OVERRIDE_CUDA_ARCH")
     code, out, err = run(capsys, "make-env", "--offline", "--platform", "linux-64", "--gpu", arch)
     assert code == 2 and f"no NVIDIA GPU has compute capability {arch}" in one_line(err)
@@ -156,25 +242,56 @@ def test_an_override_no_gpu_has_is_refused_as_the_flag_is(capsys, monkeypatch, t
 # flags, CONDA_OVERRIDE_*, the note make-env prints, and what the plan follows (the flags): compute
 # capability and driver CUDA ("assumed": no driver given, the newest for the GPU is assumed).
 PRECEDENCE = [
-    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
-     "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu 'RTX 4090' gives compute capability 8.9", "8.9", "12.4"),
-    (["--gpu", "8.0"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
-     "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu '8.0' gives compute capability 8.0", "8.0", "12.8"),
-    (["--gpu", "RTX 4090", "--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.8"},
-     "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4", "8.9", "12.4"),
-    (["--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
-     "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4", "8.6", "12.4"),
-    (["--gpu", "none"], {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
-     "CONDA_OVERRIDE_CUDA=12.8 and CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu none plans a CPU environment",
-     None, None),
-    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA": ""},
-     "CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu 'RTX 4090' asks for a GPU: the variable was ignored",
-     "8.9", "assumed"),
+    (
+        ["--gpu", "RTX 4090"],
+        {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+        "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu 'RTX 4090' gives compute capability 8.9",
+        "8.9",
+        "12.4",
+    ),
+    (
+        ["--gpu", "8.0"],
+        {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+        "CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu '8.0' gives compute capability 8.0",
+        "8.0",
+        "12.8",
+    ),
+    (
+        ["--gpu", "RTX 4090", "--driver", "550.54.14"],
+        {"CONDA_OVERRIDE_CUDA": "12.8"},
+        "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4",
+        "8.9",
+        "12.4",
+    ),
+    (
+        ["--driver", "550.54.14"],
+        {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+        "CONDA_OVERRIDE_CUDA=12.8 ignored: --driver 550.54.14 runs CUDA <= 12.4",
+        "8.6",
+        "12.4",
+    ),
+    (
+        ["--gpu", "none"],
+        {"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"},
+        "CONDA_OVERRIDE_CUDA=12.8 and CONDA_OVERRIDE_CUDA_ARCH=8.6 ignored: --gpu none plans a CPU environment",
+        None,
+        None,
+    ),
+    (
+        ["--gpu", "RTX 4090"],
+        {"CONDA_OVERRIDE_CUDA": ""},
+        "CONDA_OVERRIDE_CUDA is empty (no driver) but --gpu 'RTX 4090' asks for a GPU: the variable was ignored",
+        "8.9",
+        "assumed",
+    ),
 ]
 
 
-@pytest.mark.parametrize("flags,env,note,cc,cuda", PRECEDENCE, ids=[" ".join(p[0]) + " " + " ".join(
-    f"{k[15:]}={v}" for k, v in p[1].items()) for p in PRECEDENCE])
+@pytest.mark.parametrize(
+    "flags,env,note,cc,cuda",
+    PRECEDENCE,
+    ids=[" ".join(p[0]) + " " + " ".join(f"{k[15:]}={v}" for k, v in p[1].items()) for p in PRECEDENCE],
+)
 def test_a_flag_wins_over_the_override_and_says_so(capsys, monkeypatch, tmp_path, flags, env, note, cc, cuda):
     """CONDA_OVERRIDE_CUDA / _ARCH replace detection, as in conda; a flag stating the same wins, with a note."""
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -191,12 +308,15 @@ def test_a_flag_wins_over_the_override_and_says_so(capsys, monkeypatch, tmp_path
     assert code == 0 and err == ""
 
 
-@pytest.mark.parametrize("flags,env", [
-    (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA_ARCH": "8.9"}),
-    (["--gpu", "RTX 4090", "--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.4"}),
-    (["--gpu", "none"], {"CONDA_OVERRIDE_CUDA": ""}),
-    (["--gpu", "auto"], {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"}),
-])
+@pytest.mark.parametrize(
+    "flags,env",
+    [
+        (["--gpu", "RTX 4090"], {"CONDA_OVERRIDE_CUDA_ARCH": "8.9"}),
+        (["--gpu", "RTX 4090", "--driver", "550.54.14"], {"CONDA_OVERRIDE_CUDA": "12.4"}),
+        (["--gpu", "none"], {"CONDA_OVERRIDE_CUDA": ""}),
+        (["--gpu", "auto"], {"CONDA_OVERRIDE_CUDA": "12.4", "CONDA_OVERRIDE_CUDA_ARCH": "8.6"}),
+    ],
+)
 def test_no_note_when_the_override_agrees_or_is_what_is_used(capsys, monkeypatch, tmp_path, flags, env):
     monkeypatch.setenv("PATH", str(tmp_path))
     for name, value in env.items():
@@ -207,18 +327,22 @@ def test_no_note_when_the_override_agrees_or_is_what_is_used(capsys, monkeypatch
 
 # -- the command itself --------------------------------------------------------------------------
 
+
 def test_version(capsys):
     code, out, err = run(capsys, "--version")
     assert code == 0 and out.strip() == f"solver {__version__} (pointops-solver)"
 
 
-@pytest.mark.parametrize("args,words", [
-    ([], "choose a command"),
-    (["frobnicate"], "invalid choice"),
-    (["make-env", "--gpu"], "expected one argument"),
-    (["make-env", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-    (["doctor", "--probe-timeout", "soon"], "invalid float value"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        ([], "choose a command"),
+        (["frobnicate"], "invalid choice"),
+        (["make-env", "--gpu"], "expected one argument"),
+        (["make-env", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["doctor", "--probe-timeout", "soon"], "invalid float value"),
+    ],
+)
 def test_usage_errors_are_one_line(capsys, args, words):
     code, out, err = run(capsys, *args)
     assert code == 2 and out == ""
@@ -229,6 +353,16 @@ def test_usage_errors_are_one_line(capsys, args, words):
 def test_quiet_leaves_only_problems(capsys, tmp_path):
     code, out, err = run(capsys, "make-env", "--offline", *GPU, "--quiet", "-o", str(tmp_path / "env.yml"))
     assert code == 0 and out == "" and err == ""
-    code, out, err = run(capsys, "make-env", "--offline", "--gpu", "RTX 5090", "--driver", "566.03",
-                         "--platform", "linux-64", "--quiet")
+    code, out, err = run(
+        capsys,
+        "make-env",
+        "--offline",
+        "--gpu",
+        "RTX 5090",
+        "--driver",
+        "566.03",
+        "--platform",
+        "linux-64",
+        "--quiet",
+    )
     assert code == 1 and out == "" and len(err.splitlines()) == 1 and "R570" in err  # the refusal stays

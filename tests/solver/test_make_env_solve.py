@@ -37,14 +37,28 @@ def test_env_yml_from_a_solve_over_http(solver_cli, http_channel, tmp_path):
     env = yaml.safe_load(text)
     assert env["name"] == "pointops"
     assert env["channels"] == [http_channel]
-    assert env["dependencies"] == ["python=3.14", "pytorch=2.13.*=cuda129*", "cuda-version=12.9",
-                                   "pointops=0.1.0=cuda129*"]
+    assert env["dependencies"] == [
+        "python=3.14",
+        "pytorch=2.13.*=cuda129*",
+        "cuda-version=12.9",
+        "pointops=0.1.0=cuda129*",
+    ]
     assert [p.name for p in tmp_path.iterdir()] == ["env.yml"]  # no temp file left behind
 
 
 def test_newest_cuda_when_the_driver_allows(solver_cli, local_channel):
-    result = solver_cli("make-env", "--gpu", "H200", "--driver", "580.159.04", "--platform", "linux-64",
-                        "--channel", str(local_channel), "--json")
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "H200",
+        "--driver",
+        "580.159.04",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(local_channel),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     solution = {e["name"]: e for e in result.json["solution"]}
     assert solution["pytorch"]["build"].startswith("cuda130_")
@@ -52,8 +66,18 @@ def test_newest_cuda_when_the_driver_allows(solver_cli, local_channel):
 
 
 def test_cpu_target_solves_to_cpu_builds(solver_cli, local_channel):
-    result = solver_cli("make-env", "--gpu", "none", "--platform", "linux-64", "--python", "3.12",
-                        "--channel", str(local_channel), "--json")
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "none",
+        "--platform",
+        "linux-64",
+        "--python",
+        "3.12",
+        "--channel",
+        str(local_channel),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     solution = {e["name"]: e for e in result.json["solution"]}
     assert solution["pytorch"]["build"].startswith("cpu_")
@@ -63,8 +87,18 @@ def test_cpu_target_solves_to_cpu_builds(solver_cli, local_channel):
 
 
 def test_windows_uses_cuda_128(solver_cli, local_channel):
-    result = solver_cli("make-env", "--gpu", "RTX 5090", "--driver", "572.61", "--platform", "win-64",
-                        "--channel", str(local_channel), "--json")
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "RTX 5090",
+        "--driver",
+        "572.61",
+        "--platform",
+        "win-64",
+        "--channel",
+        str(local_channel),
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     solution = {e["name"]: e for e in result.json["solution"]}
     assert solution["pytorch"]["build"].startswith("cuda128_")
@@ -74,8 +108,16 @@ def test_windows_uses_cuda_128(solver_cli, local_channel):
 
 def test_explicit_and_lock_files(solver_cli, local_channel, tmp_path):
     explicit, lock = tmp_path / "env.txt", tmp_path / "env.lock"
-    result = solver_cli("make-env", *GPU_4090, "--channel", str(local_channel), "--explicit", str(explicit),
-                        "--lock", str(lock))
+    result = solver_cli(
+        "make-env",
+        *GPU_4090,
+        "--channel",
+        str(local_channel),
+        "--explicit",
+        str(explicit),
+        "--lock",
+        str(lock),
+    )
     assert result.returncode == 0, result.stderr
     lines = explicit.read_text().splitlines()
     assert "@EXPLICIT" in lines and "# platform: linux-64" in lines
@@ -103,8 +145,17 @@ def test_explicit_and_lock_files(solver_cli, local_channel, tmp_path):
 
 
 def test_missing_build_in_channel_is_explained(solver_cli, channel_without_cuda13_pointops):
-    result = solver_cli("make-env", "--gpu", "H200", "--driver", "580.159.04", "--platform", "linux-64",
-                        "--channel", str(channel_without_cuda13_pointops))
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "H200",
+        "--driver",
+        "580.159.04",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(channel_without_cuda13_pointops),
+    )
     assert result.returncode == 1
     assert "no pointops matching pointops=0.1.0=cuda130*" in result.stderr
     assert "cuda129" in result.stderr  # what the channel does have
@@ -128,8 +179,14 @@ def test_refused_connection_gives_plan_marked_unverified(solver_cli, refused_url
 
 def test_dead_proxy_is_named(solver_cli, refused_url):
     proxy = refused_url
-    result = solver_cli("make-env", "--gpu", "none", "--channel", "https://conda.anaconda.org/conda-forge",
-                        env={"HTTPS_PROXY": proxy, "NO_PROXY": ""})
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "none",
+        "--channel",
+        "https://conda.anaconda.org/conda-forge",
+        env={"HTTPS_PROXY": proxy, "NO_PROXY": ""},
+    )
     assert result.returncode == 0
     notice = _one_line_notice(result)
     assert "refused" in notice and f"HTTPS_PROXY={proxy}" in notice
@@ -152,12 +209,15 @@ def test_missing_channel_404(solver_cli, empty_http_root):
 
 def test_untrusted_tls_then_trusted_with_ssl_cert_file(solver_cli, tls_channel):
     url, ca_file = tls_channel
-    untrusted = solver_cli("make-env", *GPU_4090, "--channel", url, env={"SSL_CERT_FILE": None,
-                                                                         "SSL_CERT_DIR": None})
+    untrusted = solver_cli(
+        "make-env", *GPU_4090, "--channel", url, env={"SSL_CERT_FILE": None, "SSL_CERT_DIR": None}
+    )
     assert untrusted.returncode == 0
     notice = _one_line_notice(untrusted)
     assert "not trusted" in notice and "SSL_CERT_FILE" in notice
-    trusted = solver_cli("make-env", *GPU_4090, "--channel", url, "--json", env={"SSL_CERT_FILE": str(ca_file)})
+    trusted = solver_cli(
+        "make-env", *GPU_4090, "--channel", url, "--json", env={"SSL_CERT_FILE": str(ca_file)}
+    )
     assert trusted.returncode == 0, trusted.stderr
     assert trusted.json["verified"] is True
 
@@ -171,14 +231,25 @@ def test_ssl_cert_file_pointing_nowhere(solver_cli, tls_channel):
 
 
 def test_explicit_needs_a_solve(solver_cli, refused_url, tmp_path):
-    result = solver_cli("make-env", *GPU_4090, "--channel", refused_url, "--explicit", str(tmp_path / "e.txt"))
+    result = solver_cli(
+        "make-env", *GPU_4090, "--channel", refused_url, "--explicit", str(tmp_path / "e.txt")
+    )
     assert result.returncode == 1
     assert "need a solve" in result.stderr and not (tmp_path / "e.txt").exists()
 
 
 def test_gpu_auto_with_overrides_solves_for_them(solver_cli, local_channel):
-    result = solver_cli("make-env", "--gpu", "auto", "--platform", "linux-64", "--channel", str(local_channel),
-                        "--json", env={"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"})
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "auto",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(local_channel),
+        "--json",
+        env={"CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"},
+    )
     assert result.returncode == 0, result.stderr
     doc = result.json
     assert doc["gpu"]["compute_capability"] == "8.0" and doc["driver"]["cuda"] == "12.8"
@@ -220,12 +291,23 @@ def test_gpu_auto_detects_through_nvidia_smi(solver_cli, local_channel, tmp_path
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     script = fake_bin / "nvidia-smi"
-    script.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) echo "{query}";; '
-                      f'*) cat "{device / "nvidia-smi.txt"}";; esac\n')
+    script.write_text(
+        f'#!/bin/sh\ncase "$1" in --query-gpu=*) echo "{query}";; '
+        f'*) cat "{device / "nvidia-smi.txt"}";; esac\n'
+    )
     script.chmod(0o755)
     path = os.pathsep.join([str(fake_bin), os.path.dirname(sys.executable), "/usr/bin", "/bin"])
-    result = solver_cli("make-env", "--gpu", "auto", "--platform", "linux-64", "--channel", str(local_channel),
-                        "--json", env={"PATH": path})
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "auto",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(local_channel),
+        "--json",
+        env={"PATH": path},
+    )
     assert result.returncode == 0, result.stderr
     doc = result.json
     assert doc["gpu"] == {"name": "NVIDIA H200", "compute_capability": "9.0"}

@@ -21,6 +21,7 @@ def on_path(monkeypatch):
         monkeypatch.setenv("PATH", path)
         for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
             monkeypatch.delenv(name, raising=False)
+
     return use
 
 
@@ -28,19 +29,26 @@ def test_a_comma_in_a_gpu_name_does_not_shift_the_columns():
     text = "0, NVIDIA RTX PRO 6000 Blackwell, Max-Q Workstation Edition, 12.0, 580.95.05\n1, Tesla T4, 7.5, 580.95.05\n"
     gpus = parse_nvidia_smi_csv(text)
     assert [(g.name, g.compute_capability) for g in gpus] == [
-        ("NVIDIA RTX PRO 6000 Blackwell, Max-Q Workstation Edition", "12.0"), ("Tesla T4", "7.5")]
+        ("NVIDIA RTX PRO 6000 Blackwell, Max-Q Workstation Edition", "12.0"),
+        ("Tesla T4", "7.5"),
+    ]
 
 
 def test_detect_reads_a_comma_name_through_nvidia_smi(tmp_path, on_path):
-    on_path(fake.answering(tmp_path, [{"name": "Lab GPU, rev 2", "compute_cap": "8.6"}], driver="550.54.14",
-                           cuda="12.4"))
+    on_path(
+        fake.answering(
+            tmp_path, [{"name": "Lab GPU, rev 2", "compute_cap": "8.6"}], driver="550.54.14", cuda="12.4"
+        )
+    )
     info = detect(env={}, use_nvml=False)
     assert info.problem == "" and info.driver_version == "550.54.14" and info.driver_cuda == "12.4"
     assert [(g.name, g.compute_capability) for g in info.gpus] == [("Lab GPU, rev 2", "8.6")]
 
 
 def test_a_name_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, on_path):
-    on_path(fake.answering(tmp_path, [{"name": b"NVIDIA \xff\xfe GPU", "compute_cap": "8.9"}], driver="550.54.14"))
+    on_path(
+        fake.answering(tmp_path, [{"name": b"NVIDIA \xff\xfe GPU", "compute_cap": "8.9"}], driver="550.54.14")
+    )
     info = detect(env={}, use_nvml=False)
     assert info.problem == "" and info.gpus[0].compute_capability == "8.9"
     assert info.gpus[0].name == "NVIDIA \ufffd\ufffd GPU"
@@ -78,10 +86,17 @@ def test_no_devices_and_no_nvidia_smi_are_machines_without_a_gpu(tmp_path, on_pa
 
 # -- make-env --gpu auto on such machines (the CLI in a child process) -------------------------
 
-@pytest.mark.parametrize("make,words", [
-    (fake.driver_not_loaded, ["the NVIDIA driver is not loaded", "--gpu NAME --driver VERSION", "--gpu none"]),
-    (fake.garbage, ["nvidia-smi answers, but not with a GPU list", "--gpu none"]),
-])
+
+@pytest.mark.parametrize(
+    "make,words",
+    [
+        (
+            fake.driver_not_loaded,
+            ["the NVIDIA driver is not loaded", "--gpu NAME --driver VERSION", "--gpu none"],
+        ),
+        (fake.garbage, ["nvidia-smi answers, but not with a GPU list", "--gpu none"]),
+    ],
+)
 def test_make_env_refuses_to_plan_around_a_broken_driver(solver_cli, tmp_path, make, words):
     result = solver_cli("make-env", "--offline", env={"PATH": make(tmp_path)})
     assert result.returncode == 1 and result.stdout == ""
@@ -101,8 +116,16 @@ def test_make_env_with_a_non_utf8_gpu_name_plans_for_it(solver_cli, tmp_path):
 
 def test_make_env_with_overrides_does_not_need_the_driver(solver_cli, tmp_path):
     """CONDA_OVERRIDE_CUDA states the driver: a broken local one does not matter then."""
-    result = solver_cli("make-env", "--offline", "--json", env={
-        "PATH": fake.driver_not_loaded(tmp_path), "CONDA_OVERRIDE_CUDA": "12.8", "CONDA_OVERRIDE_CUDA_ARCH": "8.0"})
+    result = solver_cli(
+        "make-env",
+        "--offline",
+        "--json",
+        env={
+            "PATH": fake.driver_not_loaded(tmp_path),
+            "CONDA_OVERRIDE_CUDA": "12.8",
+            "CONDA_OVERRIDE_CUDA_ARCH": "8.0",
+        },
+    )
     assert result.returncode == 0, result.stderr
     assert result.json["gpu"]["compute_capability"] == "8.0" and result.json["driver"]["cuda"] == "12.8"
 
@@ -111,8 +134,10 @@ def test_make_env_with_overrides_does_not_need_the_driver(solver_cli, tmp_path):
 
 REPO = Path(__file__).resolve().parents[2]
 # The command line as users run it, with detection's time limit (10 s) shortened for the test.
-SHORT_LIMIT = ("import sys, solver.detect; solver.detect.NVIDIA_SMI_TIMEOUT_S = 2.0; "
-               "from solver.cli import main; sys.exit(main(sys.argv[1:]))")
+SHORT_LIMIT = (
+    "import sys, solver.detect; solver.detect.NVIDIA_SMI_TIMEOUT_S = 2.0; "
+    "from solver.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def make_env_with_short_limit(tmp_path, path: str, pynvml: str, *args: str):
@@ -123,15 +148,23 @@ def make_env_with_short_limit(tmp_path, path: str, pynvml: str, *args: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
     env.update(PATH=path, PYTHONPATH=os.pathsep.join([str(modules), str(REPO)]))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", SHORT_LIMIT, "make-env", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_LIMIT, "make-env", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     return done, time.monotonic() - started
 
 
 NO_NVML = "raise ImportError('no NVML here')\n"
 # nvmlInit never returns, as on a wedged driver (the C call blocks; here a sleep that holds no lock).
-HANGING_NVML = "import time\nclass NVMLError(Exception):\n    pass\ndef nvmlInit():\n    time.sleep(300)\n" \
-               "def nvmlShutdown():\n    pass\n"
+HANGING_NVML = (
+    "import time\nclass NVMLError(Exception):\n    pass\ndef nvmlInit():\n    time.sleep(300)\n"
+    "def nvmlShutdown():\n    pass\n"
+)
 
 
 @pytest.mark.parametrize("args", [["--offline"], ["--offline", "--json"], ["--channel", "./no-such-channel"]])

@@ -58,11 +58,20 @@ def cli_process(*args: str, stdout=subprocess.PIPE, preexec_fn=None, shell_prefi
     command = [sys.executable, "-m", "solver", *args]
     if shell_prefix:
         command = ["bash", "-c", shell_prefix.replace("SOLVER", " ".join(f"'{c}'" for c in command))]
-    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env,
-                          timeout=120, preexec_fn=preexec_fn)
+    return subprocess.run(
+        command,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        preexec_fn=preexec_fn,
+    )
 
 
 # -- special files -------------------------------------------------------------------------------
+
 
 def test_a_null_device_is_written_to_not_replaced(capsys, tmp_path):
     null = device_like(tmp_path, "null", 3)
@@ -100,7 +109,9 @@ def test_a_fifo_nobody_reads_is_an_error_not_a_hang(capsys, tmp_path):
 def test_process_substitution(tmp_path):
     """`-o >(cmd)`: the path is /dev/fd/N, a pipe to cmd."""
     captured = tmp_path / "captured.yml"
-    done = cli_process(*OFFLINE_CPU, shell_prefix=f"SOLVER -o >(cat > '{captured}'); rc=$?; wait $!; exit $rc")
+    done = cli_process(
+        *OFFLINE_CPU, shell_prefix=f"SOLVER -o >(cat > '{captured}'); rc=$?; wait $!; exit $rc"
+    )
     assert done.returncode == 0, done.stderr
     assert captured.read_text().startswith("# Environment for linux-64, CPU only")
     assert "wrote /dev/fd/" in done.stderr
@@ -113,8 +124,9 @@ ENV_START = "# Environment for linux-64, CPU only"
 
 def _shell(command: str, **paths: Path):
     """SOLVER in `command` is the make-env command line; {name} the quoted paths."""
-    return cli_process(*OFFLINE_CPU, stdout=None,
-                       shell_prefix=command.format(**{k: f"'{v}'" for k, v in paths.items()}))
+    return cli_process(
+        *OFFLINE_CPU, stdout=None, shell_prefix=command.format(**{k: f"'{v}'" for k, v in paths.items()})
+    )
 
 
 @pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "link"])
@@ -135,21 +147,28 @@ def test_standard_output_appended_by_the_shell_keeps_what_was_there(tmp_path, na
     text = log.read_text()
     assert text.startswith("keep\n" + ENV_START) and text.count(ENV_START) == 2
     assert log.stat().st_ino == inode and stat.S_IMODE(log.stat().st_mode) == 0o640
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["log"] + (["link"] if "link" in name else []))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["log"] + (["link"] if "link" in name else [])
+    )
 
 
-@pytest.mark.parametrize("name,fd", [("/dev/stdout", 1), ("/dev/stderr", 2), ("/dev/fd/3", 3),
-                                     ("/proc/self/fd/1", 1)])
+@pytest.mark.parametrize(
+    "name,fd", [("/dev/stdout", 1), ("/dev/stderr", 2), ("/dev/fd/3", 3), ("/proc/self/fd/1", 1)]
+)
 def test_output_around_the_command_in_a_group_is_kept(tmp_path, name, fd):
     """`{ echo header; solver make-env -o /dev/stdout; echo footer; } > f`: all three, in order."""
     if name.startswith("/proc/") and not os.path.isdir("/proc/self/fd"):
         pytest.skip("no /proc")
     out = tmp_path / "f"
     quiet = "--quiet " if fd == 2 else ""  # stderr's notes would land in the file too
-    done = _shell(f"{{{{ echo header >&{fd}; SOLVER {quiet}-o {name}; echo footer >&{fd}; }}}} {fd}> {{out}}", out=out)
+    done = _shell(
+        f"{{{{ echo header >&{fd}; SOLVER {quiet}-o {name}; echo footer >&{fd}; }}}} {fd}> {{out}}", out=out
+    )
     assert done.returncode == 0, done.stderr
     text = out.read_text()
-    assert text.startswith("header\n" + ENV_START) and text.endswith("  - pointops=0.1.0=cpu*\nfooter\n"), text
+    assert text.startswith("header\n" + ENV_START) and text.endswith("  - pointops=0.1.0=cpu*\nfooter\n"), (
+        text
+    )
     assert text.count(ENV_START) == 1
 
 
@@ -161,15 +180,19 @@ def test_a_descriptor_that_is_not_open_or_only_read(tmp_path):
     assert line.startswith("solver make-env: error: cannot write /dev/fd/9: file descriptor 9 is not open")
     with pytest.raises(OutputError) as info:
         write_files([(Destination("-o", str(env_yml)), "a\n"), (Destination("--lock", "/dev/fd/987"), "b\n")])
-    assert str(info.value).startswith("cannot write /dev/fd/987: file descriptor 987 is not open; nothing was written")
+    assert str(info.value).startswith(
+        "cannot write /dev/fd/987: file descriptor 987 is not open; nothing was written"
+    )
     assert not env_yml.exists()
     source = tmp_path / "in.txt"
     source.write_text("input\n")
     done = _shell("SOLVER -o /dev/stdin < {source}", source=source)
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert line.startswith("solver make-env: error: cannot write /dev/stdin: file descriptor 0 is open for "
-                           "reading only; nothing was written")
+    assert line.startswith(
+        "solver make-env: error: cannot write /dev/stdin: file descriptor 0 is open for "
+        "reading only; nothing was written"
+    )
     assert source.read_text() == "input\n" and sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
@@ -189,6 +212,7 @@ def test_another_processes_descriptor_is_an_ordinary_path(tmp_path):
 
 
 # -- symlinks and permissions --------------------------------------------------------------------
+
 
 def test_a_symlink_is_written_through_and_the_mode_kept(capsys, tmp_path):
     target = tmp_path / "real" / "env.yml"
@@ -234,6 +258,7 @@ def test_a_replaced_file_keeps_its_mode(capsys, tmp_path):
 
 # -- usage errors before anything is written -----------------------------------------------------
 
+
 def test_empty_name_and_directory_are_usage_errors(capsys, tmp_path):
     code, out, err = make_env(capsys, "-o", "")
     assert code == 2 and out == "" and "-o needs a file name" in one_error_line(err)
@@ -247,7 +272,9 @@ def test_two_flags_naming_one_file_are_a_usage_error(capsys, tmp_path, refused_u
     link = tmp_path / "alias.yml"
     link.symlink_to(path)
     for other in (str(path), str(link)):
-        code = cli.main(["make-env", "--gpu", "none", "--channel", refused_url, "-o", str(path), "--explicit", other])
+        code = cli.main(
+            ["make-env", "--gpu", "none", "--channel", refused_url, "-o", str(path), "--explicit", other]
+        )
         out, err = capsys.readouterr()
         assert code == 2 and out == ""
         assert "-o and --explicit both name" in one_error_line(err)
@@ -258,10 +285,13 @@ def test_check_destinations_sees_hard_links_as_one_file(tmp_path):
     (tmp_path / "a").write_text("x")
     os.link(tmp_path / "a", tmp_path / "b")
     with pytest.raises(UsageError, match="--lock and -o both name"):
-        check_destinations([Destination("--lock", str(tmp_path / "a")), Destination("-o", str(tmp_path / "b"))])
+        check_destinations(
+            [Destination("--lock", str(tmp_path / "a")), Destination("-o", str(tmp_path / "b"))]
+        )
 
 
 # -- failures: the user's path, all or nothing ---------------------------------------------------
+
 
 def test_errors_name_the_users_path_never_the_temp_file(capsys, tmp_path):
     (tmp_path / "file").write_text("")
@@ -276,7 +306,9 @@ def test_nothing_is_written_when_one_output_fails(tmp_path):
     first, second = tmp_path / "env.yml", tmp_path / "missing" / "env.txt"
     with pytest.raises(OutputError) as info:
         write_files([(Destination("-o", str(first)), "a\n"), (Destination("--explicit", str(second)), "b\n")])
-    assert str(info.value).startswith(f"cannot write {second}: No such file or directory; nothing was written")
+    assert str(info.value).startswith(
+        f"cannot write {second}: No such file or directory; nothing was written"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -291,8 +323,21 @@ def test_a_special_file_that_fails_after_a_rename_says_what_was_written(tmp_path
 
 def test_all_or_nothing_around_a_real_solve(solver_cli, local_channel, tmp_path):
     env_yml, lock = tmp_path / "env.yml", tmp_path / "no-such-dir" / "env.lock"
-    result = solver_cli("make-env", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64",
-                        "--channel", str(local_channel), "-o", str(env_yml), "--lock", str(lock))
+    result = solver_cli(
+        "make-env",
+        "--gpu",
+        "RTX 4090",
+        "--driver",
+        "550.54.14",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(local_channel),
+        "-o",
+        str(env_yml),
+        "--lock",
+        str(lock),
+    )
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert f"cannot write {lock}" in line and "nothing was written" in line
@@ -301,11 +346,14 @@ def test_all_or_nothing_around_a_real_solve(solver_cli, local_channel, tmp_path)
 
 # -- full disks and closed streams ---------------------------------------------------------------
 
+
 def test_a_full_device(capsys, tmp_path):
     full = device_like(tmp_path, "full", 7)
     code, out, err = make_env(capsys, "-o", full)
     assert code == 1 and out == ""
-    assert one_error_line(err).startswith(f"solver make-env: error: cannot write {full}: No space left on device")
+    assert one_error_line(err).startswith(
+        f"solver make-env: error: cannot write {full}: No space left on device"
+    )
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
@@ -343,7 +391,10 @@ def test_standard_output_closed_by_its_reader():
         os.close(write_end)
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert line == "solver make-env: error: standard output was closed before everything was written (broken pipe)"
+    assert (
+        line
+        == "solver make-env: error: standard output was closed before everything was written (broken pipe)"
+    )
 
 
 def test_standard_output_not_open_at_all(tmp_path):
@@ -360,15 +411,37 @@ def test_text_that_is_not_utf8_is_escaped_not_taken_for_a_closed_stdout(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONDA_OVERRIDE_")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"
     code = "import sys; from solver.output import write_stdout; write_stdout(sys.argv[1] + '\\n')"
-    done = subprocess.run([sys.executable, "-c", code, os.fsdecode(b"a\xffb")], capture_output=True, cwd=REPO,
-                          env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, os.fsdecode(b"a\xffb")],
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (0, b"a\\udcffb\n", b"")
     odd = os.fsdecode(b"Lab \xff GPU:8.6")
     output = tmp_path / os.fsdecode(b"env-\xff.yml")
     for args in ([], ["--json"], ["-o", str(output)]):
-        done = subprocess.run([sys.executable, "-m", "solver", "make-env", "--offline", "--platform", "linux-64",
-                               "--gpu", odd, "--driver", "550.54.14", *args], capture_output=True, cwd=REPO,
-                              env=env, timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "solver",
+                "make-env",
+                "--offline",
+                "--platform",
+                "linux-64",
+                "--gpu",
+                odd,
+                "--driver",
+                "550.54.14",
+                *args,
+            ],
+            capture_output=True,
+            cwd=REPO,
+            env=env,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         err = done.stderr.decode()  # UTF-8: stderr escapes what it cannot write
         assert "closed" not in err and "Traceback" not in err and "internal error" not in err
@@ -379,7 +452,12 @@ def test_text_that_is_not_utf8_is_escaped_not_taken_for_a_closed_stdout(tmp_path
 
 def test_the_closed_stdout_advice_fits_the_command(tmp_path):
     done = cli_process(*OFFLINE_CPU, stdout=None, shell_prefix="SOLVER >&-")
-    assert done.stderr.splitlines() == ["solver make-env: error: standard output is closed; redirect it to a file, "
-                                        "or pass -o FILE"]
-    done = cli_process(*OFFLINE_CPU, "--json", stdout=None, shell_prefix="SOLVER >&-")  # -o does not take JSON
-    assert done.stderr.splitlines() == ["solver make-env: error: standard output is closed; redirect it to a file"]
+    assert done.stderr.splitlines() == [
+        "solver make-env: error: standard output is closed; redirect it to a file, or pass -o FILE"
+    ]
+    done = cli_process(
+        *OFFLINE_CPU, "--json", stdout=None, shell_prefix="SOLVER >&-"
+    )  # -o does not take JSON
+    assert done.stderr.splitlines() == [
+        "solver make-env: error: standard output is closed; redirect it to a file"
+    ]

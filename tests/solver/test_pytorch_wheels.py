@@ -26,20 +26,44 @@ def table():
 
 
 def test_the_table_names_real_indexes(table):
-    assert set(table.indexes) == {"cu117", "cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132"}
+    assert set(table.indexes) == {
+        "cu117",
+        "cu118",
+        "cu121",
+        "cu124",
+        "cu126",
+        "cu128",
+        "cu129",
+        "cu130",
+        "cu132",
+    }
     assert [i.tag for i in table.indexes_for("2.13")] == ["cu126", "cu130", "cu132"]
     assert [i.tag for i in table.indexes_for("2.11")] == ["cu126", "cu128", "cu130"]
     assert table.indexes["cu126"].url == "https://download.pytorch.org/whl/cu126"
 
 
-@pytest.mark.parametrize("raw,words", [
-    ({"index_url": "u/{tag}", "indexes": {"cu126": {"cuda": "12.8"}}, "releases": {}}, "does not match the tag"),
-    ({"index_url": "u/{tag}", "indexes": {"cu126": {"cuda": "12.6"}}, "releases": {"2.13": ["cu999"]}},
-     "unknown index 'cu999'"),
-    ({"index_url": "u/{tag}", "indexes": {"cu126": {"cuda": "12.6", "archs": {"linux-64": {"sass": ["9.0", "8.0"]}}}},
-      "releases": {}}, "ascending"),
-    ({"indexes": {}}, "expected index_url"),
-])
+@pytest.mark.parametrize(
+    "raw,words",
+    [
+        (
+            {"index_url": "u/{tag}", "indexes": {"cu126": {"cuda": "12.8"}}, "releases": {}},
+            "does not match the tag",
+        ),
+        (
+            {"index_url": "u/{tag}", "indexes": {"cu126": {"cuda": "12.6"}}, "releases": {"2.13": ["cu999"]}},
+            "unknown index 'cu999'",
+        ),
+        (
+            {
+                "index_url": "u/{tag}",
+                "indexes": {"cu126": {"cuda": "12.6", "archs": {"linux-64": {"sass": ["9.0", "8.0"]}}}},
+                "releases": {},
+            },
+            "ascending",
+        ),
+        ({"indexes": {}}, "expected index_url"),
+    ],
+)
 def test_malformed_tables_are_refused(raw, words):
     with pytest.raises(KnowledgeError, match=words):
         parse_wheels(raw)
@@ -64,7 +88,9 @@ def test_every_choice_is_an_index_that_exists_and_fits(kb, table):
                 if choice is None:
                     continue
                 chosen += 1
-                assert choice.index in table.indexes_for(choice.torch) and parse_version(choice.torch) >= floor
+                assert (
+                    choice.index in table.indexes_for(choice.torch) and parse_version(choice.torch) >= floor
+                )
                 assert choice.index.tag == "cu" + choice.index.cuda.replace(".", "")
                 mode = kb.driver_runs_cuda(driver_cuda, choice.index.cuda, driver, os_name)
                 assert mode == choice.mode and mode is not None
@@ -79,19 +105,28 @@ def test_every_choice_is_an_index_that_exists_and_fits(kb, table):
 @pytest.mark.parametrize("name", ["Tesla K80", "Tesla K40", "Quadro K6000"])
 def test_no_index_for_kepler(kb, table, name):
     cc = kb.gpu_compute_capability(name)
-    assert all(table.choose(kb, p, cc, kb.driver_max_cuda(d), d) is None for d in _drivers(kb) for p in PLATFORMS)
+    assert all(
+        table.choose(kb, p, cc, kb.driver_max_cuda(d), d) is None for d in _drivers(kb) for p in PLATFORMS
+    )
 
 
 def test_no_index_where_make_env_refuses_the_gpu(kb, table):
     """Where make-env refuses a GPU for its driver branch or its age, no wheel index is offered."""
-    for gpu in {gpu.compute_capability: gpu for gpu in kb.gpus if kb.jetson_module(gpu.compute_capability) is None}.values():
+    for gpu in {
+        gpu.compute_capability: gpu for gpu in kb.gpus if kb.jetson_module(gpu.compute_capability) is None
+    }.values():
         for driver in _drivers(kb):
-            target = build_target(kb, gpu=f"{gpu.name}:{gpu.compute_capability}", driver=driver, platform="linux-64")
+            target = build_target(
+                kb, gpu=f"{gpu.name}:{gpu.compute_capability}", driver=driver, platform="linux-64"
+            )
             try:
                 make_plan(kb, target)
             except SolverError as exc:
                 if "no longer supports" in str(exc) or "cannot run any pointops GPU build" in str(exc):
-                    assert table.choose(kb, "linux-64", gpu.compute_capability, target.driver_cuda, driver) is None
+                    assert (
+                        table.choose(kb, "linux-64", gpu.compute_capability, target.driver_cuda, driver)
+                        is None
+                    )
 
 
 def test_a_nonsense_driver_cuda_still_gives_a_real_index(kb, table):
@@ -112,5 +147,6 @@ def test_examples(kb, table):
     assert table.choose(kb, "win-64", "5.2", "13.0", "581.29").index.tag == "cu126"
     gh200 = table.choose(kb, "linux-aarch64", "9.0", "12.8", "570.124.06")
     assert (gh200.torch, gh200.index.tag) == ("2.14", "cu126")  # the newest torch first, then its newest CUDA
-    assert pascal.pip_command() == ('pip install --force-reinstall "torch==2.14.*" --index-url '
-                                    "https://download.pytorch.org/whl/cu126")
+    assert pascal.pip_command() == (
+        'pip install --force-reinstall "torch==2.14.*" --index-url https://download.pytorch.org/whl/cu126'
+    )

@@ -58,12 +58,19 @@ PLANS = [
     ("Lab Prototype X1:8.9", "550.54.14", "linux-64", {}, ("cuda129", "12.9", "mvc", "sass")),
     # pins
     ("NVIDIA H100 80GB HBM3", "580.65.06", "linux-64", {"cuda": "12.9"}, ("cuda129", "12.9", "full", "sass")),
-    ("NVIDIA H100 80GB HBM3", "580.65.06", "linux-64", {"torch": "2.11"}, ("cuda130", "13.0", "full", "sass")),
+    (
+        "NVIDIA H100 80GB HBM3",
+        "580.65.06",
+        "linux-64",
+        {"torch": "2.11"},
+        ("cuda130", "13.0", "full", "sass"),
+    ),
 ]
 
 
-@pytest.mark.parametrize("gpu,driver,platform,flags,expected", PLANS,
-                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3])}" for p in PLANS])
+@pytest.mark.parametrize(
+    "gpu,driver,platform,flags,expected", PLANS, ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3])}" for p in PLANS]
+)
 def test_plan_scenarios(gpu, driver, platform, flags, expected):
     kb = load()
     target = build_target(kb, gpu=gpu, driver=driver, platform=platform)
@@ -93,9 +100,19 @@ REFUSALS = [
     ("Quadro K6000", "474.44", "win-64", {}, ["Kepler", "--gpu none"]),
     ("GeForce GTX 1060", "591.44", "win-64", {}, ["no longer supports", "R580 is the last", "Pascal"]),
     ("NVIDIA GeForce RTX 4070", "472.12", "win-64", {}, ["CUDA <= 11.4", "driver >= 528.33 on Windows"]),
-    ("GeForce GTX 1080 Ti", "470.82.01", "linux-64", {},
-     ["driver 470.82.01 runs CUDA <= 11.4", "need CUDA 12", "driver >= 525.60.13 on Linux", "Upgrade the driver",
-      "--gpu none"]),
+    (
+        "GeForce GTX 1080 Ti",
+        "470.82.01",
+        "linux-64",
+        {},
+        [
+            "driver 470.82.01 runs CUDA <= 11.4",
+            "need CUDA 12",
+            "driver >= 525.60.13 on Linux",
+            "Upgrade the driver",
+            "--gpu none",
+        ],
+    ),
     ("GeForce GTX 1080", "590.44.01", "linux-64", {}, ["no longer supports", "R580 is the last", "Pascal"]),
     ("Tesla V100", "595.45.04", "linux-64", {}, ["no longer supports", "Volta"]),
     ("Tesla T4", "470.82.01", "linux-64", {}, ["CUDA <= 11.4", "driver >= 525.60.13 on Linux"]),
@@ -110,8 +127,11 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("gpu,driver,platform,flags,words", REFUSALS,
-                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3])}" for p in REFUSALS])
+@pytest.mark.parametrize(
+    "gpu,driver,platform,flags,words",
+    REFUSALS,
+    ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3])}" for p in REFUSALS],
+)
 def test_refusal_scenarios(gpu, driver, platform, flags, words):
     kb = load()
     target = build_target(kb, gpu=gpu, driver=driver, platform=platform)
@@ -128,9 +148,11 @@ def test_issue_example_message():
     target = build_target(kb, gpu="Tesla T4", driver="470.82.01", platform="linux-64")
     with pytest.raises(PlanError) as info:
         make_plan(kb, target)
-    assert str(info.value) == ("driver 470.82.01 runs CUDA <= 11.4; pointops' GPU builds for this GPU need CUDA 12, "
-                               "i.e. driver >= 525.60.13 on Linux. Upgrade the driver, or pass --gpu none for a CPU "
-                               "environment.")
+    assert str(info.value) == (
+        "driver 470.82.01 runs CUDA <= 11.4; pointops' GPU builds for this GPU need CUDA 12, "
+        "i.e. driver >= 525.60.13 on Linux. Upgrade the driver, or pass --gpu none for a CPU "
+        "environment."
+    )
 
 
 def test_glibc_too_old_for_cuda13(monkeypatch):
@@ -175,8 +197,12 @@ def test_never_a_cpu_build_for_a_gpu_target():
         for branch in kb.branches:
             for platform in ("linux-64", "win-64", "linux-aarch64"):
                 try:
-                    target = build_target(kb, gpu=f"{gpu.name}:{gpu.compute_capability}",
-                                          driver=f"{branch.branch}.99", platform=platform)
+                    target = build_target(
+                        kb,
+                        gpu=f"{gpu.name}:{gpu.compute_capability}",
+                        driver=f"{branch.branch}.99",
+                        platform=platform,
+                    )
                     plan = make_plan(kb, target)
                 except TargetError:
                     assert kb.jetson_module(gpu.compute_capability) and platform != "linux-aarch64"
@@ -185,7 +211,9 @@ def test_never_a_cpu_build_for_a_gpu_target():
                     continue
                 assert plan.variant.startswith("cuda"), (gpu.name, branch.branch)
                 assert all(not spec.endswith("=cpu*") for spec in plan.specs())
-                mode = kb.driver_runs_cuda(target.driver_cuda, plan.cuda_version, target.driver_version, target.os)
+                mode = kb.driver_runs_cuda(
+                    target.driver_cuda, plan.cuda_version, target.driver_version, target.os
+                )
                 assert mode is not None
                 if mode == "mvc":
                     assert set(plan.coverage.values()) == {"sass"}
@@ -193,25 +221,29 @@ def test_never_a_cpu_build_for_a_gpu_target():
 
 # -- the CLI in-process (offline: no solve, no os._exit) -----------------------------------
 
+
 def _cli(capsys, *args):
     code = cli.main(["make-env", *args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--driver", "abc"], ["--driver 'abc'", "550.54.14"]),
-    (["--driver", "55"], ["--driver '55'"]),
-    (["--platform", "win-32"], ["--platform 'win-32'", "linux-64"]),
-    (["--python", "3"], ["--python '3'", "X.Y"]),
-    (["--torch", "two"], ["--torch 'two'"]),
-    (["--cuda", "12"], ["--cuda '12'"]),
-    (["--gpu", "Foo 9000"], ["unknown GPU 'Foo 9000'", "'Foo 9000:8.6'"]),
-    (["--gpu", "Foo:abc"], ["after ':'"]),
-    (["--gpu", "none", "--cuda", "12.9"], ["--cuda 12.9 needs a GPU target"]),
-    (["--explicit", "x.txt"], ["drop --offline"]),
-    (["--name", "a/b"], ["--name 'a/b'"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--driver", "abc"], ["--driver 'abc'", "550.54.14"]),
+        (["--driver", "55"], ["--driver '55'"]),
+        (["--platform", "win-32"], ["--platform 'win-32'", "linux-64"]),
+        (["--python", "3"], ["--python '3'", "X.Y"]),
+        (["--torch", "two"], ["--torch 'two'"]),
+        (["--cuda", "12"], ["--cuda '12'"]),
+        (["--gpu", "Foo 9000"], ["unknown GPU 'Foo 9000'", "'Foo 9000:8.6'"]),
+        (["--gpu", "Foo:abc"], ["after ':'"]),
+        (["--gpu", "none", "--cuda", "12.9"], ["--cuda 12.9 needs a GPU target"]),
+        (["--explicit", "x.txt"], ["drop --offline"]),
+        (["--name", "a/b"], ["--name 'a/b'"]),
+    ],
+)
 def test_malformed_flags_exit_2(capsys, args, words):
     code, out, err = _cli(capsys, "--offline", *args)
     assert code == 2 and out == ""
@@ -221,8 +253,9 @@ def test_malformed_flags_exit_2(capsys, args, words):
 
 
 def test_unsatisfiable_exits_1_with_json(capsys):
-    code, out, err = _cli(capsys, "--offline", "--gpu", "Tesla T4", "--driver", "470.82.01", "--platform", "linux-64",
-                          "--json")
+    code, out, err = _cli(
+        capsys, "--offline", "--gpu", "Tesla T4", "--driver", "470.82.01", "--platform", "linux-64", "--json"
+    )
     assert code == 1
     doc = json.loads(out)
     assert doc["verified"] is False and doc["dependencies"] == []
@@ -231,31 +264,75 @@ def test_unsatisfiable_exits_1_with_json(capsys):
 
 
 def test_offline_env_yml(capsys):
-    code, out, err = _cli(capsys, "--offline", "--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64",
-                          "--name", "pc-4090", "--channel", "pointops", "--channel", "conda-forge")
+    code, out, err = _cli(
+        capsys,
+        "--offline",
+        "--gpu",
+        "RTX 4090",
+        "--driver",
+        "550.54.14",
+        "--platform",
+        "linux-64",
+        "--name",
+        "pc-4090",
+        "--channel",
+        "pointops",
+        "--channel",
+        "conda-forge",
+    )
     assert code == 0
-    assert out.startswith("# Environment for linux-64, GeForce RTX 4090 (compute capability 8.9), driver 550.54.14")
+    assert out.startswith(
+        "# Environment for linux-64, GeForce RTX 4090 (compute capability 8.9), driver 550.54.14"
+    )
     assert "# NOT verified by a solve: --offline" in out
     import yaml
 
     env = yaml.safe_load(out)
-    assert env == {"name": "pc-4090", "channels": ["pointops", "conda-forge"],
-                   "dependencies": ["python=3.14", "pytorch=2.13.*=cuda129*", "cuda-version=12.9",
-                                    "pointops=0.1.0=cuda129*"]}
+    assert env == {
+        "name": "pc-4090",
+        "channels": ["pointops", "conda-forge"],
+        "dependencies": [
+            "python=3.14",
+            "pytorch=2.13.*=cuda129*",
+            "cuda-version=12.9",
+            "pointops=0.1.0=cuda129*",
+        ],
+    }
     assert "minor-version compatibility" in err
 
 
 def test_offline_json_fields(capsys):
-    code, out, _ = _cli(capsys, "--offline", "--gpu", "H200", "--driver", "580.159.04", "--platform", "linux-64",
-                        "--python", "3.12", "--json")
+    code, out, _ = _cli(
+        capsys,
+        "--offline",
+        "--gpu",
+        "H200",
+        "--driver",
+        "580.159.04",
+        "--platform",
+        "linux-64",
+        "--python",
+        "3.12",
+        "--json",
+    )
     doc = json.loads(out)
     assert code == 0
     assert doc["platform"] == "linux-64"
     assert doc["gpu"] == {"name": "NVIDIA H200", "compute_capability": "9.0"}
     assert doc["driver"]["version"] == "580.159.04" and doc["driver"]["cuda"] == "13.0"
-    assert (doc["python"], doc["pytorch"], doc["pytorch_build"], doc["cuda_version"]) == ("3.12", "2.13", "cuda130*", "13.0")
+    assert (doc["python"], doc["pytorch"], doc["pytorch_build"], doc["cuda_version"]) == (
+        "3.12",
+        "2.13",
+        "cuda130*",
+        "13.0",
+    )
     assert doc["pointops"] == {"version": "0.1.0", "build": "cuda130*"}
-    assert doc["dependencies"] == ["python=3.12", "pytorch=2.13.*=cuda130*", "cuda-version=13.0", "pointops=0.1.0=cuda130*"]
+    assert doc["dependencies"] == [
+        "python=3.12",
+        "pytorch=2.13.*=cuda130*",
+        "cuda-version=13.0",
+        "pointops=0.1.0=cuda130*",
+    ]
     assert doc["verified"] is False and doc["errors"] == [] and isinstance(doc["warnings"], list)
 
 

@@ -74,21 +74,67 @@ PLANS = [
     # -- Jetson --------------------------------------------------------------------------------
     # JetPack 7.2 (CUDA 13.2, driver of the 595 series): sbsa CUDA 13 with 8.7 from build number 202
     ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", 202)),
-    ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "13.2"},
-     ("cuda130", "13.0", "sbsa", "full", 202)),
+    (
+        "Jetson Orin NX",
+        None,
+        "linux-aarch64",
+        {},
+        {"CONDA_OVERRIDE_CUDA": "13.2"},
+        ("cuda130", "13.0", "sbsa", "full", 202),
+    ),
     # Thor on JetPack 7: 580.00 reports 13.0; every CUDA 13.0 build carries 11.0
     ("NVIDIA Thor", "580.00", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", None)),
     # sm_101 is Thor's CUDA 12.8/12.9 name; CUDA 13 calls it 11.0
     ("sm_101", "580.00", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", None)),
     # -- names as nvidia-smi prints them -------------------------------------------------------
-    ("NVIDIA GeForce RTX 4090 Laptop GPU", "560.94", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
-    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "537.13", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
-    ("NVIDIA RTX A2000 8GB Laptop GPU", "550.54.14", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
-    ("NVIDIA RTX 2000 Ada Generation Laptop GPU", "580.65.06", "linux-64", {}, {},
-     ("cuda130", "13.0", None, "full", None)),
-    ("NVIDIA RTX PRO 500 Blackwell Generation Laptop GPU", "572.83", "win-64", {}, {},
-     ("cuda128", "12.8", None, "full", None)),
-    ("NVIDIA GeForce GTX 1650 Ti with Max-Q Design", "551.61", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
+    (
+        "NVIDIA GeForce RTX 4090 Laptop GPU",
+        "560.94",
+        "win-64",
+        {},
+        {},
+        ("cuda128", "12.8", None, "mvc", None),
+    ),
+    (
+        "NVIDIA GeForce RTX 3050 Ti Laptop GPU",
+        "537.13",
+        "win-64",
+        {},
+        {},
+        ("cuda128", "12.8", None, "mvc", None),
+    ),
+    (
+        "NVIDIA RTX A2000 8GB Laptop GPU",
+        "550.54.14",
+        "linux-64",
+        {},
+        {},
+        ("cuda129", "12.9", None, "mvc", None),
+    ),
+    (
+        "NVIDIA RTX 2000 Ada Generation Laptop GPU",
+        "580.65.06",
+        "linux-64",
+        {},
+        {},
+        ("cuda130", "13.0", None, "full", None),
+    ),
+    (
+        "NVIDIA RTX PRO 500 Blackwell Generation Laptop GPU",
+        "572.83",
+        "win-64",
+        {},
+        {},
+        ("cuda128", "12.8", None, "full", None),
+    ),
+    (
+        "NVIDIA GeForce GTX 1650 Ti with Max-Q Design",
+        "551.61",
+        "win-64",
+        {},
+        {},
+        ("cuda128", "12.8", None, "mvc", None),
+    ),
     ("NVIDIA GeForce MX450", "535.104.05", "linux-64", {}, {}, ("cuda129", "12.9", None, "mvc", None)),
     ("NVIDIA T550 Laptop GPU", "528.33", "win-64", {}, {}, ("cuda128", "12.8", None, "mvc", None)),
     ("Quadro P1000", "580.95.05", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
@@ -98,12 +144,20 @@ PLANS = [
 ]
 
 
-@pytest.mark.parametrize("gpu,driver,platform,flags,env,expected", PLANS,
-                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in PLANS])
+@pytest.mark.parametrize(
+    "gpu,driver,platform,flags,env,expected",
+    PLANS,
+    ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in PLANS],
+)
 def test_hardware_plans(monkeypatch, gpu, driver, platform, flags, env, expected):
     plan = plan_for(monkeypatch, gpu, driver, platform, flags, env)
     variant, cuda, arm_variant, mode, min_build = expected
-    assert (plan.variant, plan.cuda_version, plan.arm_variant, plan.driver_mode) == (variant, cuda, arm_variant, mode)
+    assert (plan.variant, plan.cuda_version, plan.arm_variant, plan.driver_mode) == (
+        variant,
+        cuda,
+        arm_variant,
+        mode,
+    )
     assert plan.pytorch_min_build_number == min_build
     assert set(plan.coverage.values()) == {"sass"}
     specs = plan.specs()
@@ -123,56 +177,169 @@ def test_hardware_plans(monkeypatch, gpu, driver, platform, flags, env, expected
 # (gpu, driver, platform, flags, env) -> exit code, words the refusal must contain
 REFUSALS = [
     # -- driver older than the generation's first branch: Linux and Windows numbering -----------
-    ("NVIDIA GeForce RTX 5090", "560.35.03", "linux-64", {}, {}, 1,
-     ["R560", "cannot drive", "CUDA 12.8", "R570", "570.26 or later on Linux"]),
-    ("NVIDIA GeForce RTX 5090", "566.03", "win-64", {}, {}, 1, ["R565", "R570", "570.65 or later on Windows"]),
+    (
+        "NVIDIA GeForce RTX 5090",
+        "560.35.03",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["R560", "cannot drive", "CUDA 12.8", "R570", "570.26 or later on Linux"],
+    ),
+    (
+        "NVIDIA GeForce RTX 5090",
+        "566.03",
+        "win-64",
+        {},
+        {},
+        1,
+        ["R565", "R570", "570.65 or later on Windows"],
+    ),
     ("NVIDIA GeForce RTX 5070 Ti", "565.57.01", "linux-64", {}, {}, 1, ["R565", "R570"]),
     ("NVIDIA GeForce RTX 5060", "561.09", "win-64", {}, {}, 1, ["R560", "570.65 or later on Windows"]),
     # B200: the generation's refusal names the GPU's own minimum, not R570's first build (570.26)
     ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "R570", "570.133.20 or later on Linux"]),
     ("NVIDIA B200", "565.57.01", "linux-64", {}, {}, 1, ["R565", "570.133.20 or later on Linux"]),
     # R570 builds before 570.133.20: the first one, and CUDA 12.8.1's own driver
-    ("NVIDIA B200", "570.26", "linux-64", {}, {}, 1, ["too old", "570.133.20 or later", "cloud-native-docs#184"]),
-    ("NVIDIA B200", "570.124.06", "linux-64", {}, {}, 1,
-     ["driver 570.124.06 (R570) is too old", "Install driver 570.133.20 or later", "--gpu none"]),
+    (
+        "NVIDIA B200",
+        "570.26",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["too old", "570.133.20 or later", "cloud-native-docs#184"],
+    ),
+    (
+        "NVIDIA B200",
+        "570.124.06",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["driver 570.124.06 (R570) is too old", "Install driver 570.133.20 or later", "--gpu none"],
+    ),
     ("NVIDIA HGX B200", "570.124.06", "linux-64", {}, {}, 1, ["570.133.20"]),
     ("NVIDIA B200", "570.124.06", "linux-64", {"cuda": "12.8"}, {}, 1, ["570.133.20"]),
     # Windows: no B200 number is named, so R565 is told R570's Windows floor
     ("NVIDIA B200", "566.03", "win-64", {}, {}, 1, ["R565", "570.65 or later on Windows"]),
     ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "552.22", "win-64", {}, {}, 1, ["R550", "R570"]),
-    ("NVIDIA B300", "570.124.06", "linux-64", {}, {}, 1, ["R570", "CUDA 12.9", "R575", "575.51.03 or later on Linux"]),
+    (
+        "NVIDIA B300",
+        "570.124.06",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["R570", "CUDA 12.9", "R575", "575.51.03 or later on Linux"],
+    ),
     ("NVIDIA GB300", "570.148.08", "linux-aarch64", {}, {}, 1, ["R575"]),
     ("NVIDIA GB10", "570.133.20", "linux-aarch64", {}, {}, 1, ["compute capability 12.1", "R575"]),
     ("NVIDIA VR200", "610.43.02", "linux-64", {}, {}, 1, ["R610", "CUDA 13.4", "R615"]),
     # the driver known only by the CUDA version it reports
-    ("NVIDIA GeForce RTX 5090", None, "linux-64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"}, 1, ["CUDA 12.6", "R570"]),
+    (
+        "NVIDIA GeForce RTX 5090",
+        None,
+        "linux-64",
+        {},
+        {"CONDA_OVERRIDE_CUDA": "12.6"},
+        1,
+        ["CUDA 12.6", "R570"],
+    ),
     # -- Jetson ----------------------------------------------------------------------------------
-    ("Jetson AGX Xavier", "540.4.0", "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack", "JetPack 5", "--gpu none"]),
+    (
+        "Jetson AGX Xavier",
+        "540.4.0",
+        "linux-aarch64",
+        {},
+        {},
+        1,
+        ["no CUDA 12 or 13 stack", "JetPack 5", "--gpu none"],
+    ),
     ("Jetson Xavier NX", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack"]),
     ("Jetson TX2", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack", "JetPack 4.6"]),
     ("Jetson Nano", None, "linux-aarch64", {}, {}, 1, ["no CUDA 12 or 13 stack"]),
-    ("Jetson AGX Orin", "550.54.14", "linux-aarch64", {}, {}, 1,
-     ["not a Jetson Orin driver", "540.x", "580 or newer"]),
+    (
+        "Jetson AGX Orin",
+        "550.54.14",
+        "linux-aarch64",
+        {},
+        {},
+        1,
+        ["not a Jetson Orin driver", "540.x", "580 or newer"],
+    ),
     # older than JetPack 6: the JetPack to upgrade to is one pointops runs on (7.2), not JetPack 6
-    ("Jetson AGX Orin", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "11.4"}, 1,
-     ["CUDA <= 11.4", "only on JetPack 7.2", "Upgrade JetPack"]),
+    (
+        "Jetson AGX Orin",
+        None,
+        "linux-aarch64",
+        {},
+        {"CONDA_OVERRIDE_CUDA": "11.4"},
+        1,
+        ["CUDA <= 11.4", "only on JetPack 7.2", "Upgrade JetPack"],
+    ),
     ("Jetson T5000", "575.57.08", "linux-aarch64", {}, {}, 1, ["not a Jetson Thor driver", "580 or newer"]),
     # --cuda on JetPack 6: no CUDA version plans there, so the fix is JetPack 7.2 (or a CPU env
     # without --cuda), never another --cuda
-    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "13.0"}, {}, 1,
-     ["JetPack 7.2", "Upgrade JetPack", "--gpu none without --cuda"]),
-    ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"cuda": "12.9"}, {}, 1, ["JetPack 7.2", "without --cuda"]),
+    (
+        "Jetson AGX Orin",
+        "540.4.0",
+        "linux-aarch64",
+        {"cuda": "13.0"},
+        {},
+        1,
+        ["JetPack 7.2", "Upgrade JetPack", "--gpu none without --cuda"],
+    ),
+    (
+        "Jetson AGX Orin",
+        "540.4.0",
+        "linux-aarch64",
+        {"cuda": "12.9"},
+        {},
+        1,
+        ["JetPack 7.2", "without --cuda"],
+    ),
     # JetPack 7.2 and a CUDA conda-forge lacks: only 13.0 carries 8.7 (sbsa 12.9 has sm_86, which Orin cannot run)
-    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"cuda": "12.6"}, {}, 1, ["13.0 fits", "Pass --cuda 13.0"]),
+    (
+        "Jetson AGX Orin",
+        "595.45.04",
+        "linux-aarch64",
+        {"cuda": "12.6"},
+        {},
+        1,
+        ["13.0 fits", "Pass --cuda 13.0"],
+    ),
     # JetPack 7.2, pytorch 2.12: its CUDA 13 builds lack 8.7, and sm_86 SASS does not count on Tegra
-    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", {"torch": "2.12"}, {}, 1,
-     ["exactly 8.7", "--gpu none"]),
+    (
+        "Jetson AGX Orin",
+        "595.45.04",
+        "linux-aarch64",
+        {"torch": "2.12"},
+        {},
+        1,
+        ["exactly 8.7", "--gpu none"],
+    ),
     # JetPack 6 (tegra CUDA stack): conda-forge has tegra pytorch builds, pointops publishes none, so
     # the plan refuses and names the JetPack that works: as nvidia-smi prints it, by the CUDA
     # version its driver reports, with flags
-    ("Orin (nvgpu)", "540.4.0", "linux-aarch64", {}, {}, 1,
-     ["no build for the tegra CUDA stack of Jetson Orin on JetPack 6", "JetPack 7.2"]),
-    ("Jetson Orin Nano", "540.4.0", "linux-aarch64", {"python": "3.10"}, {}, 1, ["JetPack 7.2", "--gpu none"]),
+    (
+        "Orin (nvgpu)",
+        "540.4.0",
+        "linux-aarch64",
+        {},
+        {},
+        1,
+        ["no build for the tegra CUDA stack of Jetson Orin on JetPack 6", "JetPack 7.2"],
+    ),
+    (
+        "Jetson Orin Nano",
+        "540.4.0",
+        "linux-aarch64",
+        {"python": "3.10"},
+        {},
+        1,
+        ["JetPack 7.2", "--gpu none"],
+    ),
     ("Jetson Orin NX", None, "linux-aarch64", {}, {"CONDA_OVERRIDE_CUDA": "12.6"}, 1, ["JetPack 7.2"]),
     ("Jetson AGX Orin", "540.4.0", "linux-aarch64", {"torch": "2.10"}, {}, 1, ["no build for the tegra"]),
     ("Orin (nvgpu)", "540.4.0", "linux-64", {}, {}, 1, ["is a Jetson", "--platform linux-aarch64"]),
@@ -185,14 +352,24 @@ REFUSALS = [
     ("99.9", "580.65.06", "linux-64", {}, {}, 2, ["no NVIDIA GPU has compute capability 99.9"]),
     ("sm_135", "580.65.06", "linux-64", {}, {}, 2, ["compute capability 13.5"]),
     ("Lab Prototype:9.9", "580.65.06", "linux-64", {}, {}, 2, ["compute capability 9.9"]),
-    ("RTX 4090:8.6", "550.54.14", "linux-64", {}, {}, 2,
-     ["GeForce RTX 4090 has compute capability 8.9, not 8.6", "--gpu 'RTX 4090' alone"]),
+    (
+        "RTX 4090:8.6",
+        "550.54.14",
+        "linux-64",
+        {},
+        {},
+        2,
+        ["GeForce RTX 4090 has compute capability 8.9, not 8.6", "--gpu 'RTX 4090' alone"],
+    ),
     ("Jetson AGX Orin:8.6", "540.4.0", "linux-aarch64", {}, {}, 2, ["8.7, not 8.6"]),
 ]
 
 
-@pytest.mark.parametrize("gpu,driver,platform,flags,env,exit_code,words", REFUSALS,
-                         ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in REFUSALS])
+@pytest.mark.parametrize(
+    "gpu,driver,platform,flags,env,exit_code,words",
+    REFUSALS,
+    ids=[f"{p[0]}-{p[1]}-{p[2]}-{'-'.join(p[3]) or '-'.join(p[4])}" for p in REFUSALS],
+)
 def test_hardware_refusals(monkeypatch, gpu, driver, platform, flags, env, exit_code, words):
     with pytest.raises((PlanError, TargetError)) as info:
         plan_for(monkeypatch, gpu, driver, platform, flags, env)
@@ -204,8 +381,9 @@ def test_hardware_refusals(monkeypatch, gpu, driver, platform, flags, env, exit_
 
 
 def test_refusals_exit_through_the_cli_with_one_line(capsys):
-    code = cli.main(["make-env", "--offline", "--gpu", "NVIDIA B200", "--driver", "565.57.01",
-                     "--platform", "linux-64"])
+    code = cli.main(
+        ["make-env", "--offline", "--gpu", "NVIDIA B200", "--driver", "565.57.01", "--platform", "linux-64"]
+    )
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
     assert len(err.strip().splitlines()) == 1 and "R570" in err
@@ -226,7 +404,9 @@ def test_jetson_without_driver_assumes_the_newest_stack_and_says_so(monkeypatch)
 
 
 def test_cuda13_env_header_says_glibc_228(capsys):
-    code = cli.main(["make-env", "--offline", "--gpu", "H100", "--driver", "580.65.06", "--platform", "linux-64"])
+    code = cli.main(
+        ["make-env", "--offline", "--gpu", "H100", "--driver", "580.65.06", "--platform", "linux-64"]
+    )
     out, _ = capsys.readouterr()
     assert code == 0 and "cuda-version=13.0" in out
     assert any(line.startswith("#") and "glibc >= 2.28" in line for line in out.splitlines())
@@ -237,8 +417,14 @@ def test_detected_jetpack6_orin(monkeypatch):
     from solver.detect import Detection, GpuInfo
 
     def detector():
-        return Detection(platform="linux-aarch64", glibc="2.35", driver_version="540.4.0", driver_cuda="12.6",
-                         gpus=[GpuInfo(0, "Orin (nvgpu)", "8.7")], source="nvidia-smi")
+        return Detection(
+            platform="linux-aarch64",
+            glibc="2.35",
+            driver_version="540.4.0",
+            driver_cuda="12.6",
+            gpus=[GpuInfo(0, "Orin (nvgpu)", "8.7")],
+            source="nvidia-smi",
+        )
 
     kb = load()
     target = build_target(kb, gpu="auto", detector=detector)
@@ -253,8 +439,14 @@ def test_future_gpu_the_driver_reports_runs_through_ptx(monkeypatch):
     from solver.detect import Detection, GpuInfo
 
     def detector(cuda):
-        return lambda: Detection(platform="linux-64", glibc="2.35", driver_version=None, driver_cuda=cuda,
-                                 gpus=[GpuInfo(0, "NVIDIA Future GPU", "13.0")], source="nvml")
+        return lambda: Detection(
+            platform="linux-64",
+            glibc="2.35",
+            driver_version=None,
+            driver_cuda=cuda,
+            gpus=[GpuInfo(0, "NVIDIA Future GPU", "13.0")],
+            source="nvml",
+        )
 
     kb = load()
     plan = make_plan(kb, build_target(kb, gpu="auto", detector=detector("12.9")))
@@ -266,6 +458,7 @@ def test_future_gpu_the_driver_reports_runs_through_ptx(monkeypatch):
 
 # -- a GPU's own minimum driver (HGX B200: 570.133.20, NVIDIA/cloud-native-docs#184) ---------------
 
+
 def test_b200_refusal_names_its_own_minimum_not_the_branch_floor(monkeypatch):
     with pytest.raises(PlanError) as info:
         plan_for(monkeypatch, "NVIDIA B200", "550.54.15", "linux-64")
@@ -276,8 +469,14 @@ def test_b200_minimum_is_checked_on_a_detected_machine(monkeypatch):
     from solver.detect import Detection, GpuInfo
 
     def detector(driver):
-        return lambda: Detection(platform="linux-64", glibc="2.35", driver_version=driver, driver_cuda="12.8",
-                                 gpus=[GpuInfo(i, "NVIDIA B200", "10.0") for i in range(8)], source="nvml")
+        return lambda: Detection(
+            platform="linux-64",
+            glibc="2.35",
+            driver_version=driver,
+            driver_cuda="12.8",
+            gpus=[GpuInfo(i, "NVIDIA B200", "10.0") for i in range(8)],
+            source="nvml",
+        )
 
     kb = load()
     with pytest.raises(PlanError, match="570.133.20"):
@@ -302,6 +501,7 @@ def test_b200_driver_known_only_by_its_cuda(monkeypatch, reported, warned):
 
 # -- refusals whose fix is another flag: following the fix plans ----------------------------------
 
+
 def test_jetpack6_with_cuda_the_fixes_named_work(monkeypatch):
     """JetPack 6 with --cuda 13.0 used to say "pass --cuda 12.9", which was refused too."""
     with pytest.raises(PlanError) as info:
@@ -309,20 +509,29 @@ def test_jetpack6_with_cuda_the_fixes_named_work(monkeypatch):
     message = str(info.value)
     assert "--cuda 12.9" not in message and "one of those to --cuda" not in message
     # Upgrade JetPack: on JetPack 7.2 (CUDA 13.2) the same --cuda plans
-    plan = plan_for(monkeypatch, "Jetson AGX Orin", None, "linux-aarch64", {"cuda": "13.0"},
-                    {"CONDA_OVERRIDE_CUDA": "13.2"})
+    plan = plan_for(
+        monkeypatch,
+        "Jetson AGX Orin",
+        None,
+        "linux-aarch64",
+        {"cuda": "13.0"},
+        {"CONDA_OVERRIDE_CUDA": "13.2"},
+    )
     assert (plan.variant, plan.arm_variant, plan.pytorch_min_build_number) == ("cuda130", "sbsa", 202)
     # or --gpu none without --cuda
     assert plan_for(monkeypatch, "none", None, "linux-aarch64").variant == "cpu"
 
 
-@pytest.mark.parametrize("gpu,driver,platform,cuda", [
-    ("NVIDIA GeForce RTX 4090", "550.54.14", "linux-64", "12.6"),
-    ("NVIDIA GeForce RTX 4090", "550.54.14", "win-64", "12.6"),
-    ("NVIDIA GeForce GTX 1080", "580.65.06", "linux-64", "12.6"),   # Pascal: CUDA 13 builds lack 6.1
-    ("Jetson AGX Orin", "595.45.04", "linux-aarch64", "12.6"),     # Orin: sbsa 12.9 lacks 8.7
-    ("NVIDIA H100", "580.65.06", "linux-64", "12.4"),
-])
+@pytest.mark.parametrize(
+    "gpu,driver,platform,cuda",
+    [
+        ("NVIDIA GeForce RTX 4090", "550.54.14", "linux-64", "12.6"),
+        ("NVIDIA GeForce RTX 4090", "550.54.14", "win-64", "12.6"),
+        ("NVIDIA GeForce GTX 1080", "580.65.06", "linux-64", "12.6"),  # Pascal: CUDA 13 builds lack 6.1
+        ("Jetson AGX Orin", "595.45.04", "linux-aarch64", "12.6"),  # Orin: sbsa 12.9 lacks 8.7
+        ("NVIDIA H100", "580.65.06", "linux-64", "12.4"),
+    ],
+)
 def test_a_cuda_the_channel_lacks_names_versions_that_plan(monkeypatch, gpu, driver, platform, cuda):
     import re
 
@@ -332,10 +541,13 @@ def test_a_cuda_the_channel_lacks_names_versions_that_plan(monkeypatch, gpu, dri
     named = re.search(r"Pass --cuda ([\d.]+)", message)
     versions = [named.group(1)] if named else re.search(r"it has ([\d., ]+)\)", message).group(1).split(", ")
     for version in versions:
-        assert plan_for(monkeypatch, gpu, driver, platform, {"cuda": version}).cuda_version == version, message
+        assert plan_for(monkeypatch, gpu, driver, platform, {"cuda": version}).cuda_version == version, (
+            message
+        )
 
 
 # -- what is assumed when a Jetson's driver picks its stack --------------------------------------
+
 
 def test_orin_driver_580_or_newer_is_taken_as_jetpack72_and_the_plan_says_so(monkeypatch):
     """No source gives JetPack 7.2's driver number on Orin; Thor's JetPack 7 prints 580.00 / 13.0."""

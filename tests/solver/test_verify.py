@@ -15,8 +15,15 @@ from solver.verify import verify
 
 
 def record(name, version, build, depends=(), constrains=(), build_number=0):
-    return SolvedPackage(name=name, version=version, build=build, url=f"file:///c/{name}-{version}-{build}.conda",
-                         build_number=build_number, depends=tuple(depends), constrains=tuple(constrains))
+    return SolvedPackage(
+        name=name,
+        version=version,
+        build=build,
+        url=f"file:///c/{name}-{version}-{build}.conda",
+        build_number=build_number,
+        depends=tuple(depends),
+        constrains=tuple(constrains),
+    )
 
 
 @pytest.fixture
@@ -24,30 +31,44 @@ def plan(monkeypatch):
     for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
         monkeypatch.delenv(name, raising=False)
     kb = load()
-    return make_plan(kb, build_target(kb, gpu="RTX 3090", driver="550.54.14", platform="linux-64"), python="3.12")
+    return make_plan(
+        kb, build_target(kb, gpu="RTX 3090", driver="550.54.14", platform="linux-64"), python="3.12"
+    )
 
 
 def good_solution():
-    return [record("python", "3.12.11", "h9e4cc4f_100_cp312"),
-            record("pytorch", "2.13.0", "cuda129_mkl_py312_habc_302", depends=["__cuda"]),
-            record("libtorch", "2.13.0", "cuda129_mkl_habc_302"),
-            record("cuda-version", "12.9", "h4f385c5_3", constrains=["__cuda >=12"]),
-            record("pointops", "0.1.0", "cuda129_habc_0", constrains=["__cuda_arch >=5.0"])]
+    return [
+        record("python", "3.12.11", "h9e4cc4f_100_cp312"),
+        record("pytorch", "2.13.0", "cuda129_mkl_py312_habc_302", depends=["__cuda"]),
+        record("libtorch", "2.13.0", "cuda129_mkl_habc_302"),
+        record("cuda-version", "12.9", "h4f385c5_3", constrains=["__cuda >=12"]),
+        record("pointops", "0.1.0", "cuda129_habc_0", constrains=["__cuda_arch >=5.0"]),
+    ]
 
 
 def test_good_solution_passes(plan):
     assert verify(load(), plan, good_solution()) == []
 
 
-@pytest.mark.parametrize("index,replacement,words", [
-    (1, record("pytorch", "2.13.0", "cpu_mkl_py312_habc_102"), ["CPU build", "GPU was asked for"]),
-    (2, record("libtorch", "2.13.0", "cuda130_mkl_habc_302"), ["not the planned cuda129"]),
-    (3, record("cuda-version", "13.0", "h4f385c5_3"), ["cuda-version 13.0 was solved", "newer than the driver"]),
-    (0, record("python", "3.13.5", "h_cp313"), ["python 3.13.5 was solved"]),
-    (1, record("pytorch", "2.12.1", "cuda129_mkl_py312_habc_302"), ["pytorch 2.12.1 was solved"]),
-    (4, record("pointops", "0.1.0", "cuda129_habc_0", constrains=["__cuda_arch >=9.0"]),
-     ["needs compute capability >= 9.0", "8.6"]),
-])
+@pytest.mark.parametrize(
+    "index,replacement,words",
+    [
+        (1, record("pytorch", "2.13.0", "cpu_mkl_py312_habc_102"), ["CPU build", "GPU was asked for"]),
+        (2, record("libtorch", "2.13.0", "cuda130_mkl_habc_302"), ["not the planned cuda129"]),
+        (
+            3,
+            record("cuda-version", "13.0", "h4f385c5_3"),
+            ["cuda-version 13.0 was solved", "newer than the driver"],
+        ),
+        (0, record("python", "3.13.5", "h_cp313"), ["python 3.13.5 was solved"]),
+        (1, record("pytorch", "2.12.1", "cuda129_mkl_py312_habc_302"), ["pytorch 2.12.1 was solved"]),
+        (
+            4,
+            record("pointops", "0.1.0", "cuda129_habc_0", constrains=["__cuda_arch >=9.0"]),
+            ["needs compute capability >= 9.0", "8.6"],
+        ),
+    ],
+)
 def test_broken_solutions_are_caught(plan, index, replacement, words):
     records = good_solution()
     records[index] = replacement
@@ -73,17 +94,27 @@ def orin_plan(monkeypatch):
     for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
         monkeypatch.delenv(name, raising=False)
     kb = load()
-    return make_plan(kb, build_target(kb, gpu="Jetson AGX Orin", driver="595.45.04", platform="linux-aarch64"),
-                     python="3.12")
+    return make_plan(
+        kb,
+        build_target(kb, gpu="Jetson AGX Orin", driver="595.45.04", platform="linux-aarch64"),
+        python="3.12",
+    )
 
 
 def orin_solution(pytorch_number=202, arm="sbsa"):
-    return [aarch64_record("python", "3.12.11", "h9e4cc4f_100_cp312"),
-            aarch64_record("pytorch", "2.13.0", f"cuda130_generic_py312_habc_{pytorch_number}", pytorch_number,
-                           depends=["__cuda", f"arm-variant * {arm}"]),
-            aarch64_record("cuda-version", "13.0", "h4f385c5_3", 3, constrains=["__cuda >=13"]),
-            aarch64_record("arm-variant", "1.2.0", arm),
-            aarch64_record("pointops", "0.1.0", "cuda130_habc_200", 200, constrains=["__cuda_arch >=7.5"])]
+    return [
+        aarch64_record("python", "3.12.11", "h9e4cc4f_100_cp312"),
+        aarch64_record(
+            "pytorch",
+            "2.13.0",
+            f"cuda130_generic_py312_habc_{pytorch_number}",
+            pytorch_number,
+            depends=["__cuda", f"arm-variant * {arm}"],
+        ),
+        aarch64_record("cuda-version", "13.0", "h4f385c5_3", 3, constrains=["__cuda >=13"]),
+        aarch64_record("arm-variant", "1.2.0", arm),
+        aarch64_record("pointops", "0.1.0", "cuda130_habc_200", 200, constrains=["__cuda_arch >=7.5"]),
+    ]
 
 
 def test_orin_solution_passes(orin_plan):
@@ -92,15 +123,20 @@ def test_orin_solution_passes(orin_plan):
 
 def test_orin_solution_with_an_old_pytorch_build_is_caught(orin_plan):
     problems = verify(load(), orin_plan, orin_solution(pytorch_number=201))
-    assert problems == ["pytorch 2.13.0 cuda130_generic_py312_habc_201 has build number 201; only 202 and newer "
-                        "carry SASS for 8.7"]
+    assert problems == [
+        "pytorch 2.13.0 cuda130_generic_py312_habc_201 has build number 201; only 202 and newer "
+        "carry SASS for 8.7"
+    ]
 
 
 def test_wrong_or_missing_arm_variant_is_caught(orin_plan):
-    assert verify(load(), orin_plan, orin_solution(arm="tegra")) == ["arm-variant tegra was solved, sbsa was planned"]
+    assert verify(load(), orin_plan, orin_solution(arm="tegra")) == [
+        "arm-variant tegra was solved, sbsa was planned"
+    ]
     records = [r for r in orin_solution() if r.name != "arm-variant"]
     assert verify(load(), orin_plan, records) == [
-        "the solution has no arm-variant package (arm-variant=sbsa was planned)"]
+        "the solution has no arm-variant package (arm-variant=sbsa was planned)"
+    ]
 
 
 def test_exact_torch_pin_is_checked_to_the_patch(monkeypatch):

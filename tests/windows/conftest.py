@@ -14,7 +14,9 @@ import pytest
 def mingw() -> str:
     cxx = shutil.which(cb.MINGW_CXX)
     if cxx is None:
-        pytest.skip(f"{cb.MINGW_CXX} not found: the Windows cross-compile checks need mingw-w64 ({cb.INSTALL_HINT})")
+        pytest.skip(
+            f"{cb.MINGW_CXX} not found: the Windows cross-compile checks need mingw-w64 ({cb.INSTALL_HINT})"
+        )
     return cxx
 
 
@@ -25,17 +27,23 @@ def build_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def windows_torch_free_objects(mingw, build_dir) -> dict[Path, cb.Compiled]:
-    return {src: cb.compile_cxx(mingw, src, build_dir / "torch-free", cb.torch_free_flags())
-            for src in cb.torch_free_sources()}
+    return {
+        src: cb.compile_cxx(mingw, src, build_dir / "torch-free", cb.torch_free_flags())
+        for src in cb.torch_free_sources()
+    }
 
 
 @pytest.fixture(scope="session")
 def windows_binding_objects(mingw, build_dir) -> dict[Path, cb.Compiled]:
     include = cb.torch_include()
     if include is None:
-        pytest.skip("torch is not installed: the binding is compiled against its stable headers (torch/include)")
-    return {src: cb.compile_cxx(mingw, src, build_dir / "binding", cb.binding_flags(include))
-            for src in cb.binding_sources()}
+        pytest.skip(
+            "torch is not installed: the binding is compiled against its stable headers (torch/include)"
+        )
+    return {
+        src: cb.compile_cxx(mingw, src, build_dir / "binding", cb.binding_flags(include))
+        for src in cb.binding_sources()
+    }
 
 
 @pytest.fixture(scope="session")
@@ -52,11 +60,23 @@ def windows_kernel_library(windows_torch_free_objects, build_dir) -> Path:
 def windows_kernel_harness(mingw, windows_kernel_library, build_dir) -> Path:
     """tests/windows/kernel_outputs.cpp linked with the whole library into a Windows exe (whole
     archive: an object with an unresolved symbol fails the link)."""
-    harness = cb.compile_cxx(mingw, cb.HERE / "kernel_outputs.cpp", build_dir / "harness", cb.torch_free_flags())
+    harness = cb.compile_cxx(
+        mingw, cb.HERE / "kernel_outputs.cpp", build_dir / "harness", cb.torch_free_flags()
+    )
     assert harness.ok, harness.log()
     exe = build_dir / "kernel_outputs.exe"
-    link = cb.run([mingw, *cb.STATIC_RUNTIME, "-o", exe, harness.obj, "-Wl,--whole-archive",
-                   windows_kernel_library, "-Wl,--no-whole-archive"])
+    link = cb.run(
+        [
+            mingw,
+            *cb.STATIC_RUNTIME,
+            "-o",
+            exe,
+            harness.obj,
+            "-Wl,--whole-archive",
+            windows_kernel_library,
+            "-Wl,--no-whole-archive",
+        ]
+    )
     assert link.returncode == 0, link.stdout + link.stderr
     return exe
 

@@ -26,8 +26,10 @@ HERE = Path(__file__).resolve().parent
 
 MINGW_CXX = "x86_64-w64-mingw32-g++"
 MINGW_PREFIX = "x86_64-w64-mingw32-"
-INSTALL_HINT = ("on Debian: apt-get install --no-install-recommends g++-mingw-w64-x86-64 wine64, which "
-                "tests/run.sh runs when run as root")
+INSTALL_HINT = (
+    "on Debian: apt-get install --no-install-recommends g++-mingw-w64-x86-64 wine64, which "
+    "tests/run.sh runs when run as root"
+)
 
 # setup.py's code generation for gcc (-ffp-contract=off keeps the float results bitwise
 # comparable), plus the warnings that matter on Windows: -Wconversion reports an int64_t stored
@@ -48,7 +50,7 @@ def is_system_dll(name: str) -> bool:
     return lowered in SYSTEM_DLLS or lowered.startswith("api-ms-win-crt-")
 
 
-TORCH_INCLUDE = re.compile(r'^\s*#\s*include\s*<(torch|ATen|c10)/', re.M)
+TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*<(torch|ATen|c10)/", re.M)
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
@@ -104,8 +106,10 @@ def torch_target_defines() -> list[str]:
     text = (OPS_SRC / "setup.py").read_text()
     major, minor = re.search(r"TORCH_TARGET = \((\d+), (\d+)\)", text).groups()
     limited = re.search(r'PY_LIMITED_API = "(0x[0-9A-Fa-f]+)"', text).group(1)
-    return [f"-DTORCH_TARGET_VERSION=0x{int(major):02x}{int(minor):02x}000000000000",
-            f"-DPy_LIMITED_API={limited}"]
+    return [
+        f"-DTORCH_TARGET_VERSION=0x{int(major):02x}{int(minor):02x}000000000000",
+        f"-DPy_LIMITED_API={limited}",
+    ]
 
 
 def find_wine() -> str | None:
@@ -122,8 +126,11 @@ def find_wine() -> str | None:
 
 
 def find_wineserver(wine: str) -> str | None:
-    for candidate in (Path(wine).with_name("wineserver"), Path("/usr/lib/wine/wineserver64"),
-                      Path("/usr/lib/wine/wineserver")):
+    for candidate in (
+        Path(wine).with_name("wineserver"),
+        Path("/usr/lib/wine/wineserver64"),
+        Path("/usr/lib/wine/wineserver"),
+    ):
         if os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which("wineserver")
@@ -165,8 +172,14 @@ def torch_free_flags() -> list[str]:
 
 def binding_flags(include: Path) -> list[str]:
     # torch's headers are -isystem: their own warnings are not ours to fix.
-    return [f"-I{CSRC}", "-isystem", str(include), "-isystem", str(include / "torch" / "csrc" / "api" / "include"),
-            *torch_target_defines()]
+    return [
+        f"-I{CSRC}",
+        "-isystem",
+        str(include),
+        "-isystem",
+        str(include / "torch" / "csrc" / "api" / "include"),
+        *torch_target_defines(),
+    ]
 
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -199,7 +212,9 @@ def import_library(symbols: list[str], dll: str, out_dir: Path) -> Path:
     definition = out_dir / f"{stem}.def"
     definition.write_text(f"LIBRARY {dll}\nEXPORTS\n" + "".join(f"  {s}\n" for s in symbols))
     lib = out_dir / f"lib{stem}.dll.a"
-    run([MINGW_PREFIX + "dlltool", "--def", definition, "--dllname", dll, "--output-lib", lib]).check_returncode()
+    run(
+        [MINGW_PREFIX + "dlltool", "--def", definition, "--dllname", dll, "--output-lib", lib]
+    ).check_returncode()
     return lib
 
 
@@ -210,25 +225,45 @@ class Wine:
     def __init__(self, loader: str, prefix: Path):
         self.loader = loader
         self.server = find_wineserver(loader)
-        self.env = {**os.environ, "WINEPREFIX": str(prefix), "WINEDEBUG": "-all",
-                    # no Mono/Gecko installers while the prefix is created
-                    "WINEDLLOVERRIDES": "mscoree,mshtml="}
+        self.env = {
+            **os.environ,
+            "WINEPREFIX": str(prefix),
+            "WINEDEBUG": "-all",
+            # no Mono/Gecko installers while the prefix is created
+            "WINEDLLOVERRIDES": "mscoree,mshtml=",
+        }
         self.env.pop("DISPLAY", None)
         self.env.pop("POINTOPS_CPU_FPS_PATH", None)
         if self.server:
             # One server for the whole session (it exits after 30 s idle even if stop() never
             # runs), instead of a server start of about 2 s per program run.
-            subprocess.run([self.server, "-p30"], env=self.env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=60)
-        self._boot = subprocess.Popen([loader, "wineboot", "--init"], env=self.env, cwd=prefix,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [self.server, "-p30"],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=60,
+            )
+        self._boot = subprocess.Popen(
+            [loader, "wineboot", "--init"],
+            env=self.env,
+            cwd=prefix,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
-    def run(self, exe: Path, *args: str, env: dict[str, str] | None = None,
-            timeout: int = 300) -> subprocess.CompletedProcess:
+    def run(
+        self, exe: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 300
+    ) -> subprocess.CompletedProcess:
         """Runs exe; `env` adds variables (wine passes the environment on to the program)."""
         self._boot.wait(timeout=300)
-        result = subprocess.run([self.loader, str(exe), *args], capture_output=True, text=True,
-                                env={**self.env, **(env or {})}, timeout=timeout)
+        result = subprocess.run(
+            [self.loader, str(exe), *args],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+        )
         # msvcrt writes text-mode stdout: \r\n line ends
         result.stdout = result.stdout.replace("\r\n", "\n")
         return result
@@ -238,5 +273,10 @@ class Wine:
             self._boot.kill()
             self._boot.wait()
         if self.server:
-            subprocess.run([self.server, "-k"], env=self.env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=60)
+            subprocess.run(
+                [self.server, "-k"],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=60,
+            )

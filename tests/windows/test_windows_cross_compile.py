@@ -42,15 +42,17 @@ def test_kernel_exe_imports_only_system_dlls(windows_kernel_harness):
     assert all(cb.is_system_dll(d) for d in dlls), f"unexpected DLL imports: {sorted(dlls)}"
 
 
-def test_extension_links_against_torch_2_10_shim_alone(mingw, windows_torch_free_objects, windows_binding_objects,
-                                                       build_dir):
+def test_extension_links_against_torch_2_10_shim_alone(
+    mingw, windows_torch_free_objects, windows_binding_objects, build_dir
+):
     """Windows resolves every imported symbol at link time, against torch_cpu.lib. Linking against
     an import library holding only torch 2.10's C shim symbols shows that the extension needs
     nothing else from torch (no C++ symbol, no c10.dll) and loads with torch >= 2.10."""
     listed = [s.strip() for s in SHIM_SYMBOLS.read_text().splitlines() if s.strip() and not s.startswith("#")]
     stand_in = cb.import_library(listed, "torch_cpu.dll", build_dir / "torch-stand-in")
-    objects = (cb.objects_or_fail(windows_torch_free_objects, "the torch-free sources")
-               + cb.objects_or_fail(windows_binding_objects, "the binding"))
+    objects = cb.objects_or_fail(windows_torch_free_objects, "the torch-free sources") + cb.objects_or_fail(
+        windows_binding_objects, "the binding"
+    )
     dll = build_dir / "_C.pyd"
     link = cb.run([mingw, "-shared", *cb.STATIC_RUNTIME, "-o", dll, *objects, stand_in])
     assert link.returncode == 0, f"link failed (a symbol missing from torch 2.10's shim?):\n{link.stderr}"

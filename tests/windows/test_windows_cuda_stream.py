@@ -14,7 +14,9 @@ pytestmark = pytest.mark.slow  # runs under wine: see test_windows_kernel_output
 @pytest.fixture(scope="session")
 def probe(mingw, build_dir):
     sources = sorted(cb.CSRC.rglob("cuda_stream.cpp"))
-    assert sources, "csrc/**/cuda_stream.cpp is gone: point this test at the source defining current_cuda_stream"
+    assert sources, (
+        "csrc/**/cuda_stream.cpp is gone: point this test at the source defining current_cuda_stream"
+    )
     out = build_dir / "cuda_stream_probe"
     objects = []
     for source in [sources[0], cb.HERE / "cuda_stream_probe.cpp"]:

@@ -11,7 +11,9 @@ import shutil
 import cross_build as cb
 import pytest
 
-pytestmark = pytest.mark.slow  # runs under wine; with the apt install, over a minute of CI: see docs/recipes.md
+pytestmark = (
+    pytest.mark.slow
+)  # runs under wine; with the apt install, over a minute of CI: see docs/recipes.md
 
 # POINTOPS_CPU_FPS_PATH for each run: the planner's choice, then each sampler forced.
 FPS_PATHS = ("auto", "brute", "kdtree")
@@ -44,9 +46,22 @@ def linux_outputs(build_dir) -> dict[str, dict[str, str]]:
 
 
 def test_harness_covers_every_kernel_in_both_precisions(linux_outputs):
-    for kernel in ("fps_small", "fps_kdtree", "fps_grid_ties", "knn", "three_nn", "ball_query_inclusive",
-                   "ball_query_exclusive", "gather_weighted", "group", "gather_backward_feat_weighted",
-                   "group_backward", "gather_backward_weight", "sparse64_neighbours", "sparse64_gather"):
+    for kernel in (
+        "fps_small",
+        "fps_kdtree",
+        "fps_grid_ties",
+        "knn",
+        "three_nn",
+        "ball_query_inclusive",
+        "ball_query_exclusive",
+        "gather_weighted",
+        "group",
+        "gather_backward_feat_weighted",
+        "group_backward",
+        "gather_backward_weight",
+        "sparse64_neighbours",
+        "sparse64_gather",
+    ):
         for dtype in ("f32", "f64"):
             assert f"{kernel}_{dtype}" in linux_outputs["auto"]
 
@@ -60,8 +75,10 @@ def test_fps_samplers_agree(linux_outputs):
 @pytest.mark.parametrize("fps_path", FPS_PATHS)
 def test_windows_outputs_match_linux_bit_for_bit(wine, windows_kernel_harness, linux_outputs, fps_path):
     result = wine.run(windows_kernel_harness, env={"POINTOPS_CPU_FPS_PATH": fps_path})
-    assert result.returncode == 0, (f"the harness failed under wine (exit {result.returncode}):\n"
-                                    f"{result.stderr[-4000:]}\n{result.stdout[-4000:]}")
+    assert result.returncode == 0, (
+        f"the harness failed under wine (exit {result.returncode}):\n"
+        f"{result.stderr[-4000:]}\n{result.stdout[-4000:]}"
+    )
     linux, windows = linux_outputs[fps_path], parse(result.stdout)
     assert windows.keys() == linux.keys()
     differ = {case: (linux[case], windows[case]) for case in linux if windows[case] != linux[case]}

@@ -18,8 +18,12 @@ TESTS = ["test_fps.py", "test_knn.py", "test_radius.py", "test_nearest.py", "tes
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--src", required=True, help="torch_cluster checkout (holds test/ and torch_cluster/)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--src", required=True, help="torch_cluster checkout (holds test/ and torch_cluster/)"
+    )
     parser.add_argument("--json", help="write every test's outcome here")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
@@ -35,8 +39,22 @@ def main() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     # our own empty ini: the peer's setup.cfg options do not apply, and its rootdir is not ours
     ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytest.ini")
-    return pytest.main(["-c", ini, "--rootdir", src, "-p", "torch_cluster_alias", "-rA", "-q",
-                        "-p", "no:cacheprovider", *files, *args.pytest_args])
+    return pytest.main(
+        [
+            "-c",
+            ini,
+            "--rootdir",
+            src,
+            "-p",
+            "torch_cluster_alias",
+            "-rA",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *files,
+            *args.pytest_args,
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,13 @@ def pytest_configure(config):
 
 def pytest_runtest_logreport(report):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        _results.append({"test": report.nodeid, "outcome": report.outcome,
-                         "message": str(report.longrepr)[-2000:] if report.failed else ""})
+        _results.append(
+            {
+                "test": report.nodeid,
+                "outcome": report.outcome,
+                "message": str(report.longrepr)[-2000:] if report.failed else "",
+            }
+        )
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -90,8 +90,15 @@ def knn(x: Tensor, ptr_x: Tensor, y: Tensor, ptr_y: Tensor, k: int, metric: str 
     return dist, idx
 
 
-def radius(x: Tensor, ptr_x: Tensor, y: Tensor, ptr_y: Tensor, r2: Tensor, max_neighbors: int,
-           ignore_same_index: bool) -> tuple[Tensor, Tensor]:
+def radius(
+    x: Tensor,
+    ptr_x: Tensor,
+    y: Tensor,
+    ptr_y: Tensor,
+    r2: Tensor,
+    max_neighbors: int,
+    ignore_same_index: bool,
+) -> tuple[Tensor, Tensor]:
     """The first max_neighbors rows of x (ascending) with squared distance < r2 of each row of y:
     (query rows, x rows) of every pair, ordered by query row then x row."""
     M = y.shape[0]

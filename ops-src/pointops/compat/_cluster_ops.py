@@ -57,15 +57,18 @@ def _ptr(ptr: Tensor | None, rows: int, device, name: str) -> Tensor:
     steps = ptr[1:] - ptr[:-1]
     first, low, last = torch.stack([ptr[0], steps.min(), ptr[-1]]).tolist()
     if first != 0 or low < 0 or last != rows:
-        raise ValueError(f"pointops: {name} must start at 0, be nondecreasing and end at {rows} (the rows "
-                         f"of its points); is the batch vector sorted?")
+        raise ValueError(
+            f"pointops: {name} must start at 0, be nondecreasing and end at {rows} (the rows "
+            f"of its points); is the batch vector sorted?"
+        )
     return ptr
 
 
 def _pair_ptrs(x: Tensor, y: Tensor, ptr_x, ptr_y):
     if x.shape[1] != y.shape[1]:
-        raise ValueError(f"pointops: x and y must have the same feature dimension, got {x.shape[1]} and "
-                         f"{y.shape[1]}")
+        raise ValueError(
+            f"pointops: x and y must have the same feature dimension, got {x.shape[1]} and {y.shape[1]}"
+        )
     if x.device != y.device:
         raise ValueError(f"pointops: x is on {x.device} but y is on {y.device}")
     px = _ptr(ptr_x, x.shape[0], x.device, "ptr_x")
@@ -120,8 +123,15 @@ def _padded(t: Tensor, ptr: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @torch.library.custom_op("pointops_compat::radius", mutates_args=())
-def radius(x: Tensor, y: Tensor, ptr_x: Tensor | None, ptr_y: Tensor | None, r: float,
-           max_num_neighbors: int, ignore_same_index: bool) -> Tensor:
+def radius(
+    x: Tensor,
+    y: Tensor,
+    ptr_x: Tensor | None,
+    ptr_y: Tensor | None,
+    r: float,
+    max_num_neighbors: int,
+    ignore_same_index: bool,
+) -> Tensor:
     """Edges [2, E] (row 0: y row, row 1: x row) to the first max_num_neighbors x rows (ascending)
     with distance < r of each y row; ignore_same_index drops x row == y row before counting."""
     x, y = _matrix(x, "x"), _matrix(y, "y")
@@ -166,8 +176,10 @@ def fps(src: Tensor, ptr: Tensor | None, ratio: Tensor, random_start: bool) -> T
     counts = p[1:] - p[:-1]
     ratio = ratio.to(src.device)
     if ratio.numel() not in (1, counts.numel()):
-        raise ValueError(f"pointops: ratio must be a scalar or have one entry per cloud ({counts.numel()}), "
-                         f"got {ratio.numel()}")
+        raise ValueError(
+            f"pointops: ratio must be a scalar or have one entry per cloud ({counts.numel()}), "
+            f"got {ratio.numel()}"
+        )
     if not bool(((ratio > 0) & (ratio <= 1)).all()):
         raise ValueError("pointops: ratio must lie in (0, 1]")
     wanted = torch.ceil(counts.to(torch.float32) * ratio.reshape(-1)).to(torch.int64)
@@ -188,8 +200,9 @@ def fps(src: Tensor, ptr: Tensor | None, ratio: Tensor, random_start: bool) -> T
     rotated = rotated.to(work)
     if _kernel_ok(rotated):
         total, largest = torch.stack([sample_ptr[-1], counts.max()]).tolist()  # one read of the device
-        picks = packed.furthest_point_sample(_as_3d(rotated), p, sample_ptr, num_samples=total,
-                                             max_points=max(largest, 1))
+        picks = packed.furthest_point_sample(
+            _as_3d(rotated), p, sample_ptr, num_samples=total, max_points=max(largest, 1)
+        )
     else:
         picks = _bruteforce.furthest_point_sample(rotated, p, sample_ptr)
     return picks if order is None else order[picks]
@@ -202,8 +215,10 @@ def nearest(x: Tensor, y: Tensor, ptr_x: Tensor | None, ptr_y: Tensor | None) ->
     if x.shape[0] == 0:
         return torch.empty(0, dtype=torch.int64, device=x.device)
     if x.shape[1] != y.shape[1] or x.device != y.device:
-        raise ValueError(f"pointops: x ({x.shape[1]} features, {x.device}) and y ({y.shape[1]} features, "
-                         f"{y.device}) must match")
+        raise ValueError(
+            f"pointops: x ({x.shape[1]} features, {x.device}) and y ({y.shape[1]} features, "
+            f"{y.device}) must match"
+        )
     px = _ptr(ptr_x, x.shape[0], x.device, "ptr_x")
     py = _ptr(ptr_y, y.shape[0], y.device, "ptr_y")
     if px.numel() != py.numel():

@@ -57,6 +57,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # argument handling
 
+
 def _checks_on(t: Tensor) -> bool:
     if not ops.value_checks_enabled() or torch.compiler.is_compiling():
         return False
@@ -77,15 +78,19 @@ def _ptr(offset, rows: int, name: str, rows_name: str) -> Tensor:
     if not isinstance(offset, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(offset).__name__}")
     if offset.dim() != 1 or offset.numel() == 0:
-        raise ValueError(f"pointops: {name} must be a non-empty 1-D tensor of cumulative cloud ends "
-                         f"(Pointcept's offset), got shape {list(offset.shape)}")
+        raise ValueError(
+            f"pointops: {name} must be a non-empty 1-D tensor of cumulative cloud ends "
+            f"(Pointcept's offset), got shape {list(offset.shape)}"
+        )
     ptr = packed.ptr_from_offset(offset)
     if _checks_on(ptr):
         steps = ptr[1:] - ptr[:-1]
         low, last = torch.stack([steps.min(), ptr[-1]]).tolist()
         if low < 0 or last != rows:
-            raise ValueError(f"pointops: {name} must be nondecreasing and end at {rows} (the rows of "
-                             f"{rows_name}), got {offset.tolist() if offset.numel() <= 16 else '...'}")
+            raise ValueError(
+                f"pointops: {name} must be nondecreasing and end at {rows} (the rows of "
+                f"{rows_name}), got {offset.tolist() if offset.numel() <= 16 else '...'}"
+            )
     return ptr
 
 
@@ -96,12 +101,16 @@ def _pair(xyz, offset, new_xyz, new_offset):
         return xyz, ptr, xyz, ptr
     new_xyz = _points(new_xyz, "new_xyz")
     if new_xyz.dtype != xyz.dtype or new_xyz.device != xyz.device:
-        raise ValueError(f"pointops: new_xyz ({new_xyz.dtype}, {new_xyz.device}) must match xyz "
-                         f"({xyz.dtype}, {xyz.device})")
+        raise ValueError(
+            f"pointops: new_xyz ({new_xyz.dtype}, {new_xyz.device}) must match xyz "
+            f"({xyz.dtype}, {xyz.device})"
+        )
     new_ptr = _ptr(new_offset, new_xyz.shape[0], "new_offset", "new_xyz")
     if new_ptr.shape != ptr.shape:
-        raise ValueError(f"pointops: offset has {ptr.numel() - 1} clouds but new_offset has "
-                         f"{new_ptr.numel() - 1}; give one entry per cloud in both")
+        raise ValueError(
+            f"pointops: offset has {ptr.numel() - 1} clouds but new_offset has "
+            f"{new_ptr.numel() - 1}; give one entry per cloud in both"
+        )
     return xyz, ptr, new_xyz, new_ptr
 
 
@@ -118,13 +127,15 @@ def _rows(idx, n: int, name: str = "idx") -> Tensor:
     if idx.numel() and _checks_on(idx):
         low, high = torch.stack(torch.aminmax(idx)).tolist()
         if low < -1 or high >= n:
-            raise ValueError(f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), got "
-                             f"{low}..{high}")
+            raise ValueError(
+                f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), got {low}..{high}"
+            )
     return idx.long()
 
 
 # ---------------------------------------------------------------------------------------------
 # queries
+
 
 @torch.no_grad()
 def knn_query(nsample, xyz, offset, new_xyz=None, new_offset=None):
@@ -175,8 +186,9 @@ def ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_o
     dist [m, nsample] Euclidean), missing -1 / inf."""
     nsample = _positive(nsample, "nsample")
     if not min_radius < max_radius:
-        raise ValueError(f"pointops: ball_query needs min_radius < max_radius, got {min_radius} and "
-                         f"{max_radius}")
+        raise ValueError(
+            f"pointops: ball_query needs min_radius < max_radius, got {min_radius} and {max_radius}"
+        )
     xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
     m = new_xyz.shape[0]
     idx_out = torch.full((m, nsample), -1, dtype=torch.int64, device=xyz.device)
@@ -203,13 +215,16 @@ def random_ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None
     in a random order of each cloud (torch's generator); missing -1 / inf."""
     nsample = _positive(nsample, "nsample")
     if not min_radius < max_radius:
-        raise ValueError(f"pointops: random_ball_query needs min_radius < max_radius, got {min_radius} "
-                         f"and {max_radius}")
+        raise ValueError(
+            f"pointops: random_ball_query needs min_radius < max_radius, got {min_radius} and {max_radius}"
+        )
     xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
     m = new_xyz.shape[0]
     if m == 0 or xyz.shape[0] == 0:
-        return (torch.full((m, nsample), -1, dtype=torch.int32, device=xyz.device),
-                xyz.new_full((m, nsample), float("inf")))
+        return (
+            torch.full((m, nsample), -1, dtype=torch.int32, device=xyz.device),
+            xyz.new_full((m, nsample), float("inf")),
+        )
     dist2, idx, inside = _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample)
     rank = torch.rand(xyz.shape[0], device=xyz.device)[idx.clamp_min(0)]
     cols, count = _first_slots(inside, rank)
@@ -236,8 +251,9 @@ def farthest_point_sampling(xyz, offset, new_offset):
         raise ValueError("pointops: new_offset must be nondecreasing (cumulative sample counts)")
     # one read of the device for the output size and the largest cloud (Pointcept's library
     # reads offsets on the host too), so the kernels can plan for the real cloud sizes
-    total, largest = (torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist()
-                      if ptr.shape[0] > 1 else (0, 1))
+    total, largest = (
+        torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist() if ptr.shape[0] > 1 else (0, 1)
+    )
     idx = packed.furthest_point_sample(xyz, ptr, sample_ptr, num_samples=total, max_points=max(largest, 1))
     # past a cloud's size Pointcept's kernel repeats the cloud's first point
     cloud = packed.batch_from_ptr(sample_ptr, idx.shape[0])
@@ -249,6 +265,7 @@ def farthest_point_sampling(xyz, offset, new_offset):
 
 # ---------------------------------------------------------------------------------------------
 # grouping and interpolation
+
 
 def _feat(feat, name: str = "feat") -> Tensor:
     if not isinstance(feat, Tensor) or feat.dim() != 2:
@@ -295,8 +312,9 @@ def interpolation2(xyz, new_xyz, input, offset, new_offset, k=3):  # noqa: A002
     return interpolation(xyz, new_xyz, input, offset, new_offset, k)
 
 
-def knn_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None,
-                        nsample=None, with_xyz=False):
+def knn_query_and_group(
+    feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None, nsample=None, with_xyz=False
+):
     """(grouping of feat at the nsample nearest neighbours, idx int32)."""
     if idx is None:
         if nsample is None:
@@ -305,19 +323,32 @@ def knn_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, i
     return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
 
 
-def ball_query_and_group(feat, xyz, offset=None, new_xyz=None, new_offset=None, idx=None,
-                         max_radio=None, min_radio=0, nsample=None, with_xyz=False):
+def ball_query_and_group(
+    feat,
+    xyz,
+    offset=None,
+    new_xyz=None,
+    new_offset=None,
+    idx=None,
+    max_radio=None,
+    min_radio=0,
+    nsample=None,
+    with_xyz=False,
+):
     """(grouping of feat at Pointcept's ball query, idx int32)."""
     if idx is None:
         if nsample is None or offset is None or max_radio is None or min_radio is None:
-            raise ValueError("pointops: ball_query_and_group needs nsample, offset, max_radio and "
-                             "min_radio when idx is not given")
+            raise ValueError(
+                "pointops: ball_query_and_group needs nsample, offset, max_radio and "
+                "min_radio when idx is not given"
+            )
         idx, _ = ball_query(nsample, max_radio, min_radio, xyz, offset, new_xyz, new_offset)
     return grouping(idx, feat, xyz, new_xyz, with_xyz), idx
 
 
-def query_and_group(nsample, xyz, new_xyz, feat, idx, offset, new_offset, dilation=0,
-                    with_feat=True, with_xyz=True):
+def query_and_group(
+    nsample, xyz, new_xyz, feat, idx, offset, new_offset, dilation=0, with_feat=True, with_xyz=True
+):
     """Pointcept's dilated kNN grouping: neighbours 0, d+1, 2(d+1), ... of the
     1 + (nsample-1)(d+1) nearest (a cloud with fewer points spreads the picks over what it
     has). Returns idx [m, nsample] int32 when not with_feat, else ([m, nsample, 3 + c] or
@@ -348,6 +379,7 @@ def query_and_group(nsample, xyz, new_xyz, feat, idx, offset, new_offset, dilati
 # ---------------------------------------------------------------------------------------------
 # layout helpers
 
+
 def offset2batch(offset):
     """Cloud id of each row (int64), from Pointcept's offset."""
     return packed.batch_from_ptr(packed.ptr_from_offset(offset))
@@ -361,6 +393,7 @@ def batch2offset(batch):
 # ---------------------------------------------------------------------------------------------
 # Point Transformer (v1) helpers, in plain differentiable torch
 
+
 def subtraction(input1, input2, idx):
     """out[n, s] = input1[n] - input2[idx[n, s]]: [n, nsample, c]; -1 reads zeros."""
     idx = _rows(idx, input2.shape[0])
@@ -372,23 +405,29 @@ def aggregation(input, position, weight, idx):  # noqa: A002
     idx = _rows(idx, input.shape[0])
     c, w_c = input.shape[1], weight.shape[-1]
     if c % w_c:
-        raise ValueError(f"pointops: aggregation needs the channel count {c} to be a multiple of "
-                         f"weight's last dimension {w_c}")
+        raise ValueError(
+            f"pointops: aggregation needs the channel count {c} to be a multiple of "
+            f"weight's last dimension {w_c}"
+        )
     w = weight.repeat(1, 1, c // w_c)  # channel j uses weight column j % w_c
     return ((packed.gather(input, idx) + position) * w).sum(1)
 
 
 def attention_relation_step(query, key, weight, index_target, index_refer):
     """out[r, g] = sum_c query[t[r], g, c] * key[f[r], g, c] * weight[c]: [m, g]."""
-    t, f = _rows(index_target, query.shape[0], "index_target"), _rows(index_refer, key.shape[0],
-                                                                        "index_refer")
+    t, f = (
+        _rows(index_target, query.shape[0], "index_target"),
+        _rows(index_refer, key.shape[0], "index_refer"),
+    )
     return (query[t] * key[f] * weight).sum(-1)
 
 
 def attention_fusion_step(weight, value, index_target, index_refer):
     """out[n] = sum over r with t[r] = n of weight[r, g] * value[f[r], g, c]: [n, g, c]."""
-    t, f = _rows(index_target, value.shape[0], "index_target"), _rows(index_refer, value.shape[0],
-                                                                       "index_refer")
+    t, f = (
+        _rows(index_target, value.shape[0], "index_target"),
+        _rows(index_refer, value.shape[0], "index_refer"),
+    )
     contrib = weight.unsqueeze(-1) * value[f]
     return torch.zeros_like(value).index_add(0, t, contrib)
 

@@ -112,8 +112,11 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
         raise ValueError(f"pointops: radius must be a number >= 0, got {radius!r}")
     nsample = ops._positive_int(nsample, "nsample")
     radius = _pointnet2_radius(float(radius), xyz.dtype)
-    idx, _, _ = ops._call(_ops.ball_query.default, (xyz, new_xyz, radius, nsample, None, None, False, False),
-                          ops._neighbour_checks(xyz, new_xyz, None, None, names))
+    idx, _, _ = ops._call(
+        _ops.ball_query.default,
+        (xyz, new_xyz, radius, nsample, None, None, False, False),
+        ops._neighbour_checks(xyz, new_xyz, None, None, names),
+    )
     return _int32(idx)
 
 

@@ -28,18 +28,33 @@ def fps(src: Tensor, ptr: Tensor, ratio: float = 0.5, random_start: bool = True)
     return torch.ops.pointops_compat.fps(src, ptr, r, random_start)
 
 
-def knn(x: Tensor, y: Tensor, k: int = 1, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None,
-        cosine: bool = False, num_workers: int = 1) -> Tensor:
+def knn(
+    x: Tensor,
+    y: Tensor,
+    k: int = 1,
+    ptr_x: Optional[Tensor] = None,
+    ptr_y: Optional[Tensor] = None,
+    cosine: bool = False,
+    num_workers: int = 1,
+) -> Tensor:
     """The k nearest x rows of each y row: edge_index [2, E] (row 0: y, row 1: x)."""
     return torch.ops.pointops_compat.knn(x, y, ptr_x, ptr_y, k, cosine)
 
 
-def radius(x: Tensor, y: Tensor, r: float = 1.0, ptr_x: Optional[Tensor] = None,
-           ptr_y: Optional[Tensor] = None, max_num_neighbors: int = 32, num_workers: int = 1,
-           ignore_same_index: bool = False) -> Tensor:
+def radius(
+    x: Tensor,
+    y: Tensor,
+    r: float = 1.0,
+    ptr_x: Optional[Tensor] = None,
+    ptr_y: Optional[Tensor] = None,
+    max_num_neighbors: int = 32,
+    num_workers: int = 1,
+    ignore_same_index: bool = False,
+) -> Tensor:
     """The first max_num_neighbors x rows (index order) at distance < r of each y row: [2, E]."""
-    return torch.ops.pointops_compat.radius(x, y, ptr_x, ptr_y, float(r), max_num_neighbors,
-                                            ignore_same_index)
+    return torch.ops.pointops_compat.radius(
+        x, y, ptr_x, ptr_y, float(r), max_num_neighbors, ignore_same_index
+    )
 
 
 def nearest(x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None) -> Tensor:
@@ -59,22 +74,40 @@ def _define_pyg_ops() -> None:
         return fps(src, ptr, ratio, random_start)
 
     @torch.library.custom_op("pyg::knn", mutates_args=())
-    def _knn(x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None,
-             k: int = 1, cosine: bool = False, num_workers: int = 1) -> Tensor:
+    def _knn(
+        x: Tensor,
+        y: Tensor,
+        ptr_x: Optional[Tensor] = None,
+        ptr_y: Optional[Tensor] = None,
+        k: int = 1,
+        cosine: bool = False,
+        num_workers: int = 1,
+    ) -> Tensor:
         return knn(x, y, k, ptr_x, ptr_y, cosine, num_workers)
 
     @torch.library.custom_op("pyg::radius", mutates_args=())
-    def _radius(x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None,
-                r: float = 1.0, max_num_neighbors: int = 32, num_workers: int = 1,
-                ignore_same_index: bool = False) -> Tensor:
+    def _radius(
+        x: Tensor,
+        y: Tensor,
+        ptr_x: Optional[Tensor] = None,
+        ptr_y: Optional[Tensor] = None,
+        r: float = 1.0,
+        max_num_neighbors: int = 32,
+        num_workers: int = 1,
+        ignore_same_index: bool = False,
+    ) -> Tensor:
         return radius(x, y, r, ptr_x, ptr_y, max_num_neighbors, num_workers, ignore_same_index)
 
     @torch.library.custom_op("pyg::nearest", mutates_args=())
-    def _nearest(x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None) -> Tensor:
+    def _nearest(
+        x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None
+    ) -> Tensor:
         return nearest(x, y, ptr_x, ptr_y).clone()
 
     @torch.library.custom_op("pyg::grid_cluster", mutates_args=())
-    def _grid(pos: Tensor, size: Tensor, start: Optional[Tensor] = None, end: Optional[Tensor] = None) -> Tensor:
+    def _grid(
+        pos: Tensor, size: Tensor, start: Optional[Tensor] = None, end: Optional[Tensor] = None
+    ) -> Tensor:
         return grid_cluster(pos, size, start, end)
 
 
@@ -88,8 +121,10 @@ def install_pyg_ops(torch_geometric_flags: bool = True) -> None:
     import importlib.util
 
     if importlib.util.find_spec("pyg_lib") is not None:
-        raise RuntimeError("pointops: pyg-lib is installed and defines torch.ops.pyg itself; "
-                           "install_pyg_ops() is for environments without it")
+        raise RuntimeError(
+            "pointops: pyg-lib is installed and defines torch.ops.pyg itself; "
+            "install_pyg_ops() is for environments without it"
+        )
     try:
         torch.ops.pyg.grid_cluster  # noqa: B018
     except (AttributeError, RuntimeError):

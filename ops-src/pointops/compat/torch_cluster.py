@@ -51,9 +51,14 @@ __all__ = [
 ]
 
 
-def _pair_ptr(n_x: int, n_y: int, batch_x: Optional[Tensor], batch_y: Optional[Tensor],
-              batch_size: Optional[int], device: torch.device
-              ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+def _pair_ptr(
+    n_x: int,
+    n_y: int,
+    batch_x: Optional[Tensor],
+    batch_y: Optional[Tensor],
+    batch_size: Optional[int],
+    device: torch.device,
+) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     if batch_x is not None and batch_x.numel() != n_x:
         raise ValueError("pointops: batch_x must have one entry per row of x")
     if batch_y is not None and batch_y.numel() != n_y:
@@ -72,9 +77,16 @@ def _pair_ptr(n_x: int, n_y: int, batch_x: Optional[Tensor], batch_y: Optional[T
     return torch.bucketize(bounds, batch_x.contiguous()), torch.bucketize(bounds, batch_y.contiguous())
 
 
-def knn(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor] = None,
-        batch_y: Optional[Tensor] = None, cosine: bool = False, num_workers: int = 1,
-        batch_size: Optional[int] = None) -> Tensor:
+def knn(
+    x: Tensor,
+    y: Tensor,
+    k: int,
+    batch_x: Optional[Tensor] = None,
+    batch_y: Optional[Tensor] = None,
+    cosine: bool = False,
+    num_workers: int = 1,
+    batch_size: Optional[int] = None,
+) -> Tensor:
     """For each row of y, the k nearest rows of x in the same example: edge_index [2, M*k]
     (row 0: index into y, row 1: index into x). batch_x / batch_y are sorted batch vectors;
     batch_size the number of examples (computed when None); cosine uses 1 - cosine similarity;
@@ -87,9 +99,16 @@ def knn(x: Tensor, y: Tensor, k: int, batch_x: Optional[Tensor] = None,
     return torch.ops.pointops_compat.knn(x, y, ptr_x, ptr_y, k, cosine)
 
 
-def knn_graph(x: Tensor, k: int, batch: Optional[Tensor] = None, loop: bool = False,
-              flow: str = "source_to_target", cosine: bool = False, num_workers: int = 1,
-              batch_size: Optional[int] = None) -> Tensor:
+def knn_graph(
+    x: Tensor,
+    k: int,
+    batch: Optional[Tensor] = None,
+    loop: bool = False,
+    flow: str = "source_to_target",
+    cosine: bool = False,
+    num_workers: int = 1,
+    batch_size: Optional[int] = None,
+) -> Tensor:
     """Edges to the k nearest points of each point (without itself unless loop)."""
     if flow not in ["source_to_target", "target_to_source"]:
         raise ValueError("pointops: flow must be 'source_to_target' or 'target_to_source'")
@@ -104,10 +123,17 @@ def knn_graph(x: Tensor, k: int, batch: Optional[Tensor] = None, loop: bool = Fa
     return torch.stack([row, col], dim=0)
 
 
-def radius(x: Tensor, y: Tensor, r: float, batch_x: Optional[Tensor] = None,
-           batch_y: Optional[Tensor] = None, max_num_neighbors: int = 32,
-           num_workers: int = 1, batch_size: Optional[int] = None,
-           ignore_same_index: bool = False) -> Tensor:
+def radius(
+    x: Tensor,
+    y: Tensor,
+    r: float,
+    batch_x: Optional[Tensor] = None,
+    batch_y: Optional[Tensor] = None,
+    max_num_neighbors: int = 32,
+    num_workers: int = 1,
+    batch_size: Optional[int] = None,
+    ignore_same_index: bool = False,
+) -> Tensor:
     """For each row of y, the rows of x of the same example at distance < r (the first
     max_num_neighbors in index order): edge_index [2, E] (row 0: y, row 1: x)."""
     if x.numel() == 0 or y.numel() == 0:
@@ -115,13 +141,21 @@ def radius(x: Tensor, y: Tensor, r: float, batch_x: Optional[Tensor] = None,
     x = x.view(-1, 1) if x.dim() == 1 else x
     y = y.view(-1, 1) if y.dim() == 1 else y
     ptr_x, ptr_y = _pair_ptr(x.size(0), y.size(0), batch_x, batch_y, batch_size, x.device)
-    return torch.ops.pointops_compat.radius(x, y, ptr_x, ptr_y, float(r), max_num_neighbors,
-                                            ignore_same_index)
+    return torch.ops.pointops_compat.radius(
+        x, y, ptr_x, ptr_y, float(r), max_num_neighbors, ignore_same_index
+    )
 
 
-def radius_graph(x: Tensor, r: float, batch: Optional[Tensor] = None, loop: bool = False,
-                 max_num_neighbors: int = 32, flow: str = "source_to_target", num_workers: int = 1,
-                 batch_size: Optional[int] = None) -> Tensor:
+def radius_graph(
+    x: Tensor,
+    r: float,
+    batch: Optional[Tensor] = None,
+    loop: bool = False,
+    max_num_neighbors: int = 32,
+    flow: str = "source_to_target",
+    num_workers: int = 1,
+    batch_size: Optional[int] = None,
+) -> Tensor:
     """Edges between all points closer than r (no self loops unless loop)."""
     if flow not in ["source_to_target", "target_to_source"]:
         raise ValueError("pointops: flow must be 'source_to_target' or 'target_to_source'")
@@ -133,10 +167,14 @@ def radius_graph(x: Tensor, r: float, batch: Optional[Tensor] = None, loop: bool
     return torch.stack([row, col], dim=0)
 
 
-def fps(src: Tensor, batch: Optional[Tensor] = None,
-        ratio: Optional[Union[Tensor, float]] = None,
-        random_start: bool = True, batch_size: Optional[int] = None,
-        ptr: Optional[Union[Tensor, List[int]]] = None) -> Tensor:
+def fps(
+    src: Tensor,
+    batch: Optional[Tensor] = None,
+    ratio: Optional[Union[Tensor, float]] = None,
+    random_start: bool = True,
+    batch_size: Optional[int] = None,
+    ptr: Optional[Union[Tensor, List[int]]] = None,
+) -> Tensor:
     """Farthest point sampling: indices of ceil(ratio * size) points of each example (ratio 0.5
     by default; a float, a 0-d tensor or one value per example). batch is the batch vector, or
     ptr the row pointer (a tensor or list)."""
@@ -161,8 +199,9 @@ def fps(src: Tensor, batch: Optional[Tensor] = None,
     return torch.ops.pointops_compat.fps(src, None, r, random_start)
 
 
-def nearest(x: Tensor, y: Tensor, batch_x: Optional[Tensor] = None,
-            batch_y: Optional[Tensor] = None) -> Tensor:
+def nearest(
+    x: Tensor, y: Tensor, batch_x: Optional[Tensor] = None, batch_y: Optional[Tensor] = None
+) -> Tensor:
     """For each row of x, the index of the nearest row of y in the same example."""
     x = x.view(-1, 1) if x.dim() == 1 else x
     y = y.view(-1, 1) if y.dim() == 1 else y
@@ -195,8 +234,9 @@ def nearest(x: Tensor, y: Tensor, batch_x: Optional[Tensor] = None,
     return torch.ops.pointops_compat.nearest(x, y, ptr_x, ptr_y)
 
 
-def grid_cluster(pos: Tensor, size: Tensor, start: Optional[Tensor] = None,
-                 end: Optional[Tensor] = None) -> Tensor:
+def grid_cluster(
+    pos: Tensor, size: Tensor, start: Optional[Tensor] = None, end: Optional[Tensor] = None
+) -> Tensor:
     """Voxel id of each point: a grid of cell `size` from `start` (default: the minimum of pos)
     to `end` (default: the maximum), ids in x-fastest order. Any device, any dtype."""
     pos = pos.view(pos.size(0), -1)
@@ -219,8 +259,10 @@ def grid_cluster(pos: Tensor, size: Tensor, start: Optional[Tensor] = None,
 
 def _unsupported(name: str):
     def missing(*args, **kwargs):
-        raise NotImplementedError(f"pointops.compat.torch_cluster does not provide {name}; install "
-                                  "torch_cluster itself for it")
+        raise NotImplementedError(
+            f"pointops.compat.torch_cluster does not provide {name}; install torch_cluster itself for it"
+        )
+
     missing.__name__ = name
     return missing
 
@@ -239,9 +281,11 @@ def install_torch_cluster(replace: bool = False) -> types.ModuleType:
     this = sys.modules[__name__]
     current = sys.modules.get("torch_cluster")
     if current is not None and current is not this and not replace:
-        raise RuntimeError("pointops: torch_cluster is already imported (from "
-                           f"{getattr(current, '__file__', '?')}); call install_torch_cluster() before "
-                           "the first import, or pass replace=True")
+        raise RuntimeError(
+            "pointops: torch_cluster is already imported (from "
+            f"{getattr(current, '__file__', '?')}); call install_torch_cluster() before "
+            "the first import, or pass replace=True"
+        )
     sys.modules["torch_cluster"] = this
     for sub in ("fps", "knn", "radius", "nearest", "grid"):
         sys.modules[f"torch_cluster.{sub}"] = this
