@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU release checks in two device calls (the peers take longer to build than one call lasts:
+# torch_cluster alone did not finish in 600 s on the 16-core H200 host).
+#
+#   bash tests/gpu/release_calls.sh suite SITE_DIR     # call 1: peer builds start in the background
+#                                                      # (setsid: they outlive the call), then the GPU suite
+#   bash tests/gpu/release_calls.sh compare SITE_DIR   # call 2, while the machine is still warm: waits for the
+#                                                      # builds (bounded), then the peer comparisons and the bench
+#
+# SITE_DIR holds a pointops installed with `pip install --target` (built elsewhere for the GPU's
+# arch). Logs go to /tmp/release; each call tars them into $OUT/logs-<step>.tgz every 15 s, so a
+# call cut off at its limit still brings back what it had. TOTAL (default 555) bounds a call in
+# seconds; ORACLE names a prebuilt tests/gpu/kernel_oracle (else the suite builds it with nvcc).
+set -u
+STEP=${1:?usage: release_calls.sh suite|compare SITE_DIR}
+SITE=$(cd "${2:?usage: release_calls.sh suite|compare SITE_DIR}" && pwd)
+T0=$SECONDS
+TOTAL=${TOTAL:-555}
+L=/tmp/release
+mkdir -p "$L/build" "$L/gpu" "$L/peers" "$L/bench"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+pack() { tar czf "$OUT/logs-$STEP.tgz.tmp" -C "$L" --exclude='*.pt' . 2>/dev/null && mv "$OUT/logs-$STEP.tgz.tmp" "$OUT/logs-$STEP.tgz"; }
+(while sleep 15; do pack; done) &
+PACKER=$!
+left() { echo $((TOTAL - (SECONDS - T0))); }
+
+case "$STEP" in
+  suite)
+    # the peers build against this machine's torch, each into its own --target directory
+    PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
+    OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=240 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
+      POINTOPS_PYTEST_ARGS=${POINTOPS_PYTEST_ARGS:-"-n 6 tests/compat"} STEPS="oracle pytest memcheck racecheck" \
+      bash tests/gpu/run_device_suite.sh "$SITE" > "$L/suite.log" 2>&1
+    ;;
+  compare)
+    while ! grep -q '^done' "$L/build/status.txt" 2>/dev/null && [ "$(left)" -gt 300 ]; do sleep 5; done
+    DEADLINE=$(($(left) - 90)) STEP_TIMEOUT=130 bash benchmarks/peers/run_peer_comparisons.sh "$L/peers" \
+      > "$L/peers.log" 2>&1
+    OUT=$L/bench DEADLINE=$(left) STEPS=bench bash tests/gpu/run_device_suite.sh "$SITE" > "$L/bench.log" 2>&1
+    ;;
+  *) echo "release_calls.sh: unknown step $STEP (suite or compare)" >&2; exit 2 ;;
+esac
+kill "$PACKER" 2>/dev/null
+pack
+cat "$L"/build/status.txt "$L"/*/summary.txt 2>/dev/null
