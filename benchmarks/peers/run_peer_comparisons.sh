@@ -26,16 +26,8 @@ START=$SECONDS
 SUMMARY="$LOG_DIR/summary.txt"
 : > "$SUMMARY"
 
-wanted() { [[ "$STEPS" == *" $1 "* ]]; }
-budget() {
-  local limit=${STEP_TIMEOUT:-600}
-  if [ -n "${DEADLINE:-}" ]; then
-    local left=$((DEADLINE - (SECONDS - START)))
-    [ "$left" -lt "$limit" ] && limit=$left
-  fi
-  [ "$limit" -lt 1 ] && limit=1
-  echo "$limit"
-}
+# shellcheck source=tests/gpu/bounded_steps.sh
+source "$(dirname "$0")/../../tests/gpu/bounded_steps.sh"
 step() {  # step NAME COMMAND...: output in LOG_DIR/NAME.log, a summary line
   local name=$1 began=$SECONDS rc
   shift

@@ -43,17 +43,8 @@ else
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
-wanted() { [[ "$STEPS" == *" $1 "* ]]; }
-
-budget() {  # seconds a step may take: STEP_TIMEOUT, cut to what DEADLINE leaves
-  local limit=${STEP_TIMEOUT:-600}
-  if [ -n "${DEADLINE:-}" ]; then
-    local left=$((DEADLINE - (SECONDS - START)))
-    [ "$left" -lt "$limit" ] && limit=$left
-  fi
-  [ "$limit" -lt 1 ] && limit=1
-  echo "$limit"
-}
+# shellcheck source=tests/gpu/bounded_steps.sh
+source tests/gpu/bounded_steps.sh  # (the script runs from the repository root)
 
 step() {  # step NAME LOG COMMAND...: runs bounded, appends the summary line
   local name=$1 log=$2 began=$SECONDS rc
