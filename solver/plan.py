@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from solver.errors import SolverError
 from solver.knowledge import (
+    DriverFloor,
     JetsonStack,
     Knowledge,
     PytorchRelease,
@@ -217,13 +218,20 @@ def _min_driver_text(minimum: str, os_name: str, gpu: str | None = None) -> str:
     return f" ({minimum} or later on {os_word(os_name)}{own})"
 
 
+def _driver_floor(kb: Knowledge, target: Target) -> DriverFloor | None:
+    """The minimum driver NVIDIA names for the target's GPU product, if it has one (a name given
+    with another compute capability is not that product)."""
+    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
+    if floor is None or kb.gpu_compute_capability(floor.gpu) != target.compute_capability:
+        return None
+    return floor
+
+
 def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
     """Refuse GPUs the driver does not know yet or no longer supports, and GPUs no CUDA 12+ build targets."""
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
-    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
-    if floor is not None and kb.gpu_compute_capability(floor.gpu) != cc:
-        floor = None  # a name given with another compute capability is not that product
+    floor = _driver_floor(kb, target)
     if target.driver_version and arch and arch.last_branch:
         branch = kb.driver_branch(target.driver_version)
         if branch and branch.branch > arch.last_branch:
@@ -595,7 +603,7 @@ def _gpu_result(
     if stack is not None:
         module = kb.jetson_module(target.compute_capability)
         plan.reasons.append(
-            f"{module.name} on {module.stacks.get(stack.key, stack.label)}: conda-forge's "
+            f"{_where(kb, target, stack)}: conda-forge's "
             f"{stack.arm_variant} builds, the ones its CUDA driver runs (arm-variant="
             f"{stack.arm_variant} pinned); only SASS for exactly {target.compute_capability} or "
             "PTX counts on a Jetson"
@@ -654,12 +662,8 @@ def _gpu_result(
 def _driver_floor_warnings(kb: Knowledge, target: Target) -> list[str]:
     """A GPU's own minimum driver that could not be checked: none named for Windows, or a driver
     known only by the CUDA version it reports (a CONDA_OVERRIDE_CUDA or a detection without a version)."""
-    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
-    if (
-        floor is None
-        or kb.gpu_compute_capability(floor.gpu) != target.compute_capability
-        or target.driver_assumed
-    ):
+    floor = _driver_floor(kb, target)
+    if floor is None or target.driver_assumed:
         return []
     own = floor.minimum(target.os)
     if own is None:

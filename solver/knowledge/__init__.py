@@ -280,8 +280,7 @@ class Knowledge:
 
     def first_branch_for_cuda(self, cuda: str) -> DriverBranch | None:
         """The oldest branch whose driver runs toolkit `cuda` fully (12.8 -> R570)."""
-        wanted = parse_version(cuda)[:2]
-        return next((b for b in self.branches if parse_version(b.max_cuda)[:2] >= wanted), None)
+        return _first_branch_for_cuda(self.branches, cuda)
 
     def cuda_min_driver(self, cuda: str, os_name: str) -> str:
         toolkit = self.toolkit(cuda)
@@ -496,6 +495,11 @@ def _parse_toolkits(raw: dict) -> dict[str, Toolkit]:
     return result
 
 
+def _first_branch_for_cuda(branches: list[DriverBranch], cuda: str) -> DriverBranch | None:
+    wanted = parse_version(cuda)[:2]
+    return next((b for b in branches if parse_version(b.max_cuda)[:2] >= wanted), None)
+
+
 def _parse_driver_floor(
     item, name: str, cc: str, arch: Architecture, branches: list[DriverBranch], where: str
 ) -> DriverFloor:
@@ -514,8 +518,7 @@ def _parse_driver_floor(
     if values["linux"] is None and values["windows"] is None:
         raise KnowledgeError(f"{where}: give linux or windows")
     if arch.first_cuda is not None:
-        wanted = parse_version(arch.first_cuda)[:2]
-        first = next((b for b in branches if parse_version(b.max_cuda)[:2] >= wanted), None)
+        first = _first_branch_for_cuda(branches, arch.first_cuda)
         for os_name, value in values.items():
             if first is not None and value is not None and parse_version(value)[0] < first.branch:
                 raise KnowledgeError(
