@@ -27,32 +27,25 @@ SUMMARY="$LOG_DIR/summary.txt"
 : > "$SUMMARY"
 
 # shellcheck source=tests/gpu/bounded_steps.sh
+RESULT_LINE='passed|failed|"ok"|x[0-9.]+|ratio'
 source "$(dirname "$0")/../../tests/gpu/bounded_steps.sh"
-step() {  # step NAME COMMAND...: output in LOG_DIR/NAME.log, a summary line
-  local name=$1 began=$SECONDS rc
-  shift
-  timeout "$(budget)" "$@" > "$LOG_DIR/$name.log" 2>&1
-  rc=$?
-  echo "$name rc=$rc $((SECONDS - began))s $(grep -E 'passed|failed|"ok"|x[0-9.]+|ratio' "$LOG_DIR/$name.log" | tail -1 | cut -c1-160)" >> "$SUMMARY"
-}
-
 pids=()
-wanted torch_cluster_tests && { step torch_cluster_tests $PY benchmarks/clients/torch_cluster_tests/run_peer_tests.py \
+wanted torch_cluster_tests && { step torch_cluster_tests "$LOG_DIR/torch_cluster_tests.log" $PY benchmarks/clients/torch_cluster_tests/run_peer_tests.py \
   --src "$PEERS/pytorch_cluster" --json "$LOG_DIR/torch_cluster_tests.json" -- -q & pids+=($!); }
-wanted pointcept && { step pointcept $PY benchmarks/clients/pointcept_models.py all --pointcept "$PEERS/Pointcept" \
+wanted pointcept && { step pointcept "$LOG_DIR/pointcept.log" $PY benchmarks/clients/pointcept_models.py all --pointcept "$PEERS/Pointcept" \
   --pointcept-lib "$BUILT/pointcept_pointops" --device cuda --out-dir "$LOG_DIR/pointcept" & pids+=($!); }
-wanted openpoints && { step openpoints $PY benchmarks/clients/openpoints_pointnext.py \
+wanted openpoints && { step openpoints "$LOG_DIR/openpoints.log" $PY benchmarks/clients/openpoints_pointnext.py \
   --openpoints "$PEERS/openpoints-0.1.2" --device cuda & pids+=($!); }
 for pid in "${pids[@]}"; do wait "$pid"; done
 
-wanted packed && step packed $PY benchmarks/bench_packed.py --pointcept-lib "$BUILT/pointcept_pointops" \
+wanted packed && step packed "$LOG_DIR/packed.log" $PY benchmarks/bench_packed.py --pointcept-lib "$BUILT/pointcept_pointops" \
   --json "$LOG_DIR/bench_packed.json"
-wanted torch_cluster && step torch_cluster $PY benchmarks/bench_torch_cluster.py \
+wanted torch_cluster && step torch_cluster "$LOG_DIR/torch_cluster.log" $PY benchmarks/bench_torch_cluster.py \
   --torch-cluster-lib "$BUILT/torch_cluster" --json "$LOG_DIR/bench_torch_cluster.json"
-wanted pointnet2 && step pointnet2 $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
+wanted pointnet2 && step pointnet2 "$LOG_DIR/pointnet2.log" $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
   --pointnet2-ops "$BUILT/pointnet2_ops" --device cuda --steps "${PN2_STEPS:-20}" --warmup "${PN2_WARMUP:-5}" \
   --out-dir "$LOG_DIR/pointnet2" --json "$LOG_DIR/pointnet2.json"
-wanted chamfer && step chamfer $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
+wanted chamfer && step chamfer "$LOG_DIR/chamfer.log" $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
   --json "$LOG_DIR/bench_chamfer.json"
 
 echo "== peer comparisons ($((SECONDS - START)) s)"

@@ -44,18 +44,8 @@ else
 fi
 
 # shellcheck source=tests/gpu/bounded_steps.sh
+RESULT_LINE="passed|failed|failure|ERROR SUMMARY|RACECHECK SUMMARY|PASS|MISS|error"
 source tests/gpu/bounded_steps.sh  # (the script runs from the repository root)
-
-step() {  # step NAME LOG COMMAND...: runs bounded, appends the summary line
-  local name=$1 log=$2 began=$SECONDS rc
-  shift 2
-  timeout "$(budget)" "$@" > "$log" 2>&1
-  rc=$?
-  local last
-  last=$(grep -E "passed|failed|failure|ERROR SUMMARY|RACECHECK SUMMARY|PASS|MISS|error" "$log" | tail -1 | cut -c1-160)
-  echo "$name rc=$rc $((SECONDS - began))s ${last:-}" >> "$SUMMARY"
-  [ "$rc" -eq 0 ]
-}
 
 status=0
 echo "== environment"
