@@ -185,11 +185,19 @@ def test_the_package_installs_into_a_fresh_prefix_and_runs_an_op(cpu, tmp_path):
     assert code == 0, records
     builds = {r["name"]: (r["version"], r["build"]) for r in records}
     assert builds["pointops"][1] == cpu.meta.build_string and builds["pytorch"][0] == "2.13.0"
+    location, picks, _ = run_fps_probe(prefix, tmp_path)
+    assert location.startswith(str(prefix)) and picks == "[[0, 3, 1]]"
+
+
+def run_fps_probe(prefix: Path, tmp_path: Path) -> tuple[str, str, dict]:
+    """The prefix's own Python imports pointops and runs FPS on four points (the CPU kernel, so no
+    GPU is needed): (pointops' location, the picks as printed, build_info())."""
     probe = (
-        "import torch, pointops\n"
+        "import json, torch, pointops\n"
         "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
         "print(pointops.__file__)\n"
         "print(torch.ops.pointops.furthest_point_sample(xyz, 3, None, 0).tolist())\n"
+        "print(json.dumps(pointops.build_info()))\n"
     )
     proc = subprocess.run(
         [str(prefix / "bin" / "python"), "-c", probe],
@@ -200,8 +208,8 @@ def test_the_package_installs_into_a_fresh_prefix_and_runs_an_op(cpu, tmp_path):
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    location, picks = proc.stdout.split("\n")[:2]
-    assert location.startswith(str(prefix)) and picks == "[[0, 3, 1]]"
+    location, picks, info = proc.stdout.strip().splitlines()[-3:]
+    return location, picks, json.loads(info)
 
 
 def extracted(package: Path, dest: Path) -> Path:
@@ -279,24 +287,8 @@ def test_the_cuda_13_package_builds_tests_and_installs(tmp_path, monkeypatch):
         [built.output, built.channel], ["pointops"], prefix, NO_GPU + ["__cuda=13.0", "__cuda_arch=9.0"]
     )
     assert code == 0, records
-    # the CUDA build's CPU kernels run without a GPU or driver
-    probe = (
-        "import json, torch, pointops\n"
-        "xyz = torch.tensor([[[0.0, 0, 0], [1.0, 0, 0], [2.5, 0, 0], [3.0, 0, 0]]])\n"
-        "print(pointops.furthest_point_sample(xyz, 3).tolist())\n"
-        "print(json.dumps(pointops.build_info()))\n"
-    )
-    proc = subprocess.run(
-        [str(prefix / "bin" / "python"), "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-2] == "[[0, 3, 1]]"
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    _, picks, info = run_fps_probe(prefix, tmp_path)  # the CUDA build's CPU kernels need no GPU or driver
+    assert picks == "[[0, 3, 1]]"
     assert info["cuda_version"] == "13.0" and info["ptx_arch"] == "12.0"
     assert info["sass_archs"] == [
         "7.5",
