@@ -19,7 +19,13 @@ from pointops.compat import pointnet2_utils as pn2
 from pointops.compat import torch_cluster as tc
 from torch import nn
 from torch.autograd import gradgradcheck
-from torch.func import grad, jacrev, vmap
+from torch.func import vmap
+from transform_checks import (
+    assert_grad_equals_eager,
+    assert_jacrev_equals_eager,
+    assert_second_order_equals_eager,
+    leaf,
+)
 
 try:
     import pointnet2_batch_cuda as pn2_batch
@@ -33,10 +39,6 @@ def _gen(seed):
 
 def _rand(*shape, seed=0):
     return torch.rand(*shape, generator=_gen(seed), dtype=torch.float64)
-
-
-def _leaf(t):
-    return t.detach().clone().requires_grad_(True)
 
 
 # Differentiable paths: (name, function of the differentiable inputs, inputs). Index inputs
@@ -129,29 +131,14 @@ EXACT_SEARCH = ("chamfer_l1", "chamfer_5d")
 @pytest.mark.parametrize("name", CASES)
 def test_gradgradcheck(device, name):
     fn, inputs = _cases(device)[name]
-    assert gradgradcheck(fn, tuple(_leaf(t) for t in inputs), fast_mode=True)
+    assert gradgradcheck(fn, tuple(leaf(t) for t in inputs), fast_mode=True)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_func_grad_and_jacrev_equal_eager_autograd(device, name):
     fn, inputs = _cases(device)[name]
-    argnums = tuple(range(len(inputs)))
-    expected = torch.autograd.functional.jacobian(fn, tuple(inputs))
-    assert any(torch.count_nonzero(e) for e in expected)
-    for a, b in zip(jacrev(fn, argnums=argnums)(*inputs), expected, strict=True):
-        torch.testing.assert_close(a, b)
-
-    def loss(*args):
-        out = fn(*args)
-        return (
-            out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
-        ).sum()
-
-    leaves = [_leaf(t) for t in inputs]
-    for a, b in zip(
-        grad(loss, argnums=argnums)(*inputs), torch.autograd.grad(loss(*leaves), leaves), strict=True
-    ):
-        torch.testing.assert_close(a, b)
+    assert_jacrev_equals_eager(fn, inputs)
+    assert_grad_equals_eager(fn, inputs)
 
 
 @pytest.mark.parametrize(
@@ -167,17 +154,7 @@ def test_func_grad_and_jacrev_equal_eager_autograd(device, name):
 )
 def test_func_second_order_equals_eager_double_backward(device, name):
     fn, inputs = _cases(device)[name]
-
-    def loss(a):
-        out = fn(a, *inputs[1:])
-        return (
-            out.square()
-            * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
-        ).sum()
-
-    expected = torch.autograd.functional.hessian(loss, inputs[0])
-    assert torch.count_nonzero(expected)
-    torch.testing.assert_close(jacrev(jacrev(loss))(inputs[0]), expected)
+    assert_second_order_equals_eager(fn, inputs)
 
 
 @pytest.mark.parametrize(
@@ -205,7 +182,7 @@ def _run(model, inputs, differentiable):
     """Outputs and gradients (of the inputs at `differentiable` and of the parameters) of one call."""
     if isinstance(model, nn.Module):
         model.zero_grad()
-    inputs = [_leaf(t) if i in differentiable else t for i, t in enumerate(inputs)]
+    inputs = [leaf(t) if i in differentiable else t for i, t in enumerate(inputs)]
     outputs = model(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     loss = sum(o.nan_to_num(posinf=0.0).square().sum() for o in outputs if o.is_floating_point())
@@ -240,7 +217,7 @@ def _traced_equals_eager(model, inputs, differentiable, tmp_path):
     """torch.jit.trace on inputs, saved and loaded: the loaded module gives eager's outputs and
     gradients on them and on new data of the same shapes (the float inputs reversed along their
     first dimension)."""
-    first = [_leaf(t) if i in differentiable else t for i, t in enumerate(inputs)]
+    first = [leaf(t) if i in differentiable else t for i, t in enumerate(inputs)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the argument checks' (see docs/ops.md)
         traced = torch.jit.trace(model, tuple(first))

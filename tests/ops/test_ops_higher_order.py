@@ -10,6 +10,12 @@ from ops_data import cloud
 from pointops import packed
 from torch.autograd import gradgradcheck
 from torch.func import grad, jacrev, vmap
+from transform_checks import (
+    assert_grad_equals_eager,
+    assert_jacrev_equals_eager,
+    assert_second_order_equals_eager,
+    leaf,
+)
 
 ops = torch.ops.pointops
 
@@ -22,10 +28,6 @@ def _index(shape, n, seed=0, device="cpu"):
 def _rand(*shape, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(*shape, generator=g, dtype=torch.float64).to(device)
-
-
-def _leaf(t):
-    return t.detach().clone().requires_grad_(True)
 
 
 # Every differentiable path of the API: (name, function of the differentiable inputs, inputs).
@@ -93,16 +95,16 @@ CASES = list(_cases("cpu"))
 @pytest.mark.parametrize("name", CASES)
 def test_gradgradcheck(device, name):
     fn, inputs = _cases(device)[name]
-    assert gradgradcheck(fn, tuple(_leaf(t) for t in inputs))
+    assert gradgradcheck(fn, tuple(leaf(t) for t in inputs))
 
 
 def test_gradgradcheck_of_the_backward_ops(device):
     # the backward ops are differentiable themselves (in every argument but the indices), so
     # gradients of any order stay on the deterministic kernels
     idx = _index((2, 5, 3), 6, seed=7, device=device)
-    grad_out = _leaf(_rand(2, 3, 5, seed=8, device=device))
-    weight = _leaf(_rand(2, 5, 3, seed=9, device=device))
-    feat = _leaf(_rand(2, 3, 6, seed=10, device=device))
+    grad_out = leaf(_rand(2, 3, 5, seed=8, device=device))
+    weight = leaf(_rand(2, 5, 3, seed=9, device=device))
+    feat = leaf(_rand(2, 3, 6, seed=10, device=device))
     back_feat = lambda g, w: ops.gather_backward_feat(g, idx, w, 6)  # noqa: E731
     back_weight = lambda g, f: ops.gather_backward_weight(g, f, idx)  # noqa: E731
     for fn, inputs in ((back_feat, (grad_out, weight)), (back_weight, (grad_out, feat))):
@@ -113,14 +115,14 @@ def test_gradgradcheck_of_the_backward_ops(device):
 def test_second_derivative_is_not_silently_zero(device):
     # d2 = |q - x|^2 has the Hessian 2 I w.r.t. q: the second derivative must be exactly that
     xyz = cloud("random", 1, 5).to(device)
-    query = _leaf(cloud("random", 1, 1, seed=3).to(device))
+    query = leaf(cloud("random", 1, 1, seed=3).to(device))
     dist2, _ = pointops.knn(xyz, query, 1)
     (g,) = torch.autograd.grad(dist2.sum(), query, create_graph=True)
     (h,) = torch.autograd.grad(g[0, 0, 0], query)
     torch.testing.assert_close(h, torch.tensor([[[2.0, 0.0, 0.0]]], dtype=torch.float64, device=device))
     # feat * weight: the mixed second derivative of three_interpolate is the gathered feature
-    feat = _leaf(_rand(1, 2, 4, device=device))
-    weight = _leaf(_rand(1, 1, 3, seed=1, device=device))
+    feat = leaf(_rand(1, 2, 4, device=device))
+    weight = leaf(_rand(1, 1, 3, seed=1, device=device))
     idx = torch.tensor([[[0, 2, 2]]], device=device)
     out = pointops.three_interpolate(feat, idx, weight)
     (gw,) = torch.autograd.grad(out.sum(), weight, create_graph=True)
@@ -131,8 +133,8 @@ def test_second_derivative_is_not_silently_zero(device):
 
 
 def test_no_backward_op_warns_about_a_missing_autograd_kernel(recwarn):
-    feat = _leaf(_rand(1, 2, 4))
-    weight = _leaf(_rand(1, 3, 2, seed=1))
+    feat = leaf(_rand(1, 2, 4))
+    weight = leaf(_rand(1, 3, 2, seed=1))
     idx = _index((1, 3, 2), 4, seed=2)
     out = pointops.three_interpolate(feat, idx, weight)
     (g,) = torch.autograd.grad(out.square().sum(), feat, create_graph=True)
@@ -143,37 +145,16 @@ def test_no_backward_op_warns_about_a_missing_autograd_kernel(recwarn):
 # --- torch.func -----------------------------------------------------------------------------------
 
 
-def _eager_jacobians(fn, inputs):
-    return torch.autograd.functional.jacobian(fn, tuple(inputs))
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_func_jacrev_equals_eager_autograd(device, name):
     fn, inputs = _cases(device)[name]
-    argnums = tuple(range(len(inputs)))
-    got = jacrev(fn, argnums=argnums)(*inputs)
-    expected = _eager_jacobians(fn, inputs)
-    assert any(torch.count_nonzero(e) for e in expected)
-    for a, b in zip(got, expected, strict=True):
-        torch.testing.assert_close(a, b)
+    assert_jacrev_equals_eager(fn, inputs)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_func_grad_equals_eager_autograd(device, name):
     fn, inputs = _cases(device)[name]
-    argnums = tuple(range(len(inputs)))
-
-    def loss(*args):
-        out = fn(*args)
-        return (
-            out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
-        ).sum()
-
-    got = grad(loss, argnums=argnums)(*inputs)
-    leaves = [_leaf(t) for t in inputs]
-    expected = torch.autograd.grad(loss(*leaves), leaves)
-    for a, b in zip(got, expected, strict=True):
-        torch.testing.assert_close(a, b)
+    assert_grad_equals_eager(fn, inputs)
 
 
 def test_func_grad_through_furthest_point_sample(device):
@@ -184,8 +165,8 @@ def test_func_grad_through_furthest_point_sample(device):
         picked = pointops.gather_points(x.transpose(1, 2), pointops.furthest_point_sample(x, 4))
         return picked.square().sum()
 
-    leaf = _leaf(xyz)
-    (expected,) = torch.autograd.grad(loss(leaf), leaf)
+    xyz_leaf = leaf(xyz)
+    (expected,) = torch.autograd.grad(loss(xyz_leaf), xyz_leaf)
     torch.testing.assert_close(grad(loss)(xyz), expected)
     torch.testing.assert_close(jacrev(loss)(xyz), expected)
 
@@ -198,8 +179,8 @@ def test_func_grad_through_packed_furthest_point_sample(device):
     def loss(x):
         return packed.gather(x, packed.furthest_point_sample(x, ptr, sample_ptr, 5)).square().sum()
 
-    leaf = _leaf(xyz)
-    (expected,) = torch.autograd.grad(loss(leaf), leaf)
+    xyz_leaf = leaf(xyz)
+    (expected,) = torch.autograd.grad(loss(xyz_leaf), xyz_leaf)
     assert torch.count_nonzero(expected)
     torch.testing.assert_close(grad(loss)(xyz), expected)
     torch.testing.assert_close(jacrev(loss)(xyz), expected)
@@ -211,18 +192,7 @@ def test_func_grad_through_packed_furthest_point_sample(device):
 )
 def test_func_second_order_equals_eager_double_backward(device, name):
     fn, inputs = _cases(device)[name]
-
-    def loss(x):
-        out = fn(x, *inputs[1:])
-        return (
-            out.square()
-            * torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
-        ).sum()
-
-    got = jacrev(jacrev(loss))(inputs[0])
-    expected = torch.autograd.functional.hessian(loss, inputs[0])
-    assert torch.count_nonzero(expected)
-    torch.testing.assert_close(got, expected)
+    assert_second_order_equals_eager(fn, inputs)
 
 
 def test_direct_op_calls_under_torch_func_give_a_clear_error():
