@@ -58,10 +58,19 @@ from .ops import (  # noqa: E402
     value_checks_enabled,
 )
 
-try:  # the one version number is ops-src/pyproject.toml's; the installed metadata carries it
-    __version__ = importlib.metadata.version("pointops")
-except importlib.metadata.PackageNotFoundError:  # imported from a tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str):
+    """pointops.__version__, read when asked for (the metadata lookup costs milliseconds at import):
+    the one version number is ops-src/pyproject.toml's, which the installed metadata carries."""
+    if name != "__version__":
+        raise AttributeError(f"module 'pointops' has no attribute {name!r}")
+    try:
+        version = importlib.metadata.version("pointops")
+    except importlib.metadata.PackageNotFoundError:  # imported from a tree that was never installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "ExtensionLoadError",
