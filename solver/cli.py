@@ -41,6 +41,7 @@ SUBCOMMANDS = {
         "build, package and index pointops conda packages into a channel",
         False,
     ),
+    "wheels": ("solver.wheels.cli", "build and audit the pointops pip/uv wheels", False),
 }
 
 SHARED_OPTIONS = {

@@ -33,8 +33,12 @@ $PY -m pip install -q --disable-pip-version-check --upgrade pip
 # torch 2.13.0 is the CPU build this machine kind carries; the pointops binary targets the stable
 # ABI of torch >= 2.10, so any such torch works.
 $PY -m pip install -q --disable-pip-version-check -e '.[test]' 'torch==2.13.0'
-# pointops itself, CPU extension (the CUDA sources are compile-checked by tests/ops).
-$PY -m pip install -q --disable-pip-version-check --no-build-isolation ./ops-src
+# pointops itself: the CPU wheel pip users get (`solver wheels build pointops`: built, repaired
+# by auditwheel, audited), installed next to that torch. The CUDA sources are compile-checked by
+# tests/ops.
+rm -rf out/ci-wheel
+.venv/bin/solver wheels build pointops --output out/ci-wheel > /dev/null
+$PY -m pip install -q --disable-pip-version-check --no-deps --force-reinstall out/ci-wheel/pointops-*.whl
 
 echo "== ruff, ruff format, clang-format"
 .venv/bin/ruff check .

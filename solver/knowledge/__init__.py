@@ -190,6 +190,17 @@ class PointopsBuild:
 
 
 @dataclass(frozen=True)
+class PointopsWheel:
+    """One pip/uv wheel: the distribution name and the conda variant whose binary it carries."""
+
+    distribution: str  # "pointops", "pointops-cu12", "pointops-cu13"
+    platform: str
+    variant: str
+    cuda_version: str | None
+    archs: ArchList | None
+
+
+@dataclass(frozen=True)
 class DriverFloor:
     """A minimum driver NVIDIA names for one GPU product, above its generation's first branch."""
 
@@ -259,6 +270,7 @@ class Knowledge:
         self.pytorch_releases, self.min_glibc = _parse_pytorch(raw["pytorch"])
         self.pointops = raw["pointops_builds"]
         self._pointops_builds = _parse_pointops(raw["pointops_builds"])
+        self._pointops_wheels = _parse_pointops_wheels(raw["pointops_builds"])
 
     # -- drivers ---------------------------------------------------------------------------
     def driver_branch(self, driver: str) -> DriverBranch | None:
@@ -404,6 +416,10 @@ class Knowledge:
             if release.version == version:
                 return release
         return None
+
+    def pointops_wheels(self, platform: str) -> list[PointopsWheel]:
+        """The pip/uv wheels built for `platform`, cpu first."""
+        return [w for w in self._pointops_wheels if w.platform == platform]
 
     def pointops_builds(self, platform: str) -> list[PointopsBuild]:
         return [b for b in self._pointops_builds if b.platform == platform]
@@ -744,6 +760,22 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
             )
         )
     return builds
+
+
+def _parse_pointops_wheels(raw: dict) -> list[PointopsWheel]:
+    where = "pointops_builds.yaml wheels"
+    builds = [b for b in _parse_pointops(raw) if b.arm_variant != "tegra"]
+    wheels = []
+    for name, platforms in (raw.get("wheels") or {}).items():
+        if not isinstance(platforms, dict) or not platforms:
+            raise KnowledgeError(f"{where}.{name}: expected a mapping platform -> variant")
+        for platform, variant in platforms.items():
+            # the wheel carries the binary of the conda build of that platform and variant
+            build = next((b for b in builds if b.platform == platform and b.variant == variant), None)
+            if build is None:
+                raise KnowledgeError(f"{where}.{name}: no {variant} build for {platform} in `platforms`")
+            wheels.append(PointopsWheel(name, platform, variant, build.cuda_version, build.archs))
+    return wheels
 
 
 _FILES = ("drivers", "toolkits", "gpus", "jetson", "pytorch", "pointops_builds")

