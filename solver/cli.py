@@ -32,7 +32,7 @@ from solver.errors import (
 SUBCOMMANDS = {
     "make-env": (
         "solver.make_env",
-        "print a conda environment file that fits this (or a given) GPU and driver",
+        "print a conda env.yml (or pip/uv requirements) that fits this (or a given) GPU and driver",
         True,
     ),
     "doctor": ("solver.doctor", "diagnose the current PyTorch/CUDA environment and say the fix", True),

@@ -5,6 +5,9 @@ environment was written (verified by a solve, or a plan alone when the channels 
 --offline); 1 no consistent environment exists, or an output cannot be written (one line: the cause
 and the fix; nothing else on stderr); 2 bad flags or a malformed CONDA_OVERRIDE_*. Outputs are
 written all or none (solver.output), after everything else succeeded.
+
+--format pip|uv: detect -> target -> solver.pip_plan -> solver.emit_pip -> output, same exit statuses;
+no solve (pip and uv resolve at install time), and the conda-only flags are usage errors.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ DEFAULT_CHANNELS = ("pointops", "conda-forge")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Print a conda environment file (CEP 24) whose python, pytorch build, cuda-version and "
-        "pointops build fit the GPU and driver; explanations go to stderr."
+        "pointops build fit the GPU and driver (--format pip or uv: a requirements.txt or a uv "
+        "pyproject.toml naming the PyTorch wheel index and pointops wheel that fit); explanations "
+        "go to stderr."
     )
     parser.add_argument(
         "--gpu",
@@ -54,7 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="channel name (conda-forge, owner/label/dev), URL or directory (./dir, /dir, or one "
         "that exists); repeatable, in priority order (default: pointops, then conda-forge)",
     )
-    parser.add_argument("--name", default="pointops", help="environment name (default: pointops)")
+    parser.add_argument("--name", help="environment name (default: pointops)")
+    parser.add_argument(
+        "--format",
+        choices=("conda", "pip", "uv"),
+        default="conda",
+        help="conda: an env.yml (default); pip: a requirements.txt for pip or `uv pip`; uv: a "
+        "pyproject.toml for a uv project (both pin PyTorch's wheel index that fits the GPU)",
+    )
     parser.add_argument(
         "--offline",
         action="store_true",
@@ -104,8 +116,26 @@ def _encodable(text: str) -> bool:
     return True
 
 
+_CONDA_ONLY = (
+    ("--channel", "channel", "conda channels"),
+    ("--name", "name", "the conda environment's name"),
+    ("--explicit", "explicit", "a conda explicit file"),
+    ("--lock", "lock", "a conda lock file"),
+)
+
+
+def _check_format(args) -> None:
+    """--format pip|uv takes no flag that only means something to conda."""
+    for flag, attr, what in _CONDA_ONLY:
+        if args.format != "conda" and getattr(args, attr) is not None:
+            raise UsageError(f"{flag} ({what}) is for --format conda; drop it with --format {args.format}.")
+    if args.name is None:
+        args.name = "pointops"
+
+
 def check_flags(args) -> None:
     """Malformed flags and flag combinations: UsageError (exit 2), before anything is done."""
+    _check_format(args)
     if args.python is not None and not _XY.match(args.python):
         raise UsageError(f"--python {args.python!r} is not a version; expected X.Y such as 3.12.")
     if args.torch is not None and not _XYZ.match(args.torch):
@@ -173,6 +203,8 @@ def make_env(args) -> int:
             f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver"
         ) from None
     check_overrides(kb)  # CONDA_OVERRIDE_CUDA_ARCH=13.5 is refused as --gpu 13.5 is, before detection
+    if args.format != "conda":
+        return _make_wheel_env(args, kb, notes)
 
     outcome = Outcome(
         plan=None,
@@ -219,6 +251,47 @@ def make_env(args) -> int:
     for reason in plan.reasons:
         notes.say(reason)
     for warning in outcome.warnings:
+        notes.warn(warning)
+    for path in written:
+        notes.say(f"wrote {path}")
+    return 0
+
+
+def _make_wheel_env(args, kb, notes: _Notes) -> int:
+    """--format pip|uv: the same target as for conda, a wheel plan (solver.pip_plan) instead of a
+    conda one, rendered by solver.emit_pip; nothing is solved (pip and uv resolve at install)."""
+    from solver.emit_pip import json_document, render
+    from solver.knowledge import KnowledgeError
+    from solver.output import write_files, write_stdout
+    from solver.pip_plan import make_pip_plan
+    from solver.pytorch_wheels import load_wheels
+    from solver.target import build_target
+
+    target = None
+    try:
+        try:
+            table = load_wheels()
+        except KnowledgeError as exc:
+            raise SolverError(
+                f"the solver's knowledge files are broken: {exc}", "reinstall pointops-solver"
+            ) from None
+        target = build_target(
+            kb, gpu=args.gpu, driver=args.driver, platform=args.platform, detector=_detector(args)
+        )
+        plan = make_pip_plan(kb, table, target, python=args.python, torch=args.torch, cuda=args.cuda)
+    except SolverError as exc:
+        if args.json:
+            _print_json(json_document(None, args.format, target=target, errors=[exc.one_line()]))
+        raise
+    text = render(plan, args.format)
+    written = write_files([(dest, text) for dest in _destinations(args)])
+    if args.json:
+        _print_json(json_document(plan, args.format))
+    elif args.output is None:
+        write_stdout(text, "pass -o FILE")
+    for reason in plan.reasons:
+        notes.say(reason)
+    for warning in plan.warnings:
         notes.warn(warning)
     for path in written:
         notes.say(f"wrote {path}")

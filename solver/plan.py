@@ -386,19 +386,28 @@ def _coverage(cc: str | None, build: TorchBuild, tegra: bool) -> tuple[str | Non
     return newest, (None if older == newest else build.since_build_number)
 
 
-def _gpu_plan(
-    kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str | None
-) -> Plan:
+def check_gpu_target(kb: Knowledge, target: Target, cuda: str | None = None) -> JetsonStack | None:
+    """The refusals that hold whatever gets installed (conda or pip): macOS, a driver that cannot
+    drive the GPU or is too old for CUDA 12, a GPU no CUDA 12 build targets, a Jetson without a
+    stack pointops runs on. Returns a Jetson's JetPack stack, None for other GPUs."""
     if target.os == "osx":
         raise PlanError("macOS has no CUDA: pass --gpu none for a CPU environment.")
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
-    tegra = bool(arch and arch.tegra and kb.jetson_module(cc))
-    stack = _check_jetson(kb, target) if tegra else None
-    if stack is None:
-        _check_driver_supports_gpu(kb, target)
-    else:
+    if arch and arch.tegra and kb.jetson_module(cc):
+        stack = _check_jetson(kb, target)
         _refuse_stack_without_pointops(kb, target, stack, cuda)
+        return stack
+    _check_driver_supports_gpu(kb, target)
+    return None
+
+
+def _gpu_plan(
+    kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str | None
+) -> Plan:
+    stack = check_gpu_target(kb, target, cuda)
+    cc = target.compute_capability
+    tegra = stack is not None
     arm_variant = _allowed_arm_variant(target, stack)
     # A Jetson's own driver (JetPack 6) is not held to the desktop minor-version minimums.
     mvc_driver = None if stack is not None and stack.driver_series is not None else target.driver_version

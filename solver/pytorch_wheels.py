@@ -15,6 +15,7 @@ a GPU whose driver branch dropped it gets no index at all.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +44,19 @@ class WheelChoice:
 
 
 class WheelTable:
-    def __init__(self, indexes: dict[str, WheelIndex], releases: dict[str, list[str]]):
+    def __init__(
+        self,
+        indexes: dict[str, WheelIndex],
+        releases: dict[str, list[str]],
+        index_url: str = "https://download.pytorch.org/whl/{tag}",
+    ):
         self.indexes = indexes
         self.releases = releases  # torch minor -> index tags
+        self.index_url = index_url
+
+    def url(self, tag: str) -> str:
+        """The URL of any index of the table's server, the CPU one ("cpu") included."""
+        return self.index_url.format(tag=tag)
 
     def indexes_for(self, torch_minor: str) -> list[WheelIndex]:
         return [self.indexes[tag] for tag in self.releases.get(torch_minor, [])]
@@ -59,14 +70,28 @@ class WheelTable:
         driver_version: str | None = None,
     ) -> WheelChoice | None:
         """The newest torch and CUDA wheels that fit the GPU and driver; None when none does."""
+        return next(self.candidates(kb, platform, compute_capability, driver_cuda, driver_version), None)
+
+    def candidates(
+        self,
+        kb: Knowledge,
+        platform: str,
+        compute_capability: str | None,
+        driver_cuda: str | None,
+        driver_version: str | None = None,
+        tegra: bool = False,
+    ) -> Iterator[WheelChoice]:
+        """Every (torch release, index) that fits the GPU and driver, best first: releases newest
+        first; within one, the indexes the driver runs fully (newest CUDA first), then those it runs
+        through minor-version compatibility. `tegra`: a Jetson GPU (only SASS of its exact arch)."""
         if compute_capability is None or driver_cuda is None:
-            return None
+            return
         os_name = "windows" if platform.startswith("win") else "linux"
         arch = kb.architecture(compute_capability)
         if driver_version and arch and arch.last_branch:
             branch = kb.driver_branch(driver_version)
             if branch and branch.branch > arch.last_branch:
-                return None  # the driver no longer runs this GPU: no wheel helps
+                return  # the driver no longer runs this GPU: no wheel helps
         floor = parse_version(kb.pointops["torch_min"])
         for torch in sorted(self.releases, key=parse_version, reverse=True):
             if parse_version(torch) < floor:
@@ -74,7 +99,7 @@ class WheelTable:
             fitting = []
             for index in sorted(self.indexes_for(torch), key=lambda i: parse_version(i.cuda), reverse=True):
                 archs = index.archs.get(platform)
-                coverage = arch_coverage(compute_capability, archs) if archs else None
+                coverage = arch_coverage(compute_capability, archs, tegra) if archs else None
                 if coverage is None:
                     continue
                 try:
@@ -84,9 +109,8 @@ class WheelTable:
                 if mode is None or (mode == "mvc" and coverage != "sass"):
                     continue
                 fitting.append(WheelChoice(torch=torch, index=index, mode=mode, coverage=coverage))
-            if fitting:  # a release's wheels the driver runs fully before those it runs through MVC
-                return next((c for c in fitting if c.mode == "full"), fitting[0])
-        return None
+            # a release's wheels the driver runs fully before those it runs through MVC
+            yield from sorted(fitting, key=lambda c: c.mode != "full")
 
 
 def _arch_list(raw, where: str) -> ArchList:
@@ -123,7 +147,7 @@ def parse_wheels(raw: dict) -> WheelTable:
         if unknown:
             raise KnowledgeError(f"{where} releases.{torch}: unknown index {unknown[0]!r}")
         releases[str(torch)] = [str(t) for t in tags]
-    return WheelTable(indexes, releases)
+    return WheelTable(indexes, releases, str(raw["index_url"]))
 
 
 @functools.lru_cache(maxsize=2)

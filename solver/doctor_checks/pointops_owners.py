@@ -22,6 +22,9 @@ class PointopsInstall:
     path: str  # the package directory (…/pointops)
     source: str  # how it was installed: "pointops 0.1.0 (pip/conda)", "an egg", "an editable install", ...
     kind: str  # "this project", "Pointcept's library" or "an unknown pointops"
+    # the pip distributions whose RECORD lists this same directory (pointops and pointops-cu13
+    # installed one over the other: the files are the last one's)
+    distributions: tuple[str, ...] = ()
 
 
 def kind_of(package: Path) -> str:
@@ -87,9 +90,27 @@ def find_installs(site_dirs: list[Path]) -> list[PointopsInstall]:
     for site in site_dirs:
         for package, source in _installs_in(site):
             key = str(package.resolve())
+            dists = (
+                (source.removeprefix("the distribution "),) if source.startswith("the distribution ") else ()
+            )
             if key not in seen:
-                seen[key] = PointopsInstall(key, source, kind_of(package))
+                seen[key] = PointopsInstall(key, source, kind_of(package), dists)
+            elif dists and dists[0] not in seen[key].distributions:
+                old = seen[key]
+                seen[key] = PointopsInstall(key, old.source, old.kind, old.distributions + dists)
     return list(seen.values())
+
+
+def _overlapping_distributions(install: PointopsInstall) -> Finding:
+    names = " and ".join(install.distributions)
+    uninstall = " ".join(d.split()[0] for d in install.distributions)
+    return warned(
+        CHECK,
+        f"{names} are both installed into {install.path}: its files are those of whichever was "
+        "installed last",
+        f"{len(install.distributions)} .dist-info records list {install.path}/__init__.py",
+        f"pip uninstall -y {uninstall}, then install the one that fits (solver make-env --format pip)",
+    )
 
 
 def check_pointops_installations(facts: Facts, kb) -> list[Finding]:
@@ -97,6 +118,9 @@ def check_pointops_installations(facts: Facts, kb) -> list[Finding]:
     imported = facts.pointops.path
     if not installs:
         return []
+    overlapping = [_overlapping_distributions(i) for i in installs if len(i.distributions) > 1]
+    if overlapping:
+        return overlapping
     if len(installs) == 1:
         only = installs[0]
         return [passed(CHECK, f"one pointops is installed: {only.kind}", f"{only.source} at {only.path}")]

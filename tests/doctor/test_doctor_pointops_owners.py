@@ -7,14 +7,14 @@ from solver.doctor_checks.facts import Facts, PointopsFacts
 from solver.doctor_checks.pointops_owners import check_pointops_installations, find_installs
 
 
-def ours(site: Path) -> Path:
+def ours(site: Path, distribution: str = "pointops") -> Path:
     package = site / "pointops"
-    package.mkdir(parents=True)
+    package.mkdir(parents=True, exist_ok=True)
     for name in ("__init__.py", "packed.py", "_build_info.py"):
         (package / name).write_text("")
-    meta = site / "pointops-0.1.0.dist-info"
+    meta = site / f"{distribution.replace('-', '_')}-0.1.0.dist-info"
     meta.mkdir()
-    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: pointops\nVersion: 0.1.0\n")
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1.0\n")
     (meta / "RECORD").write_text("pointops/__init__.py,,\npointops/packed.py,,\npointops/_C.abi3.so,,\n")
     return package
 
@@ -80,3 +80,15 @@ def test_develop_install_of_pointcept_is_found(tmp_path):
 
 def test_no_installation_no_finding(tmp_path):
     assert findings(find_installs([tmp_path]), None) == []
+
+
+def test_two_pip_wheels_installed_over_each_other_are_reported(tmp_path):
+    """pointops (CPU) and pointops-cu13 install the same files; pip does not stop the second."""
+    ours(tmp_path, "pointops")
+    ours(tmp_path, "pointops-cu13")
+    installs = find_installs([tmp_path])
+    assert [i.distributions for i in installs] == [("pointops 0.1.0", "pointops-cu13 0.1.0")]
+    (finding,) = findings(installs, tmp_path / "pointops")
+    assert finding.status == "warn"
+    assert "pointops 0.1.0 and pointops-cu13 0.1.0 are both installed" in finding.summary
+    assert finding.fix.startswith("pip uninstall -y pointops pointops-cu13")
