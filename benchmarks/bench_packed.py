@@ -72,7 +72,9 @@ def measure(pointops, device) -> tuple[dict, dict]:
     outputs["ball_r0.1_k32"] = pointops.ball_query(32, 0.1, 0.0, xyz, offset)[0].cpu()
     times["ball_r0.1_k32"] = timed(lambda: pointops.ball_query(32, 0.1, 0.0, xyz, offset))
     f = feat.clone().requires_grad_()
-    grad = torch.rand(idx16.shape[0], 16, 64, device=device)
+    # seeded on the device: both processes (pointops, Pointcept) get the same upstream gradients
+    g = torch.Generator(device=device).manual_seed(1)
+    grad = torch.rand(idx16.shape[0], 16, 64, device=device, generator=g)
 
     def grouping():
         f.grad = None
@@ -86,8 +88,15 @@ def measure(pointops, device) -> tuple[dict, dict]:
     times["grouping2_c64_k16_fwd_bwd"] = timed(grouping2)
     grouping2()
     outputs["grouping2_grad"] = f.grad.cpu()
-    coarse = xyz[outputs["fps_quarter"].to(device).long()].contiguous()
-    g2 = torch.rand(xyz.shape[0], 64, device=device)
+    # the coarse level: the first quarter of each scene's points (uniform random already), the
+    # same in both processes; FPS picks can differ (99.9% identical), which would compare
+    # interpolations of different clouds
+    starts = torch.tensor([0, *SIZES[:-1]]).cumsum(0)
+    coarse_rows = torch.cat(
+        [torch.arange(s, s + n // 4) for s, n in zip(starts.tolist(), SIZES, strict=True)]
+    )
+    coarse = xyz[coarse_rows.to(device)].contiguous()
+    g2 = torch.rand(xyz.shape[0], 64, device=device, generator=g)
     fc = feat[: coarse.shape[0]].clone().requires_grad_()
 
     def interpolation():

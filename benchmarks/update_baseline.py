@@ -4,6 +4,7 @@ benchmarks/baseline_<kind>.md is a short table of every section, rendered from t
 
     python benchmarks/update_baseline.py h200 ops out/bench_gpu.json        # replace one section
     python benchmarks/update_baseline.py h200 --render                      # only re-render the table
+    python benchmarks/update_baseline.py h200 packed out.json --ran-at 3425ce6  # a run of another commit
 
 Older numbers live in git history (git log -p benchmarks/baseline_h200.json), not in more files.
 """
@@ -100,6 +101,9 @@ def main(argv=None) -> int:
     parser.add_argument("section", nargs="?", help="section name, e.g. ops, packed, torch_cluster")
     parser.add_argument("results", nargs="?", help="a benchmark script's --json output")
     parser.add_argument("--render", action="store_true", help="only re-render the table")
+    parser.add_argument(
+        "--ran-at", metavar="COMMIT", help="the commit the benchmark ran on (default: the current HEAD)"
+    )
     args = parser.parse_args(argv)
     path = os.path.join(HERE, f"baseline_{args.kind}.json")
     baseline = {"kind": args.kind, "sections": {}}
@@ -111,7 +115,7 @@ def main(argv=None) -> int:
             parser.error("give a section and a results file, or --render")
         with open(args.results) as f:
             section = json.load(f)
-        section.setdefault("recorded_at_commit", _commit())
+        section.setdefault("recorded_at_commit", args.ran_at or _commit())
         baseline["sections"][args.section] = section
         write_json(path, baseline)
     with open(os.path.join(HERE, f"baseline_{args.kind}.md"), "w") as f:

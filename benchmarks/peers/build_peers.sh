@@ -39,19 +39,23 @@ build() {  # build NAME SOURCE_DIR
   echo "$name rc=$? $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
 }
 
-# pointnet2_ops' setup.py assigns TORCH_CUDA_ARCH_LIST itself ("3.7+PTX;5.0;...;7.5"): CUDA 12 no
-# longer builds 3.7 and CUDA 13 nothing below 7.5, and sm_90 is not in it. Its setup.py runs here
-# with that one assignment ignored, so the list above stands; the wheel it makes is then installed
-# like the others. The peer's files are not edited.
-build_pinned_arch() {  # build_pinned_arch NAME SOURCE_DIR
+# Two peers' setup.py need a nudge, given through a wrapper that runs their setup.py unedited:
+# - pointnet2_ops assigns TORCH_CUDA_ARCH_LIST itself ("3.7+PTX;5.0;...;7.5"): CUDA 12 no longer
+#   builds 3.7 and CUDA 13 nothing below 7.5, and sm_90 is not in it. That one assignment is
+#   ignored, so the list above stands.
+# - torch_cluster builds with use_ninja=False, one extension and one file after another (more
+#   than 25 minutes on the 16-core H200 host); `build_ext -j` builds its extensions side by side.
+# The wheel each makes is then installed like the others.
+build_with_setup() {  # build_with_setup NAME SOURCE_DIR SETUP_ARGS...
   local name=$1 src=$2 target="$PEERS/build/$1" dist="$PEERS/build/$1.dist" start=$SECONDS
+  shift 2
   if [ ! -d "$src" ]; then
     echo "$name skipped (no $src)" >> "$LOG_DIR/status.txt"
     return
   fi
   rm -rf "$target" "$dist"
   mkdir -p "$target"
-  (cd "$src" && rm -rf build && python3 - "$dist" <<'PY' && python3 -m pip install --no-deps --no-index --no-cache-dir \
+  (cd "$src" && rm -rf build && python3 - "$dist" "$@" <<'PY' && python3 -m pip install --no-deps --no-index --no-cache-dir \
       --target "$target" "$dist"/*.whl
 import os, runpy, sys
 
@@ -63,7 +67,8 @@ class PinnedArchEnviron(type(os.environ)):
         super().__setitem__(key, value)
 
 os.environ.__class__ = PinnedArchEnviron
-sys.argv = ["setup.py", "bdist_wheel", "--dist-dir", sys.argv[1]]
+dist, setup_args = sys.argv[1], sys.argv[2:]
+sys.argv = ["setup.py", *setup_args, "bdist_wheel", "--dist-dir", dist]
 runpy.run_path("setup.py", run_name="__main__")
 PY
   ) > "$LOG_DIR/$name.log" 2>&1
@@ -73,8 +78,8 @@ PY
 # The peers build side by side (each nvcc run is single-threaded; MAX_JOBS applies to each).
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 wanted pointcept_pointops && build pointcept_pointops "$PEERS/Pointcept/libs/pointops" &
-wanted torch_cluster && build torch_cluster "$PEERS/pytorch_cluster" &
+wanted torch_cluster && build_with_setup torch_cluster "$PEERS/pytorch_cluster" build_ext -j "$MAX_JOBS" &
 wanted pytorch3d && build pytorch3d "$PEERS/pytorch3d" &
-wanted pointnet2_ops && build_pinned_arch pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib" &
+wanted pointnet2_ops && build_with_setup pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib" &
 wait
 echo "done" >> "$LOG_DIR/status.txt"

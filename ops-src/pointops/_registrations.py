@@ -355,6 +355,15 @@ def _ball_query_packed_backward(ctx, grad_idx, grad_count, grad_dist2):
 # --- the autograd.Functions and the autograd kernels ---------------------------------------------
 
 
+def raise_recorded(error: RuntimeError) -> None:
+    """A problem found by the asynchronous CUDA checks arrives from the binding as RuntimeError;
+    it is a bad argument value, so the API raises it as ValueError."""
+    message = str(error)
+    start = message.find("pointops.")
+    if "was given bad values" in message and start >= 0:
+        raise ValueError(message[start:].splitlines()[0]) from None
+
+
 def _functions(name, op, setup_context, backward):
     """(eager, transformable) autograd.Functions of one op.
 
@@ -372,12 +381,21 @@ def _functions(name, op, setup_context, backward):
         setup_context(ctx, args, output)
         return output
 
+    def checked_backward(ctx, *grads):
+        # a backward op can be the first call to see a problem recorded on the GPU: raise it
+        # as the forward calls do (pointops.ops._call)
+        try:
+            return backward(ctx, *grads)
+        except RuntimeError as error:
+            raise_recorded(error)
+            raise
+
     eager = type(
         name,
         (torch.autograd.Function,),
         {
             "forward": staticmethod(eager_forward),
-            "backward": staticmethod(backward),
+            "backward": staticmethod(checked_backward),
         },
     )
     transformable = type(
@@ -386,7 +404,7 @@ def _functions(name, op, setup_context, backward):
         {
             "forward": staticmethod(below_autograd),
             "setup_context": staticmethod(setup_context),
-            "backward": staticmethod(backward),
+            "backward": staticmethod(checked_backward),
             "generate_vmap_rule": True,
         },
     )

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ._registrations import BallQueryFunction, GatherFunction, KnnFunction, route
+from ._registrations import raise_recorded as _raise_recorded
 
 _ops = torch.ops.pointops
 
@@ -98,15 +99,6 @@ def check_errors(device=None) -> None:
     except RuntimeError as error:
         _raise_recorded(error)
         raise
-
-
-def _raise_recorded(error: RuntimeError) -> None:
-    """A problem found by the asynchronous CUDA checks arrives from the binding as RuntimeError;
-    it is a bad argument value, so the API raises it as ValueError."""
-    message = str(error)
-    start = message.find("pointops.")
-    if "was given bad values" in message and start >= 0:
-        raise ValueError(message[start:].splitlines()[0]) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,7 +69,9 @@ def _chunks(ptr_x: Tensor, ptr_y: Tensor, rows: int, dim: int):
 def _candidates(x: Tensor, starts: Tensor, lengths: Tensor, L: int) -> tuple[Tensor, Tensor]:
     cols = torch.arange(L, device=x.device)
     valid = cols[None, :] < lengths[:, None]
-    rows = (starts[:, None] + cols[None, :]).clamp_max(x.shape[0] - 1)
+    # rows past a cloud's end read row 0 (masked out by `valid`); not clamp_max(N - 1): under
+    # torch.jit.trace N - 1 becomes a CPU tensor, which a CUDA clamp refuses
+    rows = torch.where(valid, starts[:, None] + cols[None, :], 0)
     return rows, valid
 
 
