@@ -42,7 +42,8 @@ wanted packed && step packed "$LOG_DIR/packed.log" $PY benchmarks/bench_packed.p
   --json "$LOG_DIR/bench_packed.json"
 wanted torch_cluster && step torch_cluster "$LOG_DIR/torch_cluster.log" $PY benchmarks/bench_torch_cluster.py \
   --torch-cluster-lib "$BUILT/torch_cluster" --json "$LOG_DIR/bench_torch_cluster.json"
-wanted pointnet2 && step pointnet2 "$LOG_DIR/pointnet2.log" $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
+# six models, each timed on both libraries and their gradients compared: about 4 minutes
+wanted pointnet2 && STEP_TIMEOUT=${PN2_TIMEOUT:-300} step pointnet2 "$LOG_DIR/pointnet2.log" $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
   --pointnet2-ops "$BUILT/pointnet2_ops" --device cuda --steps "${PN2_STEPS:-20}" --warmup "${PN2_WARMUP:-5}" \
   --out-dir "$LOG_DIR/pointnet2" --json "$LOG_DIR/pointnet2.json"
 wanted chamfer && step chamfer "$LOG_DIR/chamfer.log" $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
