@@ -110,3 +110,27 @@ def test_osx_64_is_tested_under_emulation_on_its_build_machine():
     assert test_strategy("linux-aarch64", "linux-64", True) == "native"  # a cross build skips its tests
     assert test_strategy("linux-64", "linux-64", False) == "skip"
     assert ToolConfiguration(test_strategy="native-and-emulated").test_strategy == "NativeAndEmulated"
+
+
+def test_the_wheel_workflow_builds_every_wheel_of_the_knowledge_with_its_toolkit():
+    from solver.knowledge import load
+
+    kb = load()
+    expected = {
+        (w.distribution, platform): w.cuda_version or ""
+        for platform in ("linux-64", "linux-aarch64", "win-64", "osx-arm64", "osx-64")
+        for w in kb.pointops_wheels(platform)
+    }
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "wheels.yml").read_text())
+    jobs = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert {(j["distribution"], j["platform"]): str(j["cuda"]) for j in jobs} == expected
+    for job in jobs:
+        assert job["runner"] not in RETIRED and RUNNERS[job["runner"]] == job["platform"], job
+        if job["platform"].startswith("linux"):  # the oldest glibc the wheels may claim
+            assert (
+                job["image"]
+                == f"quay.io/pypa/manylinux_2_28_{'aarch64' if 'aarch64' in job['platform'] else 'x86_64'}"
+            )
+    steps = workflow["jobs"]["build"]["steps"]
+    assert any("solver wheels build ${{ matrix.distribution }}" in s.get("run", "") for s in steps)
+    assert any("solver wheels check" in s.get("run", "") for s in steps)
