@@ -30,8 +30,8 @@ case "$STEP" in
   suite)
     # the peers build against this machine's torch, each into its own --target directory
     PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
-    OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=240 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
-      POINTOPS_PYTEST_ARGS=${POINTOPS_PYTEST_ARGS:-"-n 6 tests/compat"} STEPS="oracle pytest memcheck racecheck" \
+    OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=300 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
+      POINTOPS_PYTEST_ARGS=${POINTOPS_PYTEST_ARGS:-"-n 12 tests/compat"} STEPS="oracle pytest memcheck racecheck" \
       bash tests/gpu/run_device_suite.sh "$SITE" > "$L/suite.log" 2>&1
     ;;
   compare)
