@@ -173,7 +173,7 @@ def audit_wheel(path: Path, run_abi3audit: bool = True) -> list[str]:
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
-        return [f"{path.name} cannot be read as a zip archive: {exc}"]
+        return [*problems, f"{path.name} cannot be read as a zip archive: {exc}"]
     with zf:
         _check_metadata(zf, parsed, wheel, problems)
         _check_build_info(zf, wheel, problems)

@@ -112,7 +112,13 @@ def build_wheel(distribution: str, source: Path, output: Path, jobs: int | None 
     env = build_environment(wheel, dict(os.environ), jobs)
     if not (source / "setup.py").exists():
         raise SolverError(f"{source} is not the pointops source tree (no setup.py)", "pass --source ops-src")
-    output.mkdir(parents=True, exist_ok=True)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SolverError(
+            f"cannot create the output directory {output}: {exc.strerror}",
+            "give --output a writable directory",
+        ) from None
     with tempfile.TemporaryDirectory(prefix="pointops-wheel-") as tmp:
         tree = Path(tmp) / "src"
         # a copy without build leftovers: a CPU and a CUDA build never share objects

@@ -218,3 +218,28 @@ def test_the_cli_names_the_distributions_a_platform_has(capsys):
     assert capsys.readouterr().out.split() == ["pointops", "osx-arm64", "CPU"]
     assert main(["wheels", "check", "no-such.whl"]) == 1
     assert "no-such.whl is not a file" in capsys.readouterr().err
+
+
+def test_bad_paths_are_one_line_errors_naming_the_fix(capsys, tmp_path):
+    assert main(["wheels", "build", "pointops", "--source", str(tmp_path)]) == 1
+    assert "is not the pointops source tree (no setup.py); pass --source ops-src" in capsys.readouterr().err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    args = [
+        "wheels",
+        "build",
+        "pointops",
+        "--source",
+        str(REPO / "ops-src"),
+        "--output",
+        str(blocker / "wheels"),
+    ]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "cannot create the output directory" in err and "give --output a writable directory" in err
+    assert "internal error" not in err
+    fake = tmp_path / "other-0.1-cp310-abi3-manylinux_2_28_x86_64.whl"
+    fake.write_text("not a zip")
+    assert main(["wheels", "check", str(fake)]) == 1
+    out = capsys.readouterr().out
+    assert "other is not a pointops distribution" in out and "cannot be read as a zip archive" in out
