@@ -114,11 +114,9 @@ def env_yml(outcome: Outcome) -> str:
     return "\n".join(lines) + "\n"
 
 
-def json_document(outcome: Outcome) -> dict:
-    """The --json document (also printed when planning fails, with `errors` filled)."""
-    plan = outcome.plan
-    t = plan.target if plan else outcome.target
-    doc = {
+def target_fields(t) -> dict:
+    """The target's part of every --json document: platform, GPU and driver (None: no target)."""
+    return {
         "platform": t.platform if t else None,
         # Same shape for CPU targets, with nulls, so readers need no special case.
         "gpu": {"name": t.gpu_name if t else None, "compute_capability": t.compute_capability if t else None},
@@ -127,6 +125,15 @@ def json_document(outcome: Outcome) -> dict:
             "cuda": t.driver_cuda if t else None,
             "assumed": bool(t and t.driver_assumed),
         },
+    }
+
+
+def json_document(outcome: Outcome) -> dict:
+    """The --json document (also printed when planning fails, with `errors` filled)."""
+    plan = outcome.plan
+    t = plan.target if plan else outcome.target
+    doc = {
+        **target_fields(t),
         "python": plan.python if plan else None,
         "pytorch": plan.pytorch_minor if plan else None,
         "pytorch_version": plan.pytorch_version if plan else None,

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 
 from solver import __version__
-from solver.emit import _comment, describe_target
+from solver.emit import _comment, describe_target, target_fields
 from solver.pip_plan import MARKERS, PipPlan
 
 
@@ -115,13 +115,7 @@ def json_document(plan: PipPlan | None, fmt: str, target=None, errors: list[str]
     wheel = plan.wheel if plan else None
     return {
         "format": fmt,
-        "platform": t.platform if t else None,
-        "gpu": {"name": t.gpu_name if t else None, "compute_capability": t.compute_capability if t else None},
-        "driver": {
-            "version": t.driver_version if t else None,
-            "cuda": t.driver_cuda if t else None,
-            "assumed": bool(t and t.driver_assumed),
-        },
+        **target_fields(t),
         "requires_python": plan.requires_python if plan else None,
         "python": plan.python if plan else None,
         "torch": plan.torch if plan else None,

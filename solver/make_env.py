@@ -232,8 +232,6 @@ def make_env(args) -> int:
             f"--explicit/--lock need a solve, and none ran ({outcome.status}); nothing was written",
             "make the channels reachable, or drop --explicit/--lock",
         )
-    from solver.output import write_files, write_stdout
-
     text = env_yml(outcome)
     files = []
     for dest in _destinations(args):
@@ -243,14 +241,22 @@ def make_env(args) -> int:
             files.append((dest, outcome.solution.explicit))
         else:
             files.append((dest, outcome.solution.lock))
+    return _deliver(args, notes, files, text, lambda: json_document(outcome), plan.reasons, outcome.warnings)
+
+
+def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, warnings) -> int:
+    """Writes the output files (all or none), then prints the text (no -o) or the JSON document
+    (--json; `document` makes it), then the reasons, warnings and what was written."""
+    from solver.output import write_files, write_stdout
+
     written = write_files(files)
     if args.json:
-        _print_json(json_document(outcome))
+        _print_json(document())
     elif args.output is None:
         write_stdout(text, "pass -o FILE")
-    for reason in plan.reasons:
+    for reason in reasons:
         notes.say(reason)
-    for warning in outcome.warnings:
+    for warning in warnings:
         notes.warn(warning)
     for path in written:
         notes.say(f"wrote {path}")
@@ -262,7 +268,6 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
     conda one, rendered by solver.emit_pip; nothing is solved (pip and uv resolve at install)."""
     from solver.emit_pip import json_document, render
     from solver.knowledge import KnowledgeError
-    from solver.output import write_files, write_stdout
     from solver.pip_plan import make_pip_plan
     from solver.pytorch_wheels import load_wheels
     from solver.target import build_target
@@ -284,18 +289,10 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
             _print_json(json_document(None, args.format, target=target, errors=[exc.one_line()]))
         raise
     text = render(plan, args.format)
-    written = write_files([(dest, text) for dest in _destinations(args)])
-    if args.json:
-        _print_json(json_document(plan, args.format))
-    elif args.output is None:
-        write_stdout(text, "pass -o FILE")
-    for reason in plan.reasons:
-        notes.say(reason)
-    for warning in plan.warnings:
-        notes.warn(warning)
-    for path in written:
-        notes.say(f"wrote {path}")
-    return 0
+    files = [(dest, text) for dest in _destinations(args)]
+    return _deliver(
+        args, notes, files, text, lambda: json_document(plan, args.format), plan.reasons, plan.warnings
+    )
 
 
 def _print_json(document: dict) -> None:

@@ -28,7 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from solver.knowledge import Knowledge, PointopsWheel, arch_coverage
-from solver.plan import PlanError, _describe_gpu, _driver_floor_warnings, check_gpu_target
+from solver.plan import (
+    PlanError,
+    _describe_gpu,
+    _driver_floor_warnings,
+    check_gpu_target,
+    check_torch_floor,
+    refuse_cuda_without_gpu,
+)
 from solver.pytorch_wheels import WheelChoice, WheelIndex, WheelTable
 from solver.target import Target
 from solver.vocabulary import os_word, parse_version
@@ -112,12 +119,7 @@ def make_pip_plan(
         )
     releases = _releases(kb, table, torch)
     if not target.has_gpu:
-        if cuda is not None:
-            raise PlanError(
-                f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
-                "or pass --gpu NAME --driver VERSION.",
-                exit_code=2,
-            )
+        refuse_cuda_without_gpu(cuda)
         plan = _cpu_plan(kb, table, target, releases)
     else:
         plan = _gpu_plan(kb, table, target, releases, cuda)
@@ -143,12 +145,8 @@ def _releases(kb: Knowledge, table: WheelTable, torch: str | None) -> list[str]:
     )
     if torch is None:
         return known
+    check_torch_floor(kb, torch, "torch")
     wanted = parse_version(torch)[:2]
-    if wanted < parse_version(floor):
-        raise PlanError(
-            f"pointops needs torch >= {floor} (its stable-ABI floor); --torch {torch} is older. "
-            f"Drop --torch or pass --torch {floor} or newer."
-        )
     matching = [t for t in known if parse_version(t) == wanted]
     if not matching:
         raise PlanError(

@@ -100,17 +100,33 @@ class _Rejection:
     required_driver: str | None = None
 
 
+def check_torch_floor(kb: Knowledge, torch: str, package: str) -> None:
+    """--torch below pointops' stable-ABI floor, for any format (`package`: pytorch or torch)."""
+    floor = kb.pointops["torch_min"]
+    if parse_version(torch)[:2] < parse_version(floor):
+        raise PlanError(
+            f"pointops needs {package} >= {floor} (its stable-ABI floor); --torch {torch} is older. "
+            f"Drop --torch or pass --torch {floor} or newer."
+        )
+
+
+def refuse_cuda_without_gpu(cuda: str | None) -> None:
+    """--cuda for a CPU target, for any format: a usage error."""
+    if cuda is not None:
+        raise PlanError(
+            f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
+            "or pass --gpu NAME --driver VERSION.",
+            exit_code=2,
+        )
+
+
 def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
     """One release per pytorch minor (newest patch), >= pointops' minimum, matching --torch."""
     minimum = parse_version(kb.pointops["torch_min"])
     known = [r for r in kb.pytorch_releases if parse_version(r.version)[:2] >= minimum]
     if torch is not None:
+        check_torch_floor(kb, torch, "pytorch")
         wanted = parse_version(torch)
-        if wanted[:2] < minimum:
-            raise PlanError(
-                f"pointops needs pytorch >= {kb.pointops['torch_min']} (its stable-ABI floor); "
-                f"--torch {torch} is older. Drop --torch or pass --torch {kb.pointops['torch_min']} or newer."
-            )
         matching = [r for r in known if parse_version(r.version)[: len(wanted)] == wanted]
         if not matching:
             versions = sorted({".".join(r.version.split(".")[:2]) for r in known}, key=parse_version)
@@ -145,12 +161,7 @@ def make_plan(
     """The newest consistent plan for the target, or PlanError saying why none exists."""
     releases = _releases(kb, torch)
     if not target.has_gpu:
-        if cuda is not None:
-            raise PlanError(
-                f"--cuda {cuda} needs a GPU target; drop it for a CPU environment, "
-                "or pass --gpu NAME --driver VERSION.",
-                exit_code=2,
-            )
+        refuse_cuda_without_gpu(cuda)
         plan = _cpu_plan(kb, target, releases, python)
     else:
         plan = _gpu_plan(kb, target, releases, python, cuda)
