@@ -25,6 +25,30 @@ import local_channels as channel_factory  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture
+def no_overrides(monkeypatch):
+    """No CONDA_OVERRIDE_* from the caller's environment: each test states its target itself.
+    Test files that plan for a target use it for every test: pytestmark = usefixtures(...)."""
+    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def kb():
+    """The solver's knowledge tables (solver/knowledge)."""
+    from solver.knowledge import load
+
+    return load()
+
+
+@pytest.fixture(scope="session")
+def table():
+    """PyTorch's wheel indexes (solver/knowledge/pytorch_wheels.yaml)."""
+    from solver.pytorch_wheels import load_wheels
+
+    return load_wheels()
+
+
 @pytest.fixture(scope="session")
 def local_channel(tmp_path_factory) -> Path:
     """conda-forge-shaped records plus every pointops build, in one indexed channel."""

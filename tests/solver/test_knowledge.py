@@ -22,11 +22,6 @@ from solver.knowledge import (
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def kb():
-    return load()
-
-
 @pytest.mark.parametrize(
     "driver,cuda",
     [

@@ -17,10 +17,7 @@ from solver.solve import channel_for_env_file, channel_location, is_local_channe
 GPU = ["--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64"]
 
 
-@pytest.fixture(autouse=True)
-def _no_overrides(monkeypatch):
-    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

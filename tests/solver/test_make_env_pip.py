@@ -19,9 +19,8 @@ from packaging.version import Version
 
 from solver import cli
 from solver.errors import SolverError
-from solver.knowledge import Knowledge, arch_coverage, load, read_raw
+from solver.knowledge import Knowledge, arch_coverage, read_raw
 from solver.pip_plan import MARKERS, make_pip_plan
-from solver.pytorch_wheels import load_wheels
 from solver.target import build_target
 
 LINUX = ["--platform", "linux-64"]
@@ -29,20 +28,7 @@ RTX4090_580 = ["--gpu", "RTX 4090", "--driver", "580.95.05", *LINUX]
 GTX1080TI_580 = ["--gpu", "GTX 1080 Ti", "--driver", "580.95.05", *LINUX]
 
 
-@pytest.fixture(autouse=True)
-def _no_overrides(monkeypatch):
-    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def kb():
-    return load()
-
-
-@pytest.fixture(scope="module")
-def table():
-    return load_wheels()
+pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

@@ -23,10 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 OFFLINE_CPU = ["make-env", "--offline", "--gpu", "none", "--platform", "linux-64"]
 
 
-@pytest.fixture(autouse=True)
-def _no_overrides(monkeypatch):
-    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def make_env(capsys, *args: str) -> tuple[int, str, str]:

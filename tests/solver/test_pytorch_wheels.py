@@ -7,22 +7,12 @@ from __future__ import annotations
 import pytest
 
 from solver.errors import SolverError
-from solver.knowledge import KnowledgeError, load, parse_version
+from solver.knowledge import KnowledgeError, parse_version
 from solver.plan import make_plan
-from solver.pytorch_wheels import load_wheels, parse_wheels
+from solver.pytorch_wheels import parse_wheels
 from solver.target import build_target
 
 PLATFORMS = ("linux-64", "win-64", "linux-aarch64")
-
-
-@pytest.fixture(scope="module")
-def kb():
-    return load()
-
-
-@pytest.fixture(scope="module")
-def table():
-    return load_wheels()
 
 
 def test_the_table_names_real_indexes(table):

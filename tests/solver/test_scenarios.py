@@ -12,11 +12,7 @@ from solver.knowledge import load
 from solver.plan import PlanError, make_plan
 from solver.target import TargetError, build_target
 
-
-@pytest.fixture(autouse=True)
-def _no_overrides(monkeypatch):
-    for name in ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 # (gpu, driver, platform, extra flags) -> (variant, cuda-version, driver compatibility, coverage)

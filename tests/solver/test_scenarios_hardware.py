@@ -29,13 +29,7 @@ from solver.knowledge import load
 from solver.plan import PlanError, make_plan
 from solver.target import TargetError, build_target
 
-OVERRIDES = ("CONDA_OVERRIDE_CUDA", "CONDA_OVERRIDE_CUDA_ARCH", "CONDA_OVERRIDE_GLIBC")
-
-
-@pytest.fixture(autouse=True)
-def _no_overrides(monkeypatch):
-    for name in OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def plan_for(monkeypatch, gpu, driver, platform, flags=None, env=None):
