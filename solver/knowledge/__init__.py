@@ -270,7 +270,7 @@ class Knowledge:
         self.pytorch_releases, self.min_glibc = _parse_pytorch(raw["pytorch"])
         self.pointops = raw["pointops_builds"]
         self._pointops_builds = _parse_pointops(raw["pointops_builds"])
-        self._pointops_wheels = _parse_pointops_wheels(raw["pointops_builds"])
+        self._pointops_wheels = _parse_pointops_wheels(raw["pointops_builds"], self._pointops_builds)
 
     # -- drivers ---------------------------------------------------------------------------
     def driver_branch(self, driver: str) -> DriverBranch | None:
@@ -762,9 +762,9 @@ def _parse_pointops(raw: dict) -> list[PointopsBuild]:
     return builds
 
 
-def _parse_pointops_wheels(raw: dict) -> list[PointopsWheel]:
+def _parse_pointops_wheels(raw: dict, parsed_builds: list[PointopsBuild]) -> list[PointopsWheel]:
     where = "pointops_builds.yaml wheels"
-    builds = [b for b in _parse_pointops(raw) if b.arm_variant != "tegra"]
+    builds = [b for b in parsed_builds if b.arm_variant != "tegra"]
     wheels = []
     for name, platforms in (raw.get("wheels") or {}).items():
         if not isinstance(platforms, dict) or not platforms:

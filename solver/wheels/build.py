@@ -12,13 +12,13 @@ torch). Then the wheel gets its distribution name and is audited (solver/wheels/
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from solver.doctor_checks.toolchain import parse_nvcc_version
 from solver.errors import SolverError
 from solver.knowledge import load
 from solver.wheels.audit import audit_wheel
@@ -59,10 +59,10 @@ def _nvcc(env: dict[str, str]) -> str:
 
 def nvcc_version(nvcc: str) -> str:
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-    found = re.search(r"release (\d+\.\d+)", out)
+    found = parse_nvcc_version(out)
     if not found:
         raise SolverError(f"`{nvcc} --version` printed no CUDA release", "check the CUDA toolkit install")
-    return found.group(1)
+    return found
 
 
 def build_environment(wheel, base: dict[str, str], jobs: int | None) -> dict[str, str]:

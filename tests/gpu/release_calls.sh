@@ -25,18 +25,22 @@ pack() { tar czf "$OUT/logs-$STEP.tgz.tmp" -C "$L" --exclude='*.pt' . 2>/dev/nul
 (while sleep 15; do pack; done) &
 PACKER=$!
 left() { echo $((TOTAL - (SECONDS - T0))); }
+# the peers build against this machine's torch, each into its own --target directory; setsid:
+# the builds outlive the call
+start_peer_builds() {
+  PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
+}
 
 case "$STEP" in
   suite)
-    # the peers build against this machine's torch, each into its own --target directory
-    PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
+    start_peer_builds
     OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=300 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
       POINTOPS_PYTEST_ARGS=${POINTOPS_PYTEST_ARGS:-"-n 12 tests/compat"} STEPS="oracle pytest memcheck racecheck" \
       bash tests/gpu/run_device_suite.sh "$SITE" > "$L/suite.log" 2>&1
     ;;
   compare)
     if [ ! -f "$L/build/status.txt" ]; then  # a fresh machine: call 1's builds are gone
-      PYTHONPATH= setsid bash benchmarks/peers/build_peers.sh "$L/build" > /dev/null 2>&1 < /dev/null &
+      start_peer_builds
       sleep 1
     fi
     while ! grep -q '^done' "$L/build/status.txt" 2>/dev/null && [ "$(left)" -gt 300 ]; do sleep 5; done

@@ -3,7 +3,6 @@ environment's torch; the audit catches every kind of broken wheel it claims to."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -165,11 +164,8 @@ def test_the_audit_refuses_tags_other_than_cp310_abi3(cpu_wheel, tmp_path):
 def test_each_cuda_wheel_gets_the_arch_list_of_its_conda_build():
     """The arch list passed to ops-src's build equals the arch table's default for that nvcc,
     which tests/recipes checks against the conda variants."""
-    spec = importlib.util.spec_from_file_location("cuda_archs", REPO / "ops-src/pointops/cuda_archs.py")
-    cuda_archs = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = cuda_archs  # its dataclasses look their module up
-    spec.loader.exec_module(cuda_archs)
-    default_plan, parse_arch_list = cuda_archs.default_plan, cuda_archs.parse_arch_list
+    from pointops.cuda_archs import default_plan, parse_arch_list  # the installed package's
+
     kb = load()
     cuda_wheels = [
         w for p in ("linux-64", "linux-aarch64", "win-64") for w in kb.pointops_wheels(p) if w.cuda_version
