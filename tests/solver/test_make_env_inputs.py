@@ -10,26 +10,16 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from solver_cli import one_line
+from solver_cli import run_cli as run
 
-from solver import __version__, cli
+from solver import __version__
 from solver.solve import channel_for_env_file, channel_location, is_local_channel
 
 GPU = ["--gpu", "RTX 4090", "--driver", "550.54.14", "--platform", "linux-64"]
 
 
 pytestmark = pytest.mark.usefixtures("no_overrides")
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 # -- channels ------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ import tomllib
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.version import Version
+from solver_cli import one_line, run_cli
 
-from solver import cli
 from solver.errors import SolverError
 from solver.knowledge import Knowledge, arch_coverage, read_raw
 from solver.pip_plan import MARKERS, make_pip_plan
@@ -32,15 +32,7 @@ pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main(["make-env", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return run_cli(capsys, "make-env", *args)
 
 
 def plan_json(capsys, fmt: str, *args: str) -> dict:
