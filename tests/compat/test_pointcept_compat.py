@@ -88,6 +88,64 @@ def test_pointcept_ball_query_beyond_its_buffers():
     assert float(dist[idx >= 0].max()) < 0.2  # distances, never point indices
 
 
+def clustered_cloud(sizes, device, dtype=torch.float32, seed=0):
+    """Packed clouds where every 7th point has an exact twin (equal distances)."""
+    xyz, offset = packed_cloud(sizes, "cpu", seed=seed, scale=0.5)
+    xyz[1::7] = xyz[::7][: xyz[1::7].shape[0]]
+    return xyz.to(device=device, dtype=dtype), offset.to(device)
+
+
+@pytest.fixture
+def first_pass(monkeypatch):
+    """How each ball query ended its first pass (the native search): True when every ball fit."""
+    outcomes = []
+    native = pointcept._ball_hits
+
+    def recorded(*args):
+        found = native(*args)
+        outcomes.append(found is not None)
+        return found
+
+    monkeypatch.setattr(pointcept, "_ball_hits", recorded)
+    return outcomes
+
+
+@pytest.mark.parametrize("min_r", [0.0, 0.04])
+def test_pointcept_ball_query_matches_reference_when_balls_fit(device, min_r, first_pass):
+    xyz, offset = clustered_cloud([900, 0, 1500], device)
+    new_xyz, new_offset = xyz[::29].contiguous(), torch.tensor([31, 31, 83], dtype=torch.int32, device=device)
+    idx, dist = pointops.ball_query(32, 0.07, min_r, xyz, offset, new_xyz, new_offset)
+    assert first_pass == [True]
+    ref_idx, ref_dist = ref_ball(xyz.cpu(), offset.cpu(), new_xyz.cpu(), new_offset.cpu(), 32, 0.07, min_r)
+    assert float((ref_idx >= 0).sum(1).float().mean()) > 3
+    assert torch.equal(idx.cpu().long(), ref_idx)
+    assert torch.allclose(dist.cpu(), ref_dist, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("nsample", [2, 40])
+def test_pointcept_ball_query_first_pass_equals_knn_growth(device, dtype, nsample, first_pass):
+    # the native first pass against the kNN growth it stands in for when no ball overflows
+    # (nsample=40); with nsample=2 balls overflow and the kNN answers
+    if device == "cpu" and dtype in (torch.float16, torch.bfloat16):
+        pytest.skip("float16/bfloat16 run on CUDA only")
+    xyz, offset = clustered_cloud([700, 1300], device, dtype)
+    new_xyz, new_offset = xyz[::5].contiguous(), torch.tensor([140, 400], dtype=torch.int32, device=device)
+    for min_r in (0.0, 0.03):
+        fast = pointops.ball_query(nsample, 0.06, min_r, xyz, offset, new_xyz, new_offset)
+        torch.manual_seed(3)
+        fast_random = pointcept.random_ball_query(nsample, 0.06, min_r, xyz, offset, new_xyz, new_offset)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(pointcept, "_ball_hits", lambda *args: None)
+            slow = pointops.ball_query(nsample, 0.06, min_r, xyz, offset, new_xyz, new_offset)
+            torch.manual_seed(3)
+            slow_random = pointcept.random_ball_query(nsample, 0.06, min_r, xyz, offset, new_xyz, new_offset)
+        for a, b in ((fast, slow), (fast_random, slow_random)):
+            assert torch.equal(a[0], b[0])
+            assert torch.equal(a[1], b[1])
+    assert first_pass == [nsample == 40] * 4
+
+
 def test_ball_query_serves_both_apis():
     xyz, offset = packed_cloud([40], "cpu")
     native_idx, count = pointops.ball_query(xyz[None], xyz[None], 0.3, 8)
@@ -199,6 +257,19 @@ def test_bad_offsets_are_named():
         pointops.ball_query(4, 0.1, 0.2, xyz, torch.tensor([10]))
     with pytest.raises(ValueError, match="idx values"):
         pointops.grouping(torch.tensor([[10]]), torch.rand(10, 2), xyz)
+
+
+def test_grouping_on_cuda_reports_a_bad_index_without_waiting(device):
+    # grouping/grouping2 leave the index check to the gather kernel (no sync on the hot path)
+    if device == "cpu":
+        pytest.skip("on CPU the error comes at once (test_bad_offsets_are_named)")
+    xyz = torch.rand(10, 3, device=device)
+    bad = torch.tensor([[3, 10]], dtype=torch.int32, device=device)
+    for grouped in (lambda: pointops.grouping(bad, xyz, xyz), lambda: pointops.grouping2(xyz, bad)):
+        out = grouped()
+        with pytest.raises(ValueError, match="idx"):
+            pointops.check_errors()
+        assert bool(out.isnan().all())  # recorded before the gather ran: no plausible values
 
 
 def test_compat_module_exports_the_same_functions():

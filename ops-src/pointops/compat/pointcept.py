@@ -28,6 +28,8 @@ Deliberate differences from Pointcept's CUDA library (docs/ops.md, "Pointcept co
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -120,11 +122,13 @@ def _positive(n, name: str) -> int:
     return n
 
 
-def _rows(idx, n: int, name: str = "idx") -> Tensor:
-    """An index tensor into n rows: int32/int64, values -1..n-1 (checked when checks are on)."""
+def _rows(idx, n: int, name: str = "idx", gathered: bool = False) -> Tensor:
+    """An index tensor into n rows: int32/int64, values -1..n-1 (checked when checks are on).
+    gathered: only packed.gather reads it, whose CUDA kernel checks the values itself without
+    waiting for the device, so the check here (a sync) is left to it."""
     if not isinstance(idx, Tensor) or idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"pointops: {name} must be an int32 or int64 tensor")
-    if idx.numel() and _checks_on(idx):
+    if idx.numel() and not (gathered and idx.is_cuda) and _checks_on(idx):
         low, high = torch.stack(torch.aminmax(idx)).tolist()
         if low < -1 or high >= n:
             raise ValueError(
@@ -152,22 +156,57 @@ def knn_query(nsample, xyz, offset, new_xyz=None, new_offset=None):
 def _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample):
     """Every point of Pointcept's ball (d2 <= 1e-5, or min_r^2 <= d2 < max_r^2, with the radii
     squared in float32 as its kernel does) in (d2, row) order: (dist2 [m, K], idx [m, K],
-    inside [m, K]). The kNN grows until every query's farthest candidate is outside the ball."""
+    inside [m, K]).
+
+    First the native ball query (a grid) over a slightly larger ball, keeping up to nsample + 1
+    hits: when no ball overflows, that is every candidate, sorted here by distance (a stable sort
+    of rows already ascending gives kNN's tie order). A ball with more hits than nsample needs
+    them all (Pointcept spreads its picks over the whole ball): then the kNN grows until every
+    query's farthest candidate is outside the ball."""
     max_r = torch.tensor(float(max_radius), dtype=torch.float32)
     min_r = torch.tensor(float(min_radius), dtype=torch.float32)
     max_r2, min_r2 = float(max_r * max_r), float(min_r * min_r)
-    counts = ptr[1:] - ptr[:-1]
-    largest = int(counts.max())
+    reach2 = max(max_r2, 1e-5) * _BALL_MARGIN
+    found = _ball_hits(xyz, ptr, new_xyz, new_ptr, reach2, nsample + 1) if math.isfinite(reach2) else None
+    if found is None:
+        found = _nearest_until_outside(xyz, ptr, new_xyz, new_ptr, max_r2, nsample)
+    dist2, idx = found
+    present = idx >= 0
+    inside = present & ((dist2 <= 1e-5) | ((dist2 >= min_r2) & (dist2 < max_r2)))
+    return dist2, idx, inside
+
+
+# The native search's ball is this much wider in d^2 than Pointcept's: every point Pointcept
+# counts is found even after dist2 is rounded to float16/bfloat16 (relative error <= 2^-8).
+_BALL_MARGIN = 1.02
+
+
+def _ball_hits(xyz, ptr, new_xyz, new_ptr, reach2: float, width: int):
+    """(dist2, idx) [m, width] of every point with d2 <= reach2, ascending (d2, row),
+    missing +inf / -1; None when some ball holds `width` points or more (it may hold more)."""
+    idx, count, dist2 = packed.ball_query(
+        xyz.detach(), ptr, new_xyz.detach(), new_ptr, math.sqrt(reach2), width, return_dist2=True
+    )
+    if bool((count >= width).any()):
+        return None
+    valid = torch.arange(width, device=idx.device)[None, :] < count[:, None]
+    dist2 = torch.where(valid, dist2, float("inf"))
+    dist2, order = torch.sort(dist2, dim=1, stable=True)
+    idx = torch.where(valid, idx, -1).gather(1, order)
+    return dist2, idx
+
+
+def _nearest_until_outside(xyz, ptr, new_xyz, new_ptr, max_r2: float, nsample: int):
+    """(dist2, idx) of a kNN wide enough that every query's farthest candidate lies outside the
+    ball (or k covers the largest cloud)."""
+    largest = int((ptr[1:] - ptr[:-1]).max())
     k = max(1, min(largest, 2 * nsample))
     while True:
         dist2, idx = packed.knn(xyz, ptr, new_xyz, new_ptr, k)
-        present = idx >= 0
-        near = present & ((dist2 <= 1e-5) | (dist2 < max_r2))
+        near = (idx >= 0) & ((dist2 <= 1e-5) | (dist2 < max_r2))
         if k >= largest or not bool(near[:, -1].any()):
-            break
+            return dist2, idx
         k = min(largest, 2 * k)
-    inside = present & ((dist2 <= 1e-5) | ((dist2 >= min_r2) & (dist2 < max_r2)))
-    return dist2, idx, inside
 
 
 def _first_slots(inside: Tensor, priority: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -277,7 +316,7 @@ def grouping(idx, feat, xyz, new_xyz=None, with_xyz=False):
     """feat rows at idx: [m, nsample, c] (-1 gives zeros); with_xyz prepends the neighbours'
     offsets xyz[idx] - new_xyz (0 for -1 slots): [m, nsample, 3 + c]. Differentiable."""
     feat = _feat(feat)
-    idx = _rows(idx, feat.shape[0])
+    idx = _rows(idx, feat.shape[0], gathered=True)
     grouped = packed.gather(feat, idx)
     if not with_xyz:
         return grouped
@@ -290,7 +329,7 @@ def grouping(idx, feat, xyz, new_xyz=None, with_xyz=False):
 def grouping2(input, idx):  # noqa: A002  (Pointcept's argument name)
     """input rows at idx: [m, nsample, c]; -1 gives zeros. Differentiable w.r.t. input."""
     input = _feat(input, "input")  # noqa: A001
-    return packed.gather(input, _rows(idx, input.shape[0]))
+    return packed.gather(input, _rows(idx, input.shape[0], gathered=True))
 
 
 def _inverse_distance_weights(dist: Tensor) -> Tensor:
@@ -396,13 +435,13 @@ def batch2offset(batch):
 
 def subtraction(input1, input2, idx):
     """out[n, s] = input1[n] - input2[idx[n, s]]: [n, nsample, c]; -1 reads zeros."""
-    idx = _rows(idx, input2.shape[0])
+    idx = _rows(idx, input2.shape[0], gathered=True)
     return input1.unsqueeze(1) - packed.gather(input2, idx)
 
 
 def aggregation(input, position, weight, idx):  # noqa: A002
     """out[n, c] = sum_s (input[idx[n, s], c] + position[n, s, c]) * weight[n, s, c % w_c]."""
-    idx = _rows(idx, input.shape[0])
+    idx = _rows(idx, input.shape[0], gathered=True)
     c, w_c = input.shape[1], weight.shape[-1]
     if c % w_c:
         raise ValueError(
