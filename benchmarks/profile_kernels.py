@@ -3,7 +3,8 @@
     python benchmarks/profile_kernels.py [--reps 20] [--only three_interpolate] [--plain]
 
 Runs the gather shapes of bench_gpu.py (and its kNN B8 shape) under torch.profiler, in
-float32, float16 and bfloat16, and prints, for each op, every
+float32, float16 and bfloat16 (with --packed: bench_packed.py's rows through the Pointcept
+API, forward and backward as timed there), and prints, for each op, every
 CUDA kernel (and memset) it launched with its mean device time per call, so that a slow
 pipeline shows which stage to work on. --plain only runs the ops (for an outside profiler such
 as Nsight Compute). Needs a CUDA build of pointops.
@@ -12,7 +13,9 @@ as Nsight Compute). Needs a CUDA build of pointops.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 
 
 def _profile(label: str, fn, reps: int, plain: bool) -> None:
@@ -34,7 +37,12 @@ def _profile(label: str, fn, reps: int, plain: bool) -> None:
         if us > 0:
             rows.append((us, ev.key))
     total = sum(us for us, _ in rows)
-    print(f"{label}: {total:.1f} us of device time per call")
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / reps * 1e6
+    print(f"{label}: {total:.1f} us of device time per call, {wall:.1f} us wall (back to back)")
     for us, key in sorted(rows, reverse=True):
         print(f"    {us:8.1f} us  {key[:110]}")
 
@@ -65,11 +73,40 @@ def _profile_knn(ops, g, dtype, reps, plain) -> None:
     )
 
 
+def _profile_packed(reps: int, plain: bool) -> None:
+    """bench_packed.py's scenes and rows (8 scenes of 40k-120k points), as that script calls them."""
+    import pointops
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_packed import scenes
+
+    xyz, offset, new_offset, feat = scenes("cuda")
+    idx16, _ = pointops.knn_query(16, xyz, offset)
+    f = feat.clone().requires_grad_()
+    grad = torch.rand(idx16.shape[0], 16, 64, device="cuda")
+
+    def grouping_fwd_bwd():
+        f.grad = None
+        pointops.grouping(idx16, f, xyz).backward(grad)
+
+    def grouping2_fwd_bwd():
+        f.grad = None
+        pointops.grouping2(f, idx16).backward(grad)
+
+    _profile("knn_query k16", lambda: pointops.knn_query(16, xyz, offset), reps, plain)
+    _profile("ball_query r0.1 k32", lambda: pointops.ball_query(32, 0.1, 0.0, xyz, offset), reps, plain)
+    _profile("grouping c64 k16 forward", lambda: pointops.grouping(idx16, feat, xyz), reps, plain)
+    _profile("grouping c64 k16 forward+backward", grouping_fwd_bwd, reps, plain)
+    _profile("grouping2 c64 k16 forward+backward", grouping2_fwd_bwd, reps, plain)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--only", help="run only the cases whose name starts with this")
     parser.add_argument("--plain", action="store_true", help="run the ops without torch.profiler")
+    parser.add_argument("--packed", action="store_true", help="bench_packed.py's rows instead")
     args = parser.parse_args(argv)
     import pointops  # noqa: F401  (registers torch.ops.pointops)
     import torch
@@ -77,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("profile_kernels: no CUDA device is visible", file=sys.stderr)
         return 2
+    if args.packed:
+        _profile_packed(args.reps, args.plain)
+        return 0
     ops = torch.ops.pointops
     g = torch.Generator(device="cpu").manual_seed(2)
     cases = [

@@ -56,6 +56,7 @@ _T_TORCH = time.perf_counter() - _T0
 import argparse  # noqa: E402
 import glob  # noqa: E402
 import importlib  # noqa: E402
+import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -93,7 +94,13 @@ AUDITED = (
 
 
 class _Inert(types.ModuleType):
-    """An absent third-party module the models import but a training step never uses."""
+    """An absent third-party module the models import but a training step never uses. It has a
+    module spec: torch._dynamo (imported by torch.optim) calls importlib's find_spec on tqdm and
+    other names, which raises for a module in sys.modules whose __spec__ is None."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None)
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -349,6 +356,21 @@ def audit(calls: list, library: types.ModuleType) -> tuple[list, dict]:
 # one process: one variant, one case
 
 
+def profile_steps(step, count: int, device: torch.device) -> None:
+    """Prints the time per step of every op (host) and kernel (device) over `count` steps."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(count):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(f"== profile of {count} steps (totals over them)")
+    print(prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=70))
+
+
 def run(args) -> dict:
     device = torch.device(args.device)
     clock = Clock(device)
@@ -409,6 +431,8 @@ def run(args) -> dict:
     _, first["second_step_ms"] = clock(step)
     for _ in range(args.warmup):
         step()
+    if args.profile_steps:
+        profile_steps(step, args.profile_steps, device)
     times = []
     clock.sync()
     for _ in range(args.steps):
@@ -723,6 +747,13 @@ def main() -> int:
                 "--profile-first",
                 metavar="TRACE.json",
                 help="profile the first step (torch.profiler) and write a chrome trace",
+            )
+            s.add_argument(
+                "--profile-steps",
+                type=int,
+                default=0,
+                metavar="N",
+                help="after the warm-up, profile N steps and print each op's and kernel's time per step",
             )
         else:
             s.add_argument("--variants", nargs="+", choices=VARIANTS, default=["pointnet2_ops", "pointops"])
