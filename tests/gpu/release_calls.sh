@@ -7,14 +7,16 @@
 #   bash tests/gpu/release_calls.sh compare SITE_DIR   # call 2: waits for the builds (bounded; on a fresh
 #                                                      # machine it starts them), then the peer comparisons
 #                                                      # and the bench
+#   bash tests/gpu/release_calls.sh cpu SITE_DIR       # the CPU neighbour bench on the host's cores
+#   bash tests/gpu/release_calls.sh profile SITE_DIR   # per-kernel profiles (packed rows, PointNet++)
 #
 # SITE_DIR holds the pointops under test (tests/gpu/install_wheel.sh prints it). Call 2 must not
 # carry .peers again: that would replace the peers built there in call 1. Logs go to /tmp/release; each call tars them into $OUT/logs-<step>.tgz every 15 s, so a
 # call cut off at its limit still brings back what it had. TOTAL (default 555) bounds a call in
 # seconds; ORACLE names a prebuilt tests/gpu/kernel_oracle (else the suite builds it with nvcc).
 set -u
-STEP=${1:?usage: release_calls.sh suite|compare|cpu SITE_DIR}
-SITE=$(cd "${2:?usage: release_calls.sh suite|compare|cpu SITE_DIR}" && pwd)
+STEP=${1:?usage: release_calls.sh suite|compare|cpu|profile SITE_DIR}
+SITE=$(cd "${2:?usage: release_calls.sh suite|compare|cpu|profile SITE_DIR}" && pwd)
 T0=$SECONDS
 TOTAL=${TOTAL:-555}
 L=/tmp/release
@@ -54,7 +56,18 @@ case "$STEP" in
       > "$L/bench/cpu_neighbors.log" 2>&1
     echo "cpu_neighbors rc=$?" >> "$L/bench/summary.txt"
     ;;
-  *) echo "release_calls.sh: unknown step $STEP (suite, compare or cpu)" >&2; exit 2 ;;
+  profile)
+    # where the time goes: bench_packed's rows (issue 18) and steady PointNet++ steps (issue 19)
+    timeout "$(left)" python3 benchmarks/profile_kernels.py --packed --reps 10 > "$L/bench/profile_packed.log" 2>&1
+    echo "profile_packed rc=$?" >> "$L/bench/summary.txt"
+    for case in sem-ssg-4096 cls-ssg-1024; do
+      timeout "$(left)" python3 benchmarks/clients/pointnet2_training.py run --peer .peers/Pointnet2_PyTorch \
+        --variant pointops --case "$case" --out "$L/bench/pn2-$case.pt" --steps 5 --warmup 3 --no-audit \
+        --no-reference-model --profile-steps 3 > "$L/bench/profile_$case.log" 2>&1
+      echo "profile_$case rc=$?" >> "$L/bench/summary.txt"
+    done
+    ;;
+  *) echo "release_calls.sh: unknown step $STEP (suite, compare, cpu or profile)" >&2; exit 2 ;;
 esac
 kill "$PACKER" 2>/dev/null
 pack
