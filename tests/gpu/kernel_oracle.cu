@@ -420,6 +420,70 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   if (err != 0) std::printf("     forward %.3g backward_feat %.3g backward_weight %.3g\n", e1, e2, e3);
 }
 
+// Packed rows (channels-last): feat [P,C], idx [Q,T], grad_out [Q,C]. shift moves the device
+// feat and grad_out by that many elements, so a row's chunks lose their 16-byte alignment.
+static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T, bool weighted,
+                              int shift) {
+  const auto feat = representable(uniform_points(P * C, false), dt);
+  const auto idx = random_indices(Q * T, P, 0.1);
+  std::vector<double> w = weighted ? representable(uniform_points(Q * T, false), dt) : std::vector<double>();
+  const auto grad = representable(uniform_points(Q * C, false), dt);
+  const size_t es = elem_size(dt), pad = static_cast<size_t>(shift) * es;
+  auto shifted = [&](const std::vector<double>& v) {
+    std::vector<unsigned char> bytes(pad, 0);
+    const auto body = encode(v, dt);
+    bytes.insert(bytes.end(), body.begin(), body.end());
+    return upload(bytes);
+  };
+  auto d_feat = shifted(feat), d_g = shifted(grad), d_w = upload(encode(w, dt));
+  auto d_idx = upload_i64(idx);
+  const CudaPlan plan = gather_rows_backward_feat_cuda_plan(dt, P, C, Q, T);
+  DeviceBuffer d_out(Q * C * es), d_gf(P * C * es), d_gw(Q * T * es), ws(plan.workspace_bytes);
+  poison(d_out), poison(d_gf), poison(d_gw);
+  const void* feat_p = d_feat.as<unsigned char>() + pad;
+  const void* grad_p = d_g.as<unsigned char>() + pad;
+  const void* wp = weighted ? d_w.ptr : nullptr;
+  check_status(gather_rows_cuda(dt, feat_p, d_idx.as<int64_t>(), wp, P, C, Q, T, d_out.ptr, nullptr),
+               "gather_rows");
+  check_status(gather_rows_backward_feat_cuda(plan, dt, grad_p, d_idx.as<int64_t>(), wp, P, C, Q, T, d_gf.ptr,
+                                              ws.ptr, nullptr),
+               "gather_rows_backward_feat");
+  if (weighted)
+    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, d_idx.as<int64_t>(), P, C, Q, T,
+                                                  d_gw.ptr, nullptr),
+                 "gather_rows_backward_weight");
+  CK(cudaDeviceSynchronize());
+  const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
+  const Dtype rdt = ref_dt(dt);
+  auto run_ref = [&](size_t n, auto&& call) {
+    std::vector<float> rf(n);
+    std::vector<double> rd(n);
+    check_status(call(rdt == Dtype::Float64 ? static_cast<void*>(rd.data()) : rf.data()), "cpu");
+    return rdt == Dtype::Float64 ? rd : std::vector<double>(rf.begin(), rf.end());
+  };
+  const void* hwp = weighted ? hw.ptr(dt) : nullptr;
+  auto ref_out = run_ref(
+      Q * C, [&](void* o) { return gather_rows_cpu(rdt, hf.ptr(dt), idx.data(), hwp, P, C, Q, T, o); });
+  auto ref_gf = run_ref(P * C, [&](void* o) {
+    return gather_rows_backward_feat_cpu(rdt, hg.ptr(dt), idx.data(), hwp, P, C, Q, T, o);
+  });
+  const double e1 = dist_error(download(d_out, Q * C, dt), ref_out, dt);
+  const double e2 = dist_error(download(d_gf, P * C, dt), ref_gf, dt);
+  double e3 = 0;
+  if (weighted) {
+    auto ref_gw = run_ref(Q * T, [&](void* o) {
+      return gather_rows_backward_weight_cpu(rdt, hg.ptr(dt), hf.ptr(dt), idx.data(), P, C, Q, T, o);
+    });
+    e3 = dist_error(download(d_gw, Q * T, dt), ref_gw, dt);
+  }
+  char name[200];
+  std::snprintf(name, sizeof name, "gather_rows fwd/bwd_feat/bwd_w %s P%lld C%lld Q%lld T%lld w=%d shift=%d",
+                dt_name(dt), (long long)P, (long long)C, (long long)Q, (long long)T, weighted, shift);
+  const double err = std::max(e1, std::max(e2, e3));
+  report(name, 0, err, err == 0);
+  if (err != 0) std::printf("     forward %.3g backward_feat %.3g backward_weight %.3g\n", e1, e2, e3);
+}
+
 // A few small cases per kernel path, quick enough for compute-sanitizer's racecheck.
 static void run_tiny() {
   check_fps(Dtype::Float32, 2, 700, 50, true, 0, false);
@@ -449,6 +513,9 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);  // more summed targets than slots
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
   knob("POINTOPS_GATHER_SPARSE", nullptr);
+  check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
+  check_gather_rows(Dtype::Float16, 300, 6, 200, 1, false, 1);   // 2-byte aligned: one element a thread
+  check_gather_rows(Dtype::Float32, 300, 8, 100, 3, true, 0);    // weighted
 }
 
 static void run_checks(bool small) {
@@ -516,6 +583,17 @@ static void run_checks(bool small) {
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 3, true);
   for (Dtype dt : all) check_gather(dt, 2, 9, 500, 5000, 1, false);
   check_gather(Dtype::Float32, 3, 7, 2000, 9000, 2, true);
+  // Packed rows: row chunks of 16, 8, 4 and 2 bytes, pointers off their 16-byte alignment, the
+  // backward's 16-byte channel groups and single channels, weighted and general T.
+  for (Dtype dt : all) {
+    for (int64_t C : {1, 2, 3, 4, 8, 64, 67}) {
+      check_gather_rows(dt, 2000, C, 3000, 1, false, 0);
+      check_gather_rows(dt, 2000, C, 3000, 1, false, 1);
+    }
+    check_gather_rows(dt, 5000, 64, 20000, 16, false, 0);  // Pointcept's grouping, many entries per row
+    check_gather_rows(dt, 500, 16, 4000, 3, true, 0);      // interpolation
+    check_gather_rows(dt, 500, 16, 4000, 3, true, 2);
+  }
   // 16-bit channel pairs (T = 3): rows not a multiple of 8 (unvectorized staging), one channel
   // (a half pair), unweighted; then the unpaired 16-bit stage.
   check_gather(Dtype::BFloat16, 2, 5, 301, 2000, 3, true);

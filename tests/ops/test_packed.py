@@ -105,6 +105,41 @@ def test_gradients(device):
     assert torch.autograd.gradcheck(lambda f: packed.gather(f, idx), (feat,))
 
 
+def _shifted(values: torch.Tensor, shift: int, device) -> torch.Tensor:
+    """values on device as a view `shift` elements into a larger buffer (off 16-byte alignment)."""
+    buffer = torch.zeros(values.numel() + shift, dtype=values.dtype, device=device)
+    buffer[shift:] = values.reshape(-1).to(device)
+    return buffer[shift:].view(values.shape)
+
+
+def _gather_rows_and_grad(feat_values, idx, grad_values, shift, device):
+    feat = _shifted(feat_values, shift, device).detach().requires_grad_(True)
+    rows = packed.gather(feat, idx.to(device))
+    rows.backward(_shifted(grad_values, shift, device))
+    return rows.detach(), feat.grad
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 8, 64, 67])
+def test_gather_rows_every_row_width_and_alignment(device, channels):
+    # CUDA copies rows in 16/8/4-byte chunks and sums the gradient 16 bytes of channels at a time
+    # where the row size and the pointers allow; a view one element into its buffer takes the
+    # narrower paths. All give the CPU kernels' bits (float32/float64); float16/bfloat16 (CUDA
+    # only) agree between the paths.
+    if device == "cpu":
+        pytest.skip("the CPU kernel is the reference here")
+    g = torch.Generator().manual_seed(channels)
+    idx = torch.randint(-1, 500, (700, 16), generator=g)
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        feat = torch.rand(500, channels, generator=g).to(dtype)
+        grad = torch.rand(700, 16, channels, generator=g).to(dtype)
+        runs = [_gather_rows_and_grad(feat, idx, grad, shift, device) for shift in (0, 1)]
+        if dtype in (torch.float32, torch.float64):
+            runs.append(_gather_rows_and_grad(feat, idx, grad, 0, "cpu"))
+        for rows, feat_grad in runs[1:]:
+            assert torch.equal(rows.cpu(), runs[0][0].cpu()), dtype
+            assert torch.equal(feat_grad.cpu(), runs[0][1].cpu()), dtype
+
+
 def test_feature_gradient_is_deterministic_and_exact(device):
     feat = torch.zeros(4, 2, dtype=torch.float32, device=device, requires_grad=True)
     idx = torch.tensor([[1], [1], [3], [1]], device=device)

@@ -235,13 +235,14 @@ def ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_o
     if m == 0 or xyz.shape[0] == 0:
         return idx_out.to(torch.int32), dist_out
     dist2, idx, inside = _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample)
-    cols, count = _first_slots(inside)
+    # the column of the ball's pos-th point: the first where the running count of hits passes pos
+    hits = inside.cumsum(1)
+    count = hits[:, -1]
     slot = torch.arange(nsample, device=xyz.device)
     sep = count.to(torch.float32) / nsample
     spread = (sep[:, None] * slot.to(torch.float32)).to(torch.int64)  # float32, truncated
     pos = torch.where((count > nsample)[:, None], spread, slot.expand(m, nsample))
-    pos = pos.clamp_max(cols.shape[1] - 1)
-    take = cols.gather(1, pos)
+    take = torch.searchsorted(hits, (pos + 1).contiguous()).clamp_max(hits.shape[1] - 1)
     valid = slot[None, :] < count[:, None]
     idx_out = torch.where(valid, idx.gather(1, take), -1)
     dist_out = torch.where(valid, dist2.gather(1, take), float("inf")).sqrt()
