@@ -190,10 +190,24 @@ def _ball_hits(xyz, ptr, new_xyz, new_ptr, reach2: float, width: int):
     if bool((count >= width).any()):
         return None
     valid = torch.arange(width, device=idx.device)[None, :] < count[:, None]
+    idx = torch.where(valid, idx, -1)
     dist2 = torch.where(valid, dist2, float("inf"))
-    dist2, order = torch.sort(dist2, dim=1, stable=True)
-    idx = torch.where(valid, idx, -1).gather(1, order)
-    return dist2, idx
+    # the kNN orders by the distance before it is rounded to float16/bfloat16
+    key = _float32_dist2(xyz, new_xyz, idx, valid) if dist2.dtype in _HALF_TYPES else dist2
+    order = torch.sort(key, dim=1, stable=True).indices
+    return dist2.gather(1, order), idx.gather(1, order)
+
+
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def _float32_dist2(xyz, query, idx, valid):
+    """d^2 of query row q to xyz[idx[q, s]] as the CUDA kernels compute it for float16/bfloat16:
+    in float32, (dx*dx + dy*dy) + dz*dz with dx = x - qx (one rounding per operation; eager torch
+    does not fuse them); +inf where not valid."""
+    d = xyz.float()[idx.clamp_min(0)] - query.float()[:, None, :]
+    d2 = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
+    return torch.where(valid, d2, float("inf"))
 
 
 def _nearest_until_outside(xyz, ptr, new_xyz, new_ptr, max_r2: float, nsample: int):
