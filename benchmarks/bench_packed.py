@@ -11,8 +11,10 @@ not tracked; older runs live in git history).
 
 Rows (8 scenes of 40k-120k points, CUDA): kNN k=16 with every point a query; FPS to a quarter
 of each scene; ball query r=0.1 k=32 (Pointcept's semantics); grouping C=64 k=16 forward and
-backward (grouping: Pointcept's torch path; grouping2: its kernel); interpolation k=3 forward
-and backward (interpolation and interpolation2). Times are medians of CUDA-event timings after
+backward (grouping: Pointcept's torch path; grouping2: its kernel), both libraries gathering
+pointops' kNN neighbours (the two kNNs may break near-equal distances differently, which would
+change the sums compared); interpolation k=3 forward and backward (interpolation and
+interpolation2). Times are medians of CUDA-event timings after
 warm-up. Without the Pointcept library the Pointcept column is skipped with a message.
 """
 
@@ -60,12 +62,16 @@ def timed(fn, reps=20, warmup=3):
     return sorted(times)[len(times) // 2]
 
 
-def measure(pointops, device) -> tuple[dict, dict]:
-    """Times of every row with the `pointops` module given, and the outputs to compare."""
+def measure(pointops, device, group_idx=None) -> tuple[dict, dict]:
+    """Times of every row with the `pointops` module given, and the outputs to compare.
+    group_idx: the neighbours the grouping rows gather (default: this library's kNN); the
+    Pointcept side is given pointops' own, so that the gradients compare the same sums."""
     xyz, offset, new_offset, feat = scenes(device)
     times, outputs = {}, {}
     idx16, _ = pointops.knn_query(16, xyz, offset)
     outputs["knn_k16"] = idx16.cpu()
+    if group_idx is not None:
+        idx16 = group_idx.to(device)
     times["knn_k16"] = timed(lambda: pointops.knn_query(16, xyz, offset))
     outputs["fps_quarter"] = pointops.farthest_point_sampling(xyz, offset, new_offset).cpu()
     times["fps_quarter"] = timed(lambda: pointops.farthest_point_sampling(xyz, offset, new_offset), reps=5)
@@ -113,13 +119,13 @@ def measure(pointops, device) -> tuple[dict, dict]:
     return times, outputs
 
 
-def child(lib: str, out: str) -> None:
+def child(lib: str, out: str, group_idx: str) -> None:
     sys.path.insert(0, os.path.abspath(lib))
     import pointops
 
     if hasattr(pointops, "packed"):
         raise SystemExit(f"{pointops.__file__} is pointops, not Pointcept's library")
-    times, outputs = measure(pointops, "cuda")
+    times, outputs = measure(pointops, "cuda", torch.load(group_idx))
     torch.save({"times": times, "outputs": outputs, "file": pointops.__file__}, out)
 
 
@@ -129,12 +135,13 @@ def main() -> int:
     p.add_argument("--json")
     p.add_argument("--side", choices=["pointcept"], help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--group-idx", help=argparse.SUPPRESS)
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("bench_packed: needs CUDA (the Pointcept library is CUDA-only); nothing measured")
         return 0
     if args.side == "pointcept":
-        child(args.pointcept_lib, args.out)
+        child(args.pointcept_lib, args.out, args.group_idx)
         return 0
     import pointops
 
@@ -142,7 +149,8 @@ def main() -> int:
     theirs, their_out = None, None
     if os.path.isdir(args.pointcept_lib):
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "pointcept.pt")
+            path, group_idx = os.path.join(tmp, "pointcept.pt"), os.path.join(tmp, "group_idx.pt")
+            torch.save(our_out["knn_k16"], group_idx)
             subprocess.run(
                 [
                     sys.executable,
@@ -153,6 +161,8 @@ def main() -> int:
                     args.pointcept_lib,
                     "--out",
                     path,
+                    "--group-idx",
+                    group_idx,
                 ],
                 check=True,
             )
@@ -177,7 +187,10 @@ def main() -> int:
             if a.is_floating_point():
                 check = f"max|diff| {float((a.double() - b.double()).abs().max()):.2e}"
             else:
-                check = f"identical {float((a == b).double().mean()) * 100:.3f}%"
+                differ = int((a != b).sum())
+                check = (
+                    f"identical {float((a == b).double().mean()) * 100:.3f}% ({differ} of {a.numel()} differ)"
+                )
         speed = other / t if other else None
         rows.append({"row": name, "pointops_ms": t, "pointcept_ms": other, "speedup": speed, "check": check})
         print(
