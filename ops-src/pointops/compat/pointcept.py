@@ -153,6 +153,14 @@ def knn_query(nsample, xyz, offset, new_xyz=None, new_offset=None):
     return idx.to(torch.int32), dist2.sqrt()
 
 
+# The native search's ball is this much wider in d^2 than Pointcept's: every point Pointcept
+# counts is found even after dist2 is rounded to float16/bfloat16 (relative error <= 2^-8).
+_BALL_MARGIN = 1.02
+
+
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
 def _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample):
     """Every point of Pointcept's ball (d2 <= 1e-5, or min_r^2 <= d2 < max_r^2, with the radii
     squared in float32 as its kernel does) in (d2, row) order: (dist2 [m, K], idx [m, K],
@@ -176,11 +184,6 @@ def _ball_candidates(xyz, ptr, new_xyz, new_ptr, max_radius, min_radius, nsample
     return dist2, idx, inside
 
 
-# The native search's ball is this much wider in d^2 than Pointcept's: every point Pointcept
-# counts is found even after dist2 is rounded to float16/bfloat16 (relative error <= 2^-8).
-_BALL_MARGIN = 1.02
-
-
 def _ball_hits(xyz, ptr, new_xyz, new_ptr, reach2: float, width: int):
     """(dist2, idx) [m, width] of every point with d2 <= reach2, ascending (d2, row),
     missing +inf / -1; None when some ball holds `width` points or more (it may hold more)."""
@@ -196,9 +199,6 @@ def _ball_hits(xyz, ptr, new_xyz, new_ptr, reach2: float, width: int):
     key = _float32_dist2(xyz, new_xyz, idx, valid) if dist2.dtype in _HALF_TYPES else dist2
     order = torch.sort(key, dim=1, stable=True).indices
     return dist2.gather(1, order), idx.gather(1, order)
-
-
-_HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
 def _float32_dist2(xyz, query, idx, valid):
