@@ -10,9 +10,9 @@
 #   pointcept            Pointcept's PTv1/PTv2 forward+backward and knn_query(1): pointops vs its library
 #   openpoints           openpoints 0.1.2's PointNeXt-S forward+backward on pointnet2_batch_cuda
 #   packed               bench_packed.py: the packed rows against Pointcept's library
+#   chamfer              bench_chamfer.py (pytorch3d's column only where it was built)
 #   torch_cluster        bench_torch_cluster.py: fps/knn/radius/grid against torch_cluster
 #   pointnet2            Pointnet2_PyTorch's six cases, a training step: pointnet2_ops vs pointops
-#   chamfer              bench_chamfer.py (pytorch3d's column only where it was built)
 # STEPS picks a subset; DEADLINE (seconds since the start) bounds the whole run, STEP_TIMEOUT each
 # step. summary.txt in LOG_DIR has one line per step.
 set -uo pipefail
@@ -21,7 +21,7 @@ mkdir -p "$LOG_DIR"
 PY="${PYTHON:-python3}"
 PEERS=${PEERS:-.peers}
 BUILT="$PEERS/build"
-STEPS=" ${STEPS:-torch_cluster_tests pointcept openpoints packed torch_cluster pointnet2 chamfer} "
+STEPS=" ${STEPS:-torch_cluster_tests pointcept openpoints packed chamfer torch_cluster pointnet2} "
 START=$SECONDS
 SUMMARY="$LOG_DIR/summary.txt"
 : > "$SUMMARY"
@@ -40,14 +40,15 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 
 wanted packed && step packed "$LOG_DIR/packed.log" $PY benchmarks/bench_packed.py --pointcept-lib "$BUILT/pointcept_pointops" \
   --json "$LOG_DIR/bench_packed.json"
-wanted torch_cluster && step torch_cluster "$LOG_DIR/torch_cluster.log" $PY benchmarks/bench_torch_cluster.py \
-  --torch-cluster-lib "$BUILT/torch_cluster" --json "$LOG_DIR/bench_torch_cluster.json"
+# the short one first; then torch_cluster, whose 1M-point fps takes seconds per call
+wanted chamfer && step chamfer "$LOG_DIR/chamfer.log" $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
+  --json "$LOG_DIR/bench_chamfer.json"
+wanted torch_cluster && STEP_TIMEOUT=${TC_TIMEOUT:-240} step torch_cluster "$LOG_DIR/torch_cluster.log" \
+  $PY benchmarks/bench_torch_cluster.py --torch-cluster-lib "$BUILT/torch_cluster" --json "$LOG_DIR/bench_torch_cluster.json"
 # six models, each timed on both libraries and their gradients compared: about 4 minutes
 wanted pointnet2 && STEP_TIMEOUT=${PN2_TIMEOUT:-300} step pointnet2 "$LOG_DIR/pointnet2.log" $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
   --pointnet2-ops "$BUILT/pointnet2_ops" --device cuda --steps "${PN2_STEPS:-20}" --warmup "${PN2_WARMUP:-5}" \
   --out-dir "$LOG_DIR/pointnet2" --json "$LOG_DIR/pointnet2.json"
-wanted chamfer && step chamfer "$LOG_DIR/chamfer.log" $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
-  --json "$LOG_DIR/bench_chamfer.json"
 
 echo "== peer comparisons ($((SECONDS - START)) s)"
 cat "$SUMMARY"

@@ -36,7 +36,7 @@ start_peer_builds() {
 case "$STEP" in
   suite)
     start_peer_builds
-    OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=300 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
+    OUT=$L/gpu DEADLINE=$(left) STEP_TIMEOUT=400 POINTOPS_PYTEST_K=${POINTOPS_PYTEST_K:-"cuda or gpu"} \
       POINTOPS_PYTEST_ARGS=${POINTOPS_PYTEST_ARGS:-"-n 12 tests/compat"} STEPS="oracle pytest memcheck racecheck" \
       bash tests/gpu/run_device_suite.sh "$SITE" > "$L/suite.log" 2>&1
     ;;
