@@ -363,6 +363,15 @@ static std::vector<int64_t> random_indices(size_t count, int64_t N, double missi
   return v;
 }
 
+// n outputs of a CPU kernel run in the reference type rdt (float32 or float64), as doubles.
+template <class F>
+static std::vector<double> cpu_reference(Dtype rdt, size_t n, F&& call) {
+  std::vector<float> rf(n);
+  std::vector<double> rd(n);
+  check_status(call(rdt == Dtype::Float64 ? static_cast<void*>(rd.data()) : rf.data()), "cpu");
+  return rdt == Dtype::Float64 ? rd : std::vector<double>(rf.begin(), rf.end());
+}
+
 static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, bool weighted) {
   const auto feat = representable(uniform_points(B * C * N, false), dt);
   const auto idx = random_indices(B * P * T, N, 0.1);
@@ -388,12 +397,7 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
   const Dtype rdt = ref_dt(dt);
-  auto run_ref = [&](size_t n, auto&& call) {
-    std::vector<float> rf(n);
-    std::vector<double> rd(n);
-    check_status(call(rdt == Dtype::Float64 ? static_cast<void*>(rd.data()) : rf.data()), "cpu");
-    return rdt == Dtype::Float64 ? rd : std::vector<double>(rf.begin(), rf.end());
-  };
+  auto run_ref = [&](size_t n, auto&& call) { return cpu_reference(rdt, n, call); };
   const void* hwp = weighted ? hw.ptr(dt) : nullptr;
   auto ref_out = run_ref(B * C * P, [&](void* o) {
     return gather_forward_cpu(rdt, hf.ptr(dt), idx.data(), hwp, B, C, N, P, T, o);
@@ -455,12 +459,7 @@ static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
   const Dtype rdt = ref_dt(dt);
-  auto run_ref = [&](size_t n, auto&& call) {
-    std::vector<float> rf(n);
-    std::vector<double> rd(n);
-    check_status(call(rdt == Dtype::Float64 ? static_cast<void*>(rd.data()) : rf.data()), "cpu");
-    return rdt == Dtype::Float64 ? rd : std::vector<double>(rf.begin(), rf.end());
-  };
+  auto run_ref = [&](size_t n, auto&& call) { return cpu_reference(rdt, n, call); };
   const void* hwp = weighted ? hw.ptr(dt) : nullptr;
   auto ref_out = run_ref(
       Q * C, [&](void* o) { return gather_rows_cpu(rdt, hf.ptr(dt), idx.data(), hwp, P, C, Q, T, o); });
