@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from solver_cli import one_line, run_cli
 
 from solver import cli
 from solver.errors import OutputError, UsageError
@@ -27,15 +28,7 @@ pytestmark = pytest.mark.usefixtures("no_overrides")
 
 
 def make_env(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main([*OFFLINE_CPU, *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+    return run_cli(capsys, *OFFLINE_CPU, *args)
 
 
 def device_like(tmp_path: Path, name: str, minor: int) -> str:
@@ -98,7 +91,7 @@ def test_a_fifo_nobody_reads_is_an_error_not_a_hang(capsys, tmp_path):
     code, out, err = make_env(capsys, "-o", str(fifo))
     assert time.monotonic() - started < 10
     assert code == 1 and out == ""
-    line = one_error_line(err)
+    line = one_line(err)
     assert f"cannot write {fifo}: no process is reading this FIFO" in line and "nothing was written" in line
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
@@ -258,9 +251,9 @@ def test_a_replaced_file_keeps_its_mode(capsys, tmp_path):
 
 def test_empty_name_and_directory_are_usage_errors(capsys, tmp_path):
     code, out, err = make_env(capsys, "-o", "")
-    assert code == 2 and out == "" and "-o needs a file name" in one_error_line(err)
+    assert code == 2 and out == "" and "-o needs a file name" in one_line(err)
     code, out, err = make_env(capsys, "-o", str(tmp_path))
-    assert code == 2 and "is a directory" in one_error_line(err)
+    assert code == 2 and "is a directory" in one_line(err)
 
 
 def test_two_flags_naming_one_file_are_a_usage_error(capsys, tmp_path, refused_url):
@@ -274,7 +267,7 @@ def test_two_flags_naming_one_file_are_a_usage_error(capsys, tmp_path, refused_u
         )
         out, err = capsys.readouterr()
         assert code == 2 and out == ""
-        assert "-o and --explicit both name" in one_error_line(err)
+        assert "-o and --explicit both name" in one_line(err)
         assert path.read_text() == "keep\n"
 
 
@@ -294,7 +287,7 @@ def test_errors_name_the_users_path_never_the_temp_file(capsys, tmp_path):
     (tmp_path / "file").write_text("")
     for path in (tmp_path / "missing" / "env.yml", tmp_path / "file" / "env.yml"):
         code, out, err = make_env(capsys, "-o", str(path))
-        line = one_error_line(err)
+        line = one_line(err)
         assert code == 1 and out == "" and line.startswith(f"solver make-env: error: cannot write {path}: ")
         assert ".tmp" not in line
 
@@ -348,9 +341,7 @@ def test_a_full_device(capsys, tmp_path):
     full = device_like(tmp_path, "full", 7)
     code, out, err = make_env(capsys, "-o", full)
     assert code == 1 and out == ""
-    assert one_error_line(err).startswith(
-        f"solver make-env: error: cannot write {full}: No space left on device"
-    )
+    assert one_line(err).startswith(f"solver make-env: error: cannot write {full}: No space left on device")
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
