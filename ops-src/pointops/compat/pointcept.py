@@ -223,10 +223,10 @@ def _nearest_until_outside(xyz, ptr, new_xyz, new_ptr, max_r2: float, nsample: i
         k = min(largest, 2 * k)
 
 
-def _first_slots(inside: Tensor, priority: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Columns of the True entries of each row, in column order (or by ascending `priority`),
-    packed to the front: (columns [m, K], count [m])."""
-    key = (~inside).to(torch.int8) if priority is None else torch.where(inside, priority, priority.max() + 1)
+def _first_slots(inside: Tensor, priority: Tensor) -> tuple[Tensor, Tensor]:
+    """Columns of the True entries of each row by ascending `priority`, packed to the front:
+    (columns [m, K], count [m])."""
+    key = torch.where(inside, priority, priority.max() + 1)
     cols = torch.sort(key, dim=1, stable=True).indices
     return cols, inside.sum(1)
 
