@@ -62,6 +62,21 @@ def timed(fn, reps=20, warmup=3):
     return sorted(times)[len(times) // 2]
 
 
+def grouping_steps(pointops, idx, feat, xyz, grad):
+    """The grouping rows' calls, forward and backward: (grouping, grouping2), each clearing
+    feat.grad first (also profiled by profile_kernels.py --packed)."""
+
+    def grouping():
+        feat.grad = None
+        pointops.grouping(idx, feat, xyz).backward(grad)
+
+    def grouping2():
+        feat.grad = None
+        pointops.grouping2(feat, idx).backward(grad)
+
+    return grouping, grouping2
+
+
 def measure(pointops, device, group_idx=None) -> tuple[dict, dict]:
     """Times of every row with the `pointops` module given, and the outputs to compare.
     group_idx: the neighbours the grouping rows gather (default: this library's kNN); the
@@ -82,14 +97,7 @@ def measure(pointops, device, group_idx=None) -> tuple[dict, dict]:
     g = torch.Generator(device=device).manual_seed(1)
     grad = torch.rand(idx16.shape[0], 16, 64, device=device, generator=g)
 
-    def grouping():
-        f.grad = None
-        pointops.grouping(idx16, f, xyz).backward(grad)
-
-    def grouping2():
-        f.grad = None
-        pointops.grouping2(f, idx16).backward(grad)
-
+    grouping, grouping2 = grouping_steps(pointops, idx16, f, xyz, grad)
     times["grouping_c64_k16_fwd_bwd"] = timed(grouping)
     times["grouping2_c64_k16_fwd_bwd"] = timed(grouping2)
     grouping2()

@@ -79,20 +79,14 @@ def _profile_packed(reps: int, plain: bool) -> None:
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_packed import scenes
+    from bench_packed import grouping_steps, scenes
 
     xyz, offset, new_offset, feat = scenes("cuda")
     idx16, _ = pointops.knn_query(16, xyz, offset)
-    f = feat.clone().requires_grad_()
     grad = torch.rand(idx16.shape[0], 16, 64, device="cuda")
-
-    def grouping_fwd_bwd():
-        f.grad = None
-        pointops.grouping(idx16, f, xyz).backward(grad)
-
-    def grouping2_fwd_bwd():
-        f.grad = None
-        pointops.grouping2(f, idx16).backward(grad)
+    grouping_fwd_bwd, grouping2_fwd_bwd = grouping_steps(
+        pointops, idx16, feat.clone().requires_grad_(), xyz, grad
+    )
 
     _profile("knn_query k16", lambda: pointops.knn_query(16, xyz, offset), reps, plain)
     _profile("ball_query r0.1 k32", lambda: pointops.ball_query(32, 0.1, 0.0, xyz, offset), reps, plain)
