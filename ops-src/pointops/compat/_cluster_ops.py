@@ -104,22 +104,7 @@ def knn(x: Tensor, y: Tensor, ptr_x: Tensor | None, ptr_y: Tensor | None, k: int
         return _empty_edges(x.device)
     px, py = _pair_ptrs(x, y, ptr_x, ptr_y)
     _, idx = knn_rows(x, y, px, py, k, cosine)
-    found = idx >= 0
-    rows = torch.arange(y.shape[0], device=y.device)[:, None].expand_as(idx)
-    return torch.stack([rows[found], idx[found]])
-
-
-def _padded(t: Tensor, ptr: Tensor) -> tuple[Tensor, Tensor]:
-    """Packed rows [P, 3] -> padded clouds [B, L, 3] and their lengths [B]."""
-    counts = ptr[1:] - ptr[:-1]
-    if counts.numel() == 1:
-        return t[None], counts
-    L = int(counts.max())
-    cloud = packed.batch_from_ptr(ptr, t.shape[0])
-    local = torch.arange(t.shape[0], device=t.device) - ptr[:-1][cloud]
-    out = t.new_zeros((counts.numel(), L, 3))
-    out[cloud, local] = t
-    return out, counts
+    return _edges_at(idx >= 0, idx)
 
 
 @torch.library.custom_op("pointops_compat::radius", mutates_args=())
@@ -146,23 +131,23 @@ def radius(
         r2 = torch.tensor(r * r, dtype=work, device=x.device)
         q, c = _bruteforce.radius(xs, px, ys, py, r2, max_num_neighbors, ignore_same_index)
         return torch.stack([q, c])
-    largest = int((px[1:] - px[:-1]).max())
-    if largest == 0:
-        return _empty_edges(x.device)
-    k = min(largest, max_num_neighbors + (1 if ignore_same_index else 0))
-    xp, lx = _padded(_as_3d(xs), px)
-    yp, ly = _padded(_as_3d(ys), py)
-    idx, count, _ = torch.ops.pointops.ball_query(xp, yp, float(r), k, lx, ly, False, False)
-    cloud = packed.batch_from_ptr(py, y.shape[0])
-    local = torch.arange(y.shape[0], device=y.device) - py[:-1][cloud]
-    idx, count = idx[cloud, local], count[cloud, local]  # [M, k], [M]
+    k = max_num_neighbors + (1 if ignore_same_index else 0)
+    if k > 64:  # a large cap: no wider than the largest cloud (one sync; the edge count needs one anyway)
+        k = min(k, max(int((px[1:] - px[:-1]).max()), 1))
+    # the packed ball query keeps each ball's first k rows in ascending order, torch_cluster's rule
+    idx, count = packed.ball_query(_as_3d(xs), px, _as_3d(ys), py, float(r), k, inclusive=False)
     hit = torch.arange(k, device=y.device)[None, :] < count[:, None]
-    col = idx + px[:-1][cloud][:, None]
-    rows = torch.arange(y.shape[0], device=y.device)[:, None].expand_as(col)
     if ignore_same_index:
-        hit &= col != rows
-    hit &= hit.cumsum(1) <= max_num_neighbors
-    return torch.stack([rows[hit], col[hit]])
+        hit &= idx != torch.arange(y.shape[0], device=y.device)[:, None]
+        hit &= hit.cumsum(1) <= max_num_neighbors
+    return _edges_at(hit, idx)
+
+
+def _edges_at(hit: Tensor, idx: Tensor) -> Tensor:
+    """Edges [2, E] (query row, idx value) at the True entries of hit [M, k], row-major: one
+    nonzero (one sync) for both rows."""
+    flat = hit.reshape(-1).nonzero().squeeze(1)
+    return torch.stack([flat // hit.shape[1], idx.reshape(-1)[flat]])
 
 
 @torch.library.custom_op("pointops_compat::fps", mutates_args=())
