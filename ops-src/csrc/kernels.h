@@ -159,19 +159,26 @@ Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* f
 // nothing), weight [Q,T] or null -> out [Q,C], out[q,c] = sum_t w[q,t] * feat[idx[q,t],c] in
 // ascending t. The feature gradient grad_feat [P,C] sums each row's entries in ascending (q,t)
 // order (deterministic); the weight gradient grad_w [Q,T] sums over c in ascending order.
+// On CUDA idx may be int32 (Pointcept's indices, read without a conversion copy), and the forward
+// checks its indices itself: an index outside -1..P-1 is recorded (InKernelChecks) and its output
+// row is NaN; every output is NaN while a problem is recorded and not yet raised.
+struct RowIndex {
+  const void* data;
+  bool int32;  // int32 values, else int64
+};
 Status gather_rows_cpu(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
                        int64_t C, int64_t Q, int64_t T, void* out);
-Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
-                        int64_t C, int64_t Q, int64_t T, void* out, void* stream);
+Status gather_rows_cuda(Dtype dt, const void* feat, RowIndex idx, const void* weight, int64_t P, int64_t C,
+                        int64_t Q, int64_t T, void* out, const InKernelChecks* checks, void* stream);
 Status gather_rows_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
                                      int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_feat);
 CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T);
-Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
-                                      const int64_t* idx, const void* weight, int64_t P, int64_t C, int64_t Q,
-                                      int64_t T, void* grad_feat, void* workspace, void* stream);
+Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, RowIndex idx,
+                                      const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
+                                      void* grad_feat, void* workspace, void* stream);
 Status gather_rows_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight);
-Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, RowIndex idx,
                                         int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
                                         void* stream);
 

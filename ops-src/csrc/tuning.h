@@ -35,6 +35,9 @@ enum class Knob : int32_t {
   // CPU kNN / ball query: 0 = brute force, 1 = kd-tree for every cloud
   // (POINTOPS_CPU_NEIGHBORS_PATH=brute|kdtree|auto).
   CpuNeighborsPath,
+  // CUDA packed gather backward: 1 = rows by counting sort (else the radix sort below 2^31
+  // entries).
+  GatherRowsCounted,
   Count,
 };
 

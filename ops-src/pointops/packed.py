@@ -218,11 +218,21 @@ def _rows(feat, name: str = "feat") -> Tensor:
     return feat
 
 
+def _row_index(idx, feat: Tensor) -> Tensor:
+    """An int32 or int64 index into feat's rows, kept in its dtype: the kernels read int32 as it
+    is (Pointcept's indices need no conversion copy)."""
+    idx = ops._tensor(idx, "idx")
+    if idx.dtype not in ops._INDEX_DTYPES:
+        raise TypeError(f"pointops: idx has dtype {idx.dtype}; use int32 or int64")
+    ops._same_device(feat, "feat", idx, "idx")
+    return idx
+
+
 def gather(feat: Tensor, idx: Tensor) -> Tensor:
-    """Rows of feat [P, C] at idx (any shape, global rows, -1 gives zeros): [*idx.shape, C].
-    Differentiable w.r.t. feat (deterministic sums)."""
+    """Rows of feat [P, C] at idx (int32 or int64, any shape, global rows, -1 gives zeros):
+    [*idx.shape, C]. Differentiable w.r.t. feat (deterministic sums)."""
     feat = _rows(feat)
-    idx = ops._index(idx, "idx", feat, "feat")
+    idx = _row_index(idx, feat)
     out = _call(_ops.gather_rows.default, (feat, idx.reshape(-1, 1), None), (feat,), _reg.GatherRowsFunction)
     return out.view(*idx.shape, feat.shape[1])
 
@@ -231,7 +241,7 @@ def interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """sum_t weight[q, t] * feat[idx[q, t]]: [Q, C] (idx -1 contributes 0). Differentiable w.r.t.
     feat and weight."""
     feat = _rows(feat)
-    idx = ops._index(idx, "idx", feat, "feat")
+    idx = _row_index(idx, feat)
     weight = ops._float_tensor(weight, "weight")
     ops._same_device(feat, "feat", weight, "weight")
     if idx.dim() != 2 or weight.shape != idx.shape:

@@ -425,9 +425,10 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
 }
 
 // Packed rows (channels-last): feat [P,C], idx [Q,T], grad_out [Q,C]. shift moves the device
-// feat and grad_out by that many elements, so a row's chunks lose their 16-byte alignment.
-static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T, bool weighted,
-                              int shift) {
+// feat and grad_out by that many elements, so a row's chunks lose their 16-byte alignment;
+// idx32 hands the kernels the indices as int32.
+static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T, bool weighted, int shift,
+                              bool idx32 = false) {
   const auto feat = representable(uniform_points(P * C, false), dt);
   const auto idx = random_indices(Q * T, P, 0.1);
   std::vector<double> w = weighted ? representable(uniform_points(Q * T, false), dt) : std::vector<double>();
@@ -440,21 +441,29 @@ static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t
     return upload(bytes);
   };
   auto d_feat = shifted(feat), d_g = shifted(grad), d_w = upload(encode(w, dt));
-  auto d_idx = upload_i64(idx);
+  std::vector<unsigned char> idx_bytes;
+  if (idx32) {
+    std::vector<int32_t> narrow(idx.begin(), idx.end());
+    idx_bytes.resize(narrow.size() * 4);
+    if (!narrow.empty()) std::memcpy(idx_bytes.data(), narrow.data(), idx_bytes.size());
+  } else {
+    idx_bytes.resize(idx.size() * 8);
+    if (!idx.empty()) std::memcpy(idx_bytes.data(), idx.data(), idx_bytes.size());
+  }
+  auto d_idx = upload(idx_bytes);
+  const RowIndex rix{d_idx.ptr, idx32};
   const CudaPlan plan = gather_rows_backward_feat_cuda_plan(dt, P, C, Q, T);
   DeviceBuffer d_out(Q * C * es), d_gf(P * C * es), d_gw(Q * T * es), ws(plan.workspace_bytes);
   poison(d_out), poison(d_gf), poison(d_gw);
   const void* feat_p = d_feat.as<unsigned char>() + pad;
   const void* grad_p = d_g.as<unsigned char>() + pad;
   const void* wp = weighted ? d_w.ptr : nullptr;
-  check_status(gather_rows_cuda(dt, feat_p, d_idx.as<int64_t>(), wp, P, C, Q, T, d_out.ptr, nullptr),
-               "gather_rows");
-  check_status(gather_rows_backward_feat_cuda(plan, dt, grad_p, d_idx.as<int64_t>(), wp, P, C, Q, T, d_gf.ptr,
-                                              ws.ptr, nullptr),
-               "gather_rows_backward_feat");
+  check_status(gather_rows_cuda(dt, feat_p, rix, wp, P, C, Q, T, d_out.ptr, nullptr, nullptr), "gather_rows");
+  check_status(
+      gather_rows_backward_feat_cuda(plan, dt, grad_p, rix, wp, P, C, Q, T, d_gf.ptr, ws.ptr, nullptr),
+      "gather_rows_backward_feat");
   if (weighted)
-    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, d_idx.as<int64_t>(), P, C, Q, T,
-                                                  d_gw.ptr, nullptr),
+    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, rix, P, C, Q, T, d_gw.ptr, nullptr),
                  "gather_rows_backward_weight");
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
@@ -476,8 +485,10 @@ static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t
     e3 = dist_error(download(d_gw, Q * T, dt), ref_gw, dt);
   }
   char name[200];
-  std::snprintf(name, sizeof name, "gather_rows fwd/bwd_feat/bwd_w %s P%lld C%lld Q%lld T%lld w=%d shift=%d",
-                dt_name(dt), (long long)P, (long long)C, (long long)Q, (long long)T, weighted, shift);
+  std::snprintf(name, sizeof name,
+                "gather_rows fwd/bwd_feat/bwd_w %s P%lld C%lld Q%lld T%lld w=%d shift=%d idx%s%s",
+                dt_name(dt), (long long)P, (long long)C, (long long)Q, (long long)T, weighted, shift,
+                idx32 ? "32" : "64", tuning_or(Knob::GatherRowsCounted, 0) == 1 ? " counted" : "");
   const double err = std::max(e1, std::max(e2, e3));
   report(name, 0, err, err == 0);
   if (err != 0) std::printf("     forward %.3g backward_feat %.3g backward_weight %.3g\n", e1, e2, e3);
@@ -515,6 +526,10 @@ static void run_tiny() {
   check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
   check_gather_rows(Dtype::Float16, 300, 6, 200, 1, false, 1);   // 2-byte aligned: one element a thread
   check_gather_rows(Dtype::Float32, 300, 8, 100, 3, true, 0);    // weighted
+  check_gather_rows(Dtype::Float32, 300, 64, 200, 16, false, 0, true);  // int32 indices
+  knob("POINTOPS_GATHER_ROWS_COUNTED", "1");                            // rows by counting sort
+  check_gather_rows(Dtype::Float32, 300, 64, 200, 16, false, 0);
+  knob("POINTOPS_GATHER_ROWS_COUNTED", nullptr);
 }
 
 static void run_checks(bool small) {
@@ -589,8 +604,14 @@ static void run_checks(bool small) {
       check_gather_rows(dt, 2000, C, 3000, 1, false, 0);
       check_gather_rows(dt, 2000, C, 3000, 1, false, 1);
     }
-    check_gather_rows(dt, 5000, 64, 20000, 16, false, 0);  // Pointcept's grouping, many entries per row
-    check_gather_rows(dt, 500, 16, 4000, 3, true, 0);      // interpolation
+    check_gather_rows(dt, 5000, 64, 20000, 16, false, 0);        // Pointcept's grouping, many entries per row
+    check_gather_rows(dt, 5000, 64, 20000, 16, false, 0, true);  // the same with int32 indices
+    check_gather_rows(dt, 70000, 8, 3000, 4, false, 0);          // sparse rows: long gaps between used ones
+    knob("POINTOPS_GATHER_ROWS_COUNTED", "1");
+    check_gather_rows(dt, 5000, 64, 20000, 16, false, 0, true);
+    check_gather_rows(dt, 500, 16, 4000, 3, true, 0);
+    knob("POINTOPS_GATHER_ROWS_COUNTED", nullptr);
+    check_gather_rows(dt, 500, 16, 4000, 3, true, 0);  // interpolation
     check_gather_rows(dt, 500, 16, 4000, 3, true, 2);
   }
   // 16-bit channel pairs (T = 3): rows not a multiple of 8 (unvectorized staging), one channel

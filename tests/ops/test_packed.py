@@ -140,6 +140,48 @@ def test_gather_rows_every_row_width_and_alignment(device, channels):
             assert torch.equal(feat_grad.cpu(), runs[0][1].cpu()), dtype
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(300, 64, 200, 16), (70000, 8, 3000, 4), (40, 3, 500, 3)])
+def test_int32_indices_give_the_int64_bits(device, dtype, shape):
+    # int32 (Pointcept's) indices are read as they are, without a conversion copy; the results,
+    # gradients included, are the int64 ones bit for bit (shape 2: few used rows among many)
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("float16 runs on CUDA only")
+    P, C, Q, T = shape
+    g = torch.Generator().manual_seed(P)
+    feat = torch.rand(P, C, generator=g).to(device, dtype)
+    idx = torch.randint(-1, P, (Q, T), generator=g).to(device)
+    grad = torch.rand(Q, T, C, generator=g).to(device, dtype)
+    weight = torch.rand(Q, T, generator=g).to(device, dtype)
+    runs = []
+    for index in (idx, idx.int()):
+        f = feat.clone().requires_grad_(True)
+        w = weight.clone().requires_grad_(True)
+        rows = packed.gather(f, index)
+        (rows * grad).sum().backward()
+        mixed = packed.interpolate(f, index, w)
+        grad_f, grad_w = torch.autograd.grad(mixed, (f, w), grad[:, 0])
+        runs.append((rows, f.grad, mixed, grad_f, grad_w))
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_both_row_buildings_give_the_same_gradient_bits(device):
+    # the radix-sort rows (default below 2^31 entries) and the counting-sort rows (beyond, or
+    # forced by the knob) sum each row in the same ascending entry order
+    if device == "cpu":
+        pytest.skip("the two row buildings are CUDA paths")
+    g = torch.Generator().manual_seed(9)
+    feat = torch.rand(5000, 64, generator=g).to(device).requires_grad_(True)
+    idx = torch.randint(-1, 5000, (20000, 16), generator=g).to(device)
+    grad = torch.randn(20000, 16, 64, generator=g).to(device)
+    grads = []
+    for counted in (None, 1):
+        with pointops._tuning.override(GATHER_ROWS_COUNTED=counted):
+            grads.append(torch.autograd.grad(packed.gather(feat, idx), feat, grad)[0])
+    assert torch.equal(grads[0], grads[1])
+
+
 def test_feature_gradient_is_deterministic_and_exact(device):
     feat = torch.zeros(4, 2, dtype=torch.float32, device=device, requires_grad=True)
     idx = torch.tensor([[1], [1], [3], [1]], device=device)
@@ -201,6 +243,7 @@ def test_opcheck_of_the_packed_ops():
         (ops.ball_query_packed, (xyz, ptr, query, query_ptr, 0.3, 4, True, True)),
         (ops.furthest_point_sample_packed, (xyz, ptr, ptr, xyz.shape[0], 0)),
         (ops.gather_rows, (feat, idx, weight)),
+        (ops.gather_rows, (feat, idx.int(), None)),
     ]:
         torch.library.opcheck(
             op, args, test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")

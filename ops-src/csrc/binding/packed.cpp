@@ -203,11 +203,29 @@ void check_rows_and_index(const Tensor& rows, const char* rows_name, const Tenso
   STD_TORCH_CHECK(rows.dim() == 2, "pointops: ", rows_name, " must have shape [P, C], got a tensor with ",
                   rows.dim(), " dimensions");
   float_dtype(rows, rows_name);
-  check_index(idx, "idx");
+  STD_TORCH_CHECK(idx.scalar_type() == ScalarType::Long || idx.scalar_type() == ScalarType::Int,
+                  "pointops: idx must be an int32 or int64 tensor");
   check_same_device(rows, rows_name, idx, "idx");
   STD_TORCH_CHECK(idx.dim() == 2, "pointops: idx must have shape [Q, T], got a tensor with ", idx.dim(),
                   " dimensions");
 }
+
+// A row index ready for the kernels: contiguous; int64 on CPU (int32 converted there, where the
+// copy is cheap next to the work), int64 or int32 as given on CUDA.
+Tensor prepare_row_index(const Tensor& idx) {
+  if (idx.is_cpu() && idx.scalar_type() == ScalarType::Int) {
+    Tensor wide = empty_like_shape(idx, {idx.size(0), idx.size(1)}, ScalarType::Long);
+    torch::stable::copy_(wide, idx);
+    return wide;
+  }
+  return as_contiguous(idx);
+}
+
+#ifdef POINTOPS_WITH_CUDA
+RowIndex row_index(const Tensor& idx) {
+  return RowIndex{idx.const_data_ptr(), idx.scalar_type() == ScalarType::Int};
+}
+#endif
 
 std::optional<Tensor> prepare_row_weight(const std::optional<Tensor>& weight, const Tensor& idx,
                                          const Tensor& like, const char* like_name) {
@@ -224,7 +242,7 @@ std::optional<Tensor> prepare_row_weight(const std::optional<Tensor>& weight, co
 Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   check_rows_and_index(feat, "feat", idx);
   feat = as_contiguous(feat);
-  idx = as_contiguous(idx);
+  idx = prepare_row_index(idx);
   const int64_t P = feat.size(0), C = feat.size(1), Q = idx.size(0), T = idx.size(1);
   check_indices_cpu(idx, "idx", P);
   auto w = prepare_row_weight(weight, idx, feat, "feat");
@@ -235,22 +253,20 @@ Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
     return out;
   }
   const Dtype dt = float_dtype(feat, "feat");
-  const int64_t* idx_p = rows_of(idx);
   if (feat.is_cpu()) {
-    raise_on_error(gather_rows_cpu(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), P, C, Q, T,
+    raise_on_error(gather_rows_cpu(dt, feat.const_data_ptr(), rows_of(idx), optional_ptr(w), P, C, Q, T,
                                    out.mutable_data_ptr()),
                    "gather_rows");
     return out;
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
-  AsyncValueChecks checks(CheckedOp::GatherRows, feat, cuda.stream);
-  checks.range(idx, CheckedArg::Idx, -1, P - 1);
-  checks.run();
-  raise_on_error(gather_rows_cuda(dt, feat.const_data_ptr(), idx_p, optional_ptr(w), P, C, Q, T,
-                                  out.mutable_data_ptr(), cuda.stream),
-                 "gather_rows");
-  checks.poison({&out});
+  // The kernels check their indices themselves (no check or poison kernels on this hot path).
+  const InKernelChecks checks = in_kernel_checks(CheckedOp::GatherRows, CheckedArg::Idx, feat, cuda.stream);
+  raise_on_error(
+      gather_rows_cuda(dt, feat.const_data_ptr(), row_index(idx), optional_ptr(w), P, C, Q, T,
+                       out.mutable_data_ptr(), checks.device_code ? &checks : nullptr, cuda.stream),
+      "gather_rows");
 #endif
   return out;
 }
@@ -261,7 +277,7 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   STD_TORCH_CHECK(grad_out.size(0) == idx.size(0),
                   "pointops: grad_out must have shape [Q, C] with Q = ", idx.size(0));
   grad_out = as_contiguous(grad_out);
-  idx = as_contiguous(idx);
+  idx = prepare_row_index(idx);
   const int64_t C = grad_out.size(1), Q = idx.size(0), T = idx.size(1);
   check_indices_cpu(idx, "idx", rows);
   auto w = prepare_row_weight(weight, idx, grad_out, "grad_out");
@@ -283,10 +299,10 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   raise_recorded_problem(grad_out.get_device_index(), cuda.stream, "gather_rows_backward_feat");
   const CudaPlan plan = gather_rows_backward_feat_cuda_plan(dt, rows, C, Q, T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
-  raise_on_error(
-      gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), rows_of(idx), optional_ptr(w), rows,
-                                     C, Q, T, grad_feat.mutable_data_ptr(), workspace_ptr(ws), cuda.stream),
-      "gather_rows_backward_feat");
+  raise_on_error(gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), row_index(idx),
+                                                optional_ptr(w), rows, C, Q, T, grad_feat.mutable_data_ptr(),
+                                                workspace_ptr(ws), cuda.stream),
+                 "gather_rows_backward_feat");
 #endif
   return grad_feat;
 }
@@ -299,7 +315,7 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
                   "pointops: grad_out must have shape [Q, C] matching idx and feat");
   feat = as_contiguous(feat);
   grad_out = as_contiguous(grad_out);
-  idx = as_contiguous(idx);
+  idx = prepare_row_index(idx);
   const int64_t P = feat.size(0), C = feat.size(1), Q = idx.size(0), T = idx.size(1);
   check_indices_cpu(idx, "idx", P);
   Tensor grad_w = empty_like_shape(feat, {Q, T}, feat.scalar_type());
@@ -319,8 +335,8 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   CudaContext cuda(feat);
   raise_recorded_problem(feat.get_device_index(), cuda.stream, "gather_rows_backward_weight");
   raise_on_error(
-      gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), rows_of(idx), P,
-                                       C, Q, T, grad_w.mutable_data_ptr(), cuda.stream),
+      gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), row_index(idx),
+                                       P, C, Q, T, grad_w.mutable_data_ptr(), cuda.stream),
       "gather_rows_backward_weight");
 #endif
   return grad_w;

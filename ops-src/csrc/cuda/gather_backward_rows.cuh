@@ -16,8 +16,9 @@ inline bool fits_u32(int64_t B, int64_t N, int64_t P, int64_t T) {
   return B * N + 1 <= limit && B * P * T <= limit;
 }
 
-template <class I>
-__global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
+// Ix: the index type (int64_t, or int32_t for the packed gather's int32 indices).
+template <class I, class Ix>
+__global__ void count_kernel(const Ix* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
                              I* __restrict__ counts) {
   const int64_t total = B * entries_per_batch;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
@@ -30,8 +31,8 @@ __global__ void count_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t
 // Places each entry in its target's row, counting the row's size in `cursor` back down to zero
 // (so the counts need no second memset); the first to claim a row takes its first slot, which
 // keeps rows nearly ascending for sort_rows_kernel (it fixes the order exactly).
-template <class I>
-__global__ void fill_kernel(const int64_t* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
+template <class I, class Ix>
+__global__ void fill_kernel(const Ix* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
                             const I* __restrict__ row_start, I* __restrict__ cursor,
                             I* __restrict__ entries) {
   const int64_t total = B * entries_per_batch;

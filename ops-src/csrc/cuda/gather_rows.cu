@@ -4,10 +4,15 @@
 // A plain gather copies each row in 16-, 8- or 4-byte chunks where its size and the pointers
 // allow, and the feature gradient sums 16 bytes of channels per thread: a thread per element
 // left the kernels bound by their index arithmetic (H200, packed C=64 K=16, 10.5M rows: 2.9 ms
-// forward, 1.7 ms backward sums). Loop indices are 32-bit where the sizes allow.
-// The feature gradient groups the entries by target row with the row building of the padded
-// backward (gather_backward_rows.cuh: one cloud of P targets) and sums each row in ascending
-// entry order, a thread per (target, channel): deterministic, no float atomics.
+// forward, 1.7 ms backward sums). Loop indices are 32-bit where the sizes allow. idx is int64 or
+// int32 (Pointcept's), read as given. The forward checks its indices itself (kernels.h).
+// The feature gradient groups the entries by target row, in ascending entry order: a stable
+// radix sort of (target, entry) pairs over the target's bits (count + atomic fill + per-row
+// sort took 0.6 ms of the 10.5M-entry backward, H200), or, beyond 2^31 entries, the counting
+// sort of the padded backward (gather_backward_rows.cuh). Each thread then sums 16 bytes of
+// channels of one target row: deterministic, no float atomics.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "common.cuh"
 #include "gather_backward_rows.cuh"
 
@@ -18,30 +23,57 @@ using namespace cuda_detail;
 
 constexpr int kThreads = 256;
 
-template <class T>
+// Calls f(I{}) with I the index type of idx (int32_t or int64_t).
+template <class F>
+Status dispatch_index(RowIndex idx, F&& f) {
+  return idx.int32 ? f(int32_t{}) : f(int64_t{});
+}
+
+template <class I>
+const I* index_data(RowIndex idx) {
+  return static_cast<const I*>(idx.data);
+}
+
+// Weighted (or 2-byte plain) gather, an element per thread. An index outside -1..P-1 is recorded
+// and makes its output NaN; while a problem is recorded every output is NaN.
+template <class T, class Ix>
 __global__ void __launch_bounds__(kThreads)
-    gather_rows_kernel(const T* __restrict__ feat, const int64_t* __restrict__ idx,
-                       const T* __restrict__ weight, int64_t P, int64_t C, int64_t Q, int64_t T_,
-                       T* __restrict__ out) {
+    gather_rows_kernel(const T* __restrict__ feat, const Ix* __restrict__ idx, const T* __restrict__ weight,
+                       int64_t P, int64_t C, int64_t Q, int64_t T_, T* __restrict__ out,
+                       KernelChecks checks) {
   using A = acc_t<T>;
+  const bool poisoned = checks.recorded();
   const int64_t total = Q * C;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t q = o / C, c = o - q * C;
-    const int64_t* ix = idx + q * T_;
-    if (weight == nullptr && T_ == 1) {  // plain gather: copy the value itself
+    const Ix* ix = idx + q * T_;
+    if (weight == nullptr && T_ == 1) {  // plain gather: copy the value itself (its bits)
       const int64_t j = ix[0];
-      out[o] = j >= 0 && j < P ? feat[j * C + c] : from_acc<T>(A(0));
+      T value = j >= 0 && j < P ? feat[j * C + c] : from_acc<T>(A(0));
+      if (!(j >= -1 && j < P) && checks.device_code != nullptr) {
+        checks.report();
+        value = from_acc<T>(quiet_nan<A>());
+      }
+      out[o] = poisoned ? from_acc<T>(quiet_nan<A>()) : value;
       continue;
     }
     A acc = A(0);
+    bool bad = false;
     for (int64_t t = 0; t < T_; ++t) {
       const int64_t j = ix[t];
-      if (j < 0 || j >= P) continue;
+      if (j < 0 || j >= P) {
+        bad |= j != -1;
+        continue;
+      }
       const A v = to_acc(feat[j * C + c]);
       acc = add_rn(acc, weight == nullptr ? v : mul_rn(to_acc(weight[q * T_ + t]), v));
     }
-    out[o] = from_acc<T>(acc);
+    if (bad && checks.device_code != nullptr) {
+      checks.report();
+      acc = quiet_nan<A>();
+    }
+    out[o] = from_acc<T>(poisoned ? quiet_nan<A>() : acc);
   }
 }
 
@@ -62,50 +94,77 @@ struct ChunkOf<4> {
   using type = unsigned int;
 };
 
-// out[q, :] = feat[idx[q], :] (zeros for an index outside 0..P-1), CV chunks per row; Idx is the
-// loop index type (uint32_t when Q * CV and the grid stride fit in 32 bits).
-template <int Bytes, class Idx>
+// A chunk of T's quiet NaNs (Bytes >= sizeof(T)).
+template <class T, int Bytes>
+__device__ __forceinline__ typename ChunkOf<Bytes>::type nan_chunk() {
+  union {
+    typename ChunkOf<Bytes>::type chunk;
+    T lanes[Bytes / sizeof(T)];
+  } u;
+#pragma unroll
+  for (int i = 0; i < Bytes / static_cast<int>(sizeof(T)); ++i)
+    u.lanes[i] = from_acc<T>(quiet_nan<acc_t<T>>());
+  return u.chunk;
+}
+
+// out[q, :] = feat[idx[q], :] (zeros for -1), CV chunks per row; Idx is the loop index type
+// (uint32_t when Q * CV and the grid stride fit in 32 bits). Checked like gather_rows_kernel.
+template <class T, int Bytes, class Idx, class Ix>
 __global__ void __launch_bounds__(kThreads)
-    gather_rows_copy_kernel(const void* __restrict__ feat, const int64_t* __restrict__ idx, int64_t P, Idx CV,
-                            Idx total, void* __restrict__ out) {
+    gather_rows_copy_kernel(const void* __restrict__ feat, const Ix* __restrict__ idx, int64_t P, Idx CV,
+                            Idx total, void* __restrict__ out, KernelChecks checks) {
   using Chunk = typename ChunkOf<Bytes>::type;
   const Chunk* src = static_cast<const Chunk*>(feat);
   Chunk* dst = static_cast<Chunk*>(out);
+  const bool poisoned = checks.recorded();
   for (Idx o = blockIdx.x * static_cast<Idx>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<Idx>(gridDim.x) * blockDim.x) {
     const Idx q = o / CV, v = o - q * CV;
     const int64_t j = idx[q];
     Chunk c{};
-    if (j >= 0 && j < P) c = src[j * static_cast<int64_t>(CV) + v];
-    dst[o] = c;
+    if (j >= 0 && j < P) {
+      c = src[j * static_cast<int64_t>(CV) + v];
+    } else if (j != -1 && checks.device_code != nullptr) {
+      checks.report();
+      c = nan_chunk<T, Bytes>();
+    }
+    dst[o] = poisoned ? nan_chunk<T, Bytes>() : c;
   }
 }
 
 // Loop indices of `total` items fit 32 bits (with the grid stride) below this.
 constexpr int64_t kIndex32Limit = int64_t{1} << 31;
 
-// The widest chunk (16, 8, 4 bytes) that divides a row of row_bytes and aligns both pointers; 0
-// when none does.
-inline int row_chunk_bytes(int64_t row_bytes, const void* a, const void* b) {
+// The widest chunk (16, 8, 4 bytes, and at least one element) that divides a row of row_bytes
+// and aligns both pointers; 0 when none does.
+inline int row_chunk_bytes(int64_t row_bytes, int64_t elem_bytes, const void* a, const void* b) {
   const uintptr_t addresses = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b);
   for (int bytes : {16, 8, 4}) {
-    if (row_bytes % bytes == 0 && addresses % bytes == 0) return bytes;
+    if (bytes >= elem_bytes && row_bytes % bytes == 0 && addresses % bytes == 0) return bytes;
   }
   return 0;
 }
 
-template <int Bytes>
-Status launch_row_copy(const void* feat, const int64_t* idx, int64_t P, int64_t row_bytes, int64_t Q,
-                       void* out, cudaStream_t s) {
-  const int64_t CV = row_bytes / Bytes, total = Q * CV;
-  if (total < kIndex32Limit) {
-    gather_rows_copy_kernel<Bytes, uint32_t><<<grid_for(total, kThreads), kThreads, 0, s>>>(
-        feat, idx, P, static_cast<uint32_t>(CV), static_cast<uint32_t>(total), out);
-  } else {
-    gather_rows_copy_kernel<Bytes, int64_t>
-        <<<grid_for(total, kThreads), kThreads, 0, s>>>(feat, idx, P, CV, total, out);
-  }
+// Launches kernel<Idx> over `total` items with Idx = uint32_t when the loop fits 32 bits, else
+// int64_t; launch(kernel_tag, total_as_Idx) does the <<<>>> call.
+template <class Launch>
+Status launch_indexed(int64_t total, Launch&& launch) {
+  if (total < kIndex32Limit)
+    launch(uint32_t{});
+  else
+    launch(int64_t{});
   return launch_status();
+}
+
+template <class T, int Bytes, class Ix>
+Status launch_row_copy(const void* feat, const Ix* idx, int64_t P, int64_t row_bytes, int64_t Q, void* out,
+                       KernelChecks checks, cudaStream_t s) {
+  const int64_t CV = row_bytes / Bytes, total = Q * CV;
+  return launch_indexed(total, [&](auto tag) {
+    using Idx = decltype(tag);
+    gather_rows_copy_kernel<T, Bytes, Idx, Ix><<<grid_for(total, kThreads), kThreads, 0, s>>>(
+        feat, idx, P, static_cast<Idx>(CV), static_cast<Idx>(total), out, checks);
+  });
 }
 
 // Feature gradient, V channels per thread (16 bytes of T, or 1): grad_feat[r, c..c+V) sums
@@ -148,10 +207,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grad_w[q, t] = sum_c grad_out[q, c] * feat[idx[q, t], c], c ascending; a thread per entry.
-template <class T>
+template <class T, class Ix>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_weight_kernel(const T* __restrict__ grad_out, const T* __restrict__ feat,
-                              const int64_t* __restrict__ idx, int64_t P, int64_t C, int64_t Q, int64_t T_,
+                              const Ix* __restrict__ idx, int64_t P, int64_t C, int64_t Q, int64_t T_,
                               T* __restrict__ grad_w) {
   using A = acc_t<T>;
   const int64_t total = Q * T_;
@@ -167,25 +226,121 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class T, int V, class I>
-Status launch_backward_sums(const T* grad_out, const T* weight, const RowArrays<I>& rows, int64_t P,
-                            int64_t C, int64_t T_, T* grad_feat, cudaStream_t s) {
-  const int64_t CV = C / V, total = P * CV;
-  if (total < kIndex32Limit) {
-    gather_rows_backward_vec_kernel<T, V, uint32_t, I><<<grid_for(total, kThreads), kThreads, 0, s>>>(
-        grad_out, weight, rows.row_start, rows.entries, static_cast<uint32_t>(CV),
-        static_cast<uint32_t>(total), static_cast<I>(T_), grad_feat);
-  } else {
-    gather_rows_backward_vec_kernel<T, V, int64_t, I><<<grid_for(total, kThreads), kThreads, 0, s>>>(
-        grad_out, weight, rows.row_start, rows.entries, CV, total, static_cast<I>(T_), grad_feat);
-  }
-  return launch_status();
+template <class T, class I>
+Status launch_backward_sums(const T* grad_out, const T* weight, const I* row_start, const I* entries,
+                            int64_t P, int64_t C, int64_t T_, T* grad_feat, cudaStream_t s) {
+  auto launch = [&](auto lanes) {
+    constexpr int V = decltype(lanes)::value;
+    const int64_t CV = C / V, total = P * CV;
+    return launch_indexed(total, [&](auto tag) {
+      using Idx = decltype(tag);
+      gather_rows_backward_vec_kernel<T, V, Idx, I><<<grid_for(total, kThreads), kThreads, 0, s>>>(
+          grad_out, weight, row_start, entries, static_cast<Idx>(CV), static_cast<Idx>(total),
+          static_cast<I>(T_), grad_feat);
+    });
+  };
+  constexpr int V = 16 / sizeof(T);
+  if (C % V == 0 && row_chunk_bytes(C * static_cast<int64_t>(sizeof(T)), 16, grad_out, grad_feat) == 16)
+    return launch(std::integral_constant<int, V>{});
+  return launch(std::integral_constant<int, 1>{});
 }
 
-template <class T, class I>
-Status backward_rows(const CudaPlan& plan, const T* grad_out, const int64_t* idx, const T* weight, int64_t P,
-                     int64_t C, int64_t Q, int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
-  (void)plan;
+// ---- rows by radix sort (entries < 2^31) ----
+
+// keys[e] = idx[e] where it addresses a row, else P (sorted after every row); vals[e] = e.
+template <class Ix>
+__global__ void __launch_bounds__(kThreads)
+    sort_input_kernel(const Ix* __restrict__ idx, uint32_t P, uint32_t entries, uint32_t* __restrict__ keys,
+                      uint32_t* __restrict__ vals) {
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < entries; e += gridDim.x * blockDim.x) {
+    const int64_t j = idx[e];
+    keys[e] = j >= 0 && j < P ? static_cast<uint32_t>(j) : P;
+    vals[e] = e;
+  }
+}
+
+// row_start[r] = the first sorted position whose key is >= r, r = 0..P: a binary search per row
+// (no serial walk over long gaps between used rows).
+__global__ void __launch_bounds__(kThreads)
+    row_start_kernel(const uint32_t* __restrict__ sorted_keys, uint32_t entries, uint32_t P,
+                     uint32_t* __restrict__ row_start) {
+  for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r <= P; r += gridDim.x * blockDim.x) {
+    uint32_t lo = 0, hi = entries;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (sorted_keys[mid] < r)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    row_start[r] = lo;
+  }
+}
+
+// The radix-sort workspace: row_start [P+1], keys and values twice (cub's double buffer), cub's
+// temporary storage.
+struct SortedRows {
+  uint32_t* row_start;
+  cub::DoubleBuffer<uint32_t> keys, vals;
+  void* temp;
+  size_t temp_bytes;
+  size_t total_bytes;
+  int end_bit;
+};
+
+inline int key_bits(int64_t P) {  // bits that hold every key 0..P
+  int bits = 1;
+  while ((int64_t{1} << bits) <= P) ++bits;
+  return bits;
+}
+
+inline Status carve_sorted_rows(void* workspace, int64_t P, int64_t entries, SortedRows* out) {
+  WorkspaceCarver carve(workspace);
+  out->row_start = carve.take<uint32_t>(P + 1);
+  uint32_t* k0 = carve.take<uint32_t>(entries);
+  uint32_t* k1 = carve.take<uint32_t>(entries);
+  uint32_t* v0 = carve.take<uint32_t>(entries);
+  uint32_t* v1 = carve.take<uint32_t>(entries);
+  out->keys = cub::DoubleBuffer<uint32_t>(k0, k1);
+  out->vals = cub::DoubleBuffer<uint32_t>(v0, v1);
+  out->end_bit = key_bits(P);
+  size_t bytes = 0;
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(nullptr, bytes, out->keys, out->vals,
+                                                    static_cast<int>(entries), 0, out->end_bit);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  out->temp_bytes = bytes;
+  out->temp = carve.take<char>(bytes);
+  out->total_bytes = carve.used();
+  return nullptr;
+}
+
+template <class T, class Ix>
+Status backward_sorted(const T* grad_out, const Ix* idx, const T* weight, int64_t P, int64_t C, int64_t Q,
+                       int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
+  const int64_t entries = Q * T_;
+  SortedRows rows;
+  if (Status st = carve_sorted_rows(workspace, P, entries, &rows)) return st;
+  const uint32_t E = static_cast<uint32_t>(entries), P32 = static_cast<uint32_t>(P);
+  if (E > 0) {
+    sort_input_kernel<Ix><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, P32, E, rows.keys.Current(),
+                                                                           rows.vals.Current());
+    size_t bytes = rows.temp_bytes;
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(rows.temp, bytes, rows.keys, rows.vals,
+                                                      static_cast<int>(entries), 0, rows.end_bit, s);
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+  }
+  row_start_kernel<<<grid_for(P + 1, kThreads), kThreads, 0, s>>>(rows.keys.Current(), E, P32,
+                                                                  rows.row_start);
+  if (Status st = launch_status()) return st;
+  return launch_backward_sums<T, uint32_t>(grad_out, weight, rows.row_start, rows.vals.Current(), P, C, T_,
+                                           grad_feat, s);
+}
+
+// ---- rows by counting sort (the padded backward's, any size) ----
+
+template <class T, class I, class Ix>
+Status backward_counted(const T* grad_out, const Ix* idx, const T* weight, int64_t P, int64_t C, int64_t Q,
+                        int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
   RowArrays<I> rows;
   if (Status st = carve_rows<I>(workspace, 1, P, Q, T_, 0, &rows)) return st;
   const int64_t entries = Q * T_;
@@ -202,46 +357,58 @@ Status backward_rows(const CudaPlan& plan, const T* grad_out, const int64_t* idx
                                                                     rows.counts, rows.entries);
     sort_rows_kernel<I><<<grid_for(P, kThreads), kThreads, 0, s>>>(rows.row_start, P, rows.entries);
   }
-  constexpr int V = 16 / sizeof(T);
-  const uintptr_t addresses = reinterpret_cast<uintptr_t>(grad_out) | reinterpret_cast<uintptr_t>(grad_feat);
-  if (C % V == 0 && addresses % 16 == 0)
-    return launch_backward_sums<T, V, I>(grad_out, weight, rows, P, C, T_, grad_feat, s);
-  return launch_backward_sums<T, 1, I>(grad_out, weight, rows, P, C, T_, grad_feat, s);
+  return launch_backward_sums<T, I>(grad_out, weight, rows.row_start, rows.entries, P, C, T_, grad_feat, s);
 }
+
+// Which row building the feature gradient uses (CudaPlan::path).
+enum RowsPath : int32_t { kRowsSorted = 0, kRowsCounted32 = 1, kRowsCounted64 = 2 };
 
 }  // namespace
 
-Status gather_rows_cuda(Dtype dt, const void* feat, const int64_t* idx, const void* weight, int64_t P,
-                        int64_t C, int64_t Q, int64_t T, void* out, void* stream) {
+Status gather_rows_cuda(Dtype dt, const void* feat, RowIndex idx, const void* weight, int64_t P, int64_t C,
+                        int64_t Q, int64_t T, void* out, const InKernelChecks* in_kernel_checks,
+                        void* stream) {
   if (Q == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const KernelChecks checks = KernelChecks::from(in_kernel_checks);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
-    if (weight == nullptr && T == 1) {
-      const int64_t row_bytes = C * static_cast<int64_t>(sizeof(E));
-      switch (row_chunk_bytes(row_bytes, feat, out)) {
-        case 16: return launch_row_copy<16>(feat, idx, P, row_bytes, Q, out, s);
-        case 8: return launch_row_copy<8>(feat, idx, P, row_bytes, Q, out, s);
-        case 4: return launch_row_copy<4>(feat, idx, P, row_bytes, Q, out, s);
-        default: break;  // 2-byte rows: one element per thread below
+    return dispatch_index(idx, [&](auto itag) -> Status {
+      using Ix = decltype(itag);
+      const Ix* ix = index_data<Ix>(idx);
+      if (weight == nullptr && T == 1) {
+        const int64_t row_bytes = C * static_cast<int64_t>(sizeof(E));
+        switch (row_chunk_bytes(row_bytes, sizeof(E), feat, out)) {
+          case 16: return launch_row_copy<E, 16>(feat, ix, P, row_bytes, Q, out, checks, s);
+          case 8: return launch_row_copy<E, 8>(feat, ix, P, row_bytes, Q, out, checks, s);
+          case 4: return launch_row_copy<E, 4>(feat, ix, P, row_bytes, Q, out, checks, s);
+          default: break;  // 2-byte rows: one element per thread below
+        }
       }
-    }
-    gather_rows_kernel<E><<<grid_for(Q * C, kThreads), kThreads, 0, s>>>(
-        static_cast<const E*>(feat), idx, static_cast<const E*>(weight), P, C, Q, T, static_cast<E*>(out));
-    return launch_status();
+      gather_rows_kernel<E, Ix><<<grid_for(Q * C, kThreads), kThreads, 0, s>>>(
+          static_cast<const E*>(feat), ix, static_cast<const E*>(weight), P, C, Q, T, static_cast<E*>(out),
+          checks);
+      return launch_status();
+    });
   });
 }
 
-// plan.shape[0]: 1 when entry numbers and row positions fit 32 bits. Workspace: the rows.
+// plan.path: the row building (RowsPath). Workspace: the rows.
 CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T) {
   (void)dt, (void)C;
   CudaPlan plan;
-  plan.shape[0] = fits_u32(1, P, Q, T) ? 1 : 0;
-  if (plan.shape[0] == 1) {
+  const int64_t entries = Q * T;
+  if (entries < kIndex32Limit && P < kIndex32Limit && tuning_or(Knob::GatherRowsCounted, 0) != 1) {
+    plan.path = kRowsSorted;
+    SortedRows rows;
+    if (carve_sorted_rows(nullptr, P, entries, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+  } else if (fits_u32(1, P, Q, T)) {
+    plan.path = kRowsCounted32;
     RowArrays<uint32_t> rows;
     if (carve_rows<uint32_t>(nullptr, 1, P, Q, T, 0, &rows) == nullptr)
       plan.workspace_bytes = rows.total_bytes;
   } else {
+    plan.path = kRowsCounted64;
     RowArrays<unsigned long long> rows;
     if (carve_rows<unsigned long long>(nullptr, 1, P, Q, T, 0, &rows) == nullptr)
       plan.workspace_bytes = rows.total_bytes;
@@ -249,9 +416,9 @@ CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int
   return plan;
 }
 
-Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out,
-                                      const int64_t* idx, const void* weight, int64_t P, int64_t C, int64_t Q,
-                                      int64_t T, void* grad_feat, void* workspace, void* stream) {
+Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, RowIndex idx,
+                                      const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
+                                      void* grad_feat, void* workspace, void* stream) {
   if (P == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -259,22 +426,33 @@ Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void
     const E* g = static_cast<const E*>(grad_out);
     const E* w = static_cast<const E*>(weight);
     E* out = static_cast<E*>(grad_feat);
-    if (plan.shape[0] == 1) return backward_rows<E, uint32_t>(plan, g, idx, w, P, C, Q, T, out, workspace, s);
-    return backward_rows<E, unsigned long long>(plan, g, idx, w, P, C, Q, T, out, workspace, s);
+    return dispatch_index(idx, [&](auto itag) -> Status {
+      using Ix = decltype(itag);
+      const Ix* ix = index_data<Ix>(idx);
+      switch (plan.path) {
+        case kRowsSorted: return backward_sorted<E, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
+        case kRowsCounted32:
+          return backward_counted<E, uint32_t, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
+        default: return backward_counted<E, unsigned long long, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
+      }
+    });
   });
 }
 
-Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
+Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, RowIndex idx,
                                         int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
                                         void* stream) {
   if (Q == 0 || T == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
-    gather_rows_weight_kernel<E><<<grid_for(Q * T, kThreads), kThreads, 0, s>>>(
-        static_cast<const E*>(grad_out), static_cast<const E*>(feat), idx, P, C, Q, T,
-        static_cast<E*>(grad_weight));
-    return launch_status();
+    return dispatch_index(idx, [&](auto itag) -> Status {
+      using Ix = decltype(itag);
+      gather_rows_weight_kernel<E, Ix><<<grid_for(Q * T, kThreads), kThreads, 0, s>>>(
+          static_cast<const E*>(grad_out), static_cast<const E*>(feat), index_data<Ix>(idx), P, C, Q, T,
+          static_cast<E*>(grad_weight));
+      return launch_status();
+    });
   });
 }
 

@@ -125,7 +125,8 @@ def _positive(n, name: str) -> int:
 def _rows(idx, n: int, name: str = "idx", gathered: bool = False) -> Tensor:
     """An index tensor into n rows: int32/int64, values -1..n-1 (checked when checks are on).
     gathered: only packed.gather reads it, whose CUDA kernel checks the values itself without
-    waiting for the device, so the check here (a sync) is left to it."""
+    waiting for the device, so the check here (a sync) is left to it, and reads int32 as it is
+    (no conversion copy)."""
     if not isinstance(idx, Tensor) or idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"pointops: {name} must be an int32 or int64 tensor")
     if idx.numel() and not (gathered and idx.is_cuda) and _checks_on(idx):
@@ -134,7 +135,7 @@ def _rows(idx, n: int, name: str = "idx", gathered: bool = False) -> Tensor:
             raise ValueError(
                 f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), got {low}..{high}"
             )
-    return idx.long()
+    return idx if gathered else idx.long()
 
 
 # ---------------------------------------------------------------------------------------------
