@@ -239,6 +239,23 @@ int32_t value_check_error(int32_t device, bool take, void* stream);
 Status synchronize_stream(void* stream);
 
 // ---------------------------------------------------------------------------------------------
+// Voxel grid ids (torch_cluster.grid_cluster). pos [N,D] float32/float64; size, start, end [D] of
+// pos's dtype; start (end) null means the per-dimension minimum (maximum) of pos, NaN-propagating
+// like torch.min / torch.max. In pos's dtype, with trunc toward zero to int64:
+//   cells[d] = trunc((end[d] - start[d]) / size[d]) + 1,  stride[0] = 1,
+//   stride[d] = stride[d-1] * cells[d-1],  out[i] = sum_d trunc((pos[i,d] - start[d]) / size[d]) * stride[d]
+// with int64 products and sums wrapping as torch's do. Bad values (size not finite and > 0,
+// non-finite start/end, a quotient outside the int64 range): the CPU kernel returns an error, the
+// CUDA kernels (which never synchronize) write kPoisonIndex for every point they affect.
+// On CUDA, D is at most kGridClusterMaxCudaDims (the grid's parameters live in shared memory).
+constexpr int64_t kGridClusterMaxCudaDims = 1024;
+Status grid_cluster_cpu(Dtype dt, const void* pos, const void* size, const void* start, const void* end,
+                        int64_t N, int64_t D, int64_t* out);
+CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds);
+Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
+                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace, void* stream);
+
+// ---------------------------------------------------------------------------------------------
 // What the CUDA part of this binary was built with (filled in by csrc/cuda/build_info.cu from
 // compile-time macros; the CPU-only build reports cuda_version 0).
 struct CudaBuildInfo {

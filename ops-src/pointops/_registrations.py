@@ -78,6 +78,11 @@ def _fps_packed_fake(xyz, ptr, sample_ptr, samples, max_points):
     return xyz.new_empty((samples,), dtype=torch.int64)
 
 
+@torch.library.register_fake("pointops::grid_cluster")
+def _grid_cluster_fake(pos, size, start, end):
+    return pos.new_empty((pos.shape[0],), dtype=torch.int64)
+
+
 @torch.library.register_fake("pointops::gather_rows")
 def _gather_rows_fake(feat, idx, weight):
     return feat.new_empty((idx.shape[0], feat.shape[1]))

@@ -40,6 +40,9 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx);
 Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> weight, int64_t n);
 Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx);
 
+// grid.cpp: torch_cluster's voxel grid ids.
+Tensor grid_cluster(Tensor pos, Tensor size, std::optional<Tensor> start, std::optional<Tensor> end);
+
 #ifdef POINTOPS_WITH_CUDA
 // A CUDA call's context: the tensor's device made current, and that device's current stream.
 struct CudaContext {

@@ -92,6 +92,7 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.def("gather_rows(Tensor feat, Tensor idx, Tensor? weight) -> Tensor");
   m.def("gather_rows_backward_feat(Tensor grad_out, Tensor idx, Tensor? weight, int rows) -> Tensor");
   m.def("gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) -> Tensor");
+  m.def("grid_cluster(Tensor pos, Tensor size, Tensor? start, Tensor? end) -> Tensor");
   m.def("cuda_runtime_version() -> int");
   m.def("set_tuning(str name, int value) -> int");
   m.def("set_value_checks(bool enabled) -> bool");
@@ -108,6 +109,7 @@ STABLE_TORCH_LIBRARY(pointops, m) {
   m.impl("knn_packed", TORCH_BOX(&pointops::binding::knn_packed));                                     \
   m.impl("ball_query_packed", TORCH_BOX(&pointops::binding::ball_query_packed));                       \
   m.impl("furthest_point_sample_packed", TORCH_BOX(&pointops::binding::furthest_point_sample_packed)); \
+  m.impl("grid_cluster", TORCH_BOX(&pointops::binding::grid_cluster));                                 \
   m.impl("gather_rows", TORCH_BOX(&pointops::binding::gather_rows));                                   \
   m.impl("gather_rows_backward_feat", TORCH_BOX(&pointops::binding::gather_rows_backward_feat));       \
   m.impl("gather_rows_backward_weight", TORCH_BOX(&pointops::binding::gather_rows_backward_weight))

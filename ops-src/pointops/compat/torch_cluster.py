@@ -234,27 +234,103 @@ def nearest(
     return torch.ops.pointops_compat.nearest(x, y, ptr_x, ptr_y)
 
 
-def grid_cluster(
-    pos: Tensor, size: Tensor, start: Optional[Tensor] = None, end: Optional[Tensor] = None
-) -> Tensor:
-    """Voxel id of each point: a grid of cell `size` from `start` (default: the minimum of pos)
-    to `end` (default: the maximum), ids in x-fastest order. Any device, any dtype."""
-    pos = pos.view(pos.size(0), -1)
-    if size.numel() != pos.size(1):
-        raise ValueError("pointops: size must have one entry per dimension of pos")
-    if start is None:
-        start = torch.min(pos, 0)[0]
-    elif start.numel() != pos.size(1):
-        raise ValueError("pointops: start must have one entry per dimension of pos")
-    if end is None:
-        end = torch.max(pos, 0)[0]
-    elif end.numel() != pos.size(1):
-        raise ValueError("pointops: end must have one entry per dimension of pos")
+_GRID_CUDA_KERNELS = int(torch.ops.pointops.cuda_runtime_version()) > 0  # this binary has them
+
+
+def _grid_cuda_kernels() -> bool:
+    if torch.jit.is_scripting():  # (TorchScript reads no Python globals of type bool)
+        return torch.ops.pointops.cuda_runtime_version() > 0
+    else:
+        return _GRID_CUDA_KERNELS
+
+
+def _grid_native(pos: Tensor) -> bool:
+    """Whether the native op pointops::grid_cluster takes pos: float32/float64 on CPU, and on CUDA
+    when this binary has CUDA kernels, up to 1024 dimensions (csrc/kernels.h)."""
+    if pos.dtype != torch.float32 and pos.dtype != torch.float64:
+        return False
+    if pos.is_cpu:
+        return True
+    return pos.is_cuda and pos.size(1) <= 1024 and _grid_cuda_kernels()
+
+
+def _grid_operand(t: Tensor, pos: Tensor) -> Tensor:
+    """t on pos's device in pos's dtype, converted only when it is not (typically a CPU tensor
+    made in Python for a CUDA pos: a copy that does not wait for the device)."""
+    if t.device != pos.device or t.dtype != pos.dtype:
+        return t.to(device=pos.device, dtype=pos.dtype, non_blocking=pos.is_cuda)
+    return t
+
+
+@torch.jit.unused
+def _grid_cluster_eager(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> Tensor:
+    """The op outside TorchScript: a bad value found by the CPU op is raised as ValueError (a
+    problem recorded on the GPU by an earlier pointops call, too)."""
+    if torch.compiler.is_compiling():
+        return torch.ops.pointops.grid_cluster(pos, size, start, end)
+    try:
+        return torch.ops.pointops.grid_cluster(pos, size, start, end)
+    except RuntimeError as error:
+        if pos.is_cuda:
+            from .._registrations import raise_recorded
+
+            raise_recorded(error)
+        else:
+            # the binding's line (after the source location the stable ABI puts before it)
+            for line in str(error).splitlines():
+                for marker in ("pointops: grid_cluster", "pointops.grid_cluster"):
+                    at = line.find(marker)
+                    if at >= 0:
+                        raise ValueError(line[at:]) from None
+        raise
+
+
+def _grid_cluster_torch(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> Tensor:
+    """The formula in torch ops, for the dtypes and devices the native op does not take."""
+    if pos.size(0) == 0:
+        return torch.empty(0, dtype=torch.long, device=pos.device)
+    size = size.to(pos.device)
+    start = torch.min(pos, 0)[0] if start is None else start.to(pos.device)
+    end = torch.max(pos, 0)[0] if end is None else end.to(pos.device)
     start, end, size = start.view(-1), end.view(-1), size.view(-1)
     cells = torch.true_divide(end - start, size).to(torch.long) + 1
     stride = torch.cat([torch.ones(1, dtype=torch.long, device=pos.device), torch.cumprod(cells, 0)[:-1]])
     out = torch.true_divide(pos - start.unsqueeze(0), size.view(1, -1)).to(torch.long)
     return (out * stride.view(1, -1)).sum(1)
+
+
+def grid_cluster(
+    pos: Tensor, size: Tensor, start: Optional[Tensor] = None, end: Optional[Tensor] = None
+) -> Tensor:
+    """Voxel id of each point: a grid of cell `size` from `start` (default: the minimum of pos)
+    to `end` (default: the maximum), ids in x-fastest order. Any device, any dtype.
+
+    float32/float64 pos on CPU and CUDA run one native op (pointops::grid_cluster: on CUDA at
+    most two kernels and no sync); size, start and end are first converted to pos's device and
+    dtype, so the arithmetic is in pos's dtype. Other dtypes and devices run the same formula in
+    torch ops. Bad values (size not finite and > 0, non-finite start, end or pos) raise
+    ValueError on CPU; on CUDA they give the id INT64_MIN for every point they affect."""
+    if pos.dim() == 0:
+        raise ValueError("pointops: pos must have at least one dimension (one row per point)")
+    if pos.dim() != 2:
+        pos = pos.view(-1, 1) if pos.dim() == 1 else pos.flatten(1)
+    dims = pos.size(1)
+    if size.numel() != dims:
+        raise ValueError("pointops: size must have one entry per dimension of pos")
+    if start is not None and start.numel() != dims:
+        raise ValueError("pointops: start must have one entry per dimension of pos")
+    if end is not None and end.numel() != dims:
+        raise ValueError("pointops: end must have one entry per dimension of pos")
+    if not _grid_native(pos):
+        return _grid_cluster_torch(pos, size, start, end)
+    size = _grid_operand(size, pos)
+    if start is not None:
+        start = _grid_operand(start, pos)
+    if end is not None:
+        end = _grid_operand(end, pos)
+    if torch.jit.is_scripting():
+        return torch.ops.pointops.grid_cluster(pos, size, start, end)
+    return _grid_cluster_eager(pos, size, start, end)
 
 
 def _unsupported(name: str):

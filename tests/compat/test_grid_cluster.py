@@ -1,0 +1,259 @@
+"""pointops.compat.torch_cluster.grid_cluster and the native op behind it, pointops::grid_cluster:
+the same ids as the plain-torch formula (torch_cluster's) for D = 1..5, given and missing
+start / end, negative coordinates, float32 / float64, empty input; the torch fallback for other
+dtypes; bad values (ValueError on CPU, INT64_MIN ids on CUDA); opcheck, torch.compile and
+TorchScript."""
+
+import pytest
+import torch
+from pointops.compat import torch_cluster as tc
+
+INT64_MIN = -(2**63)
+op = torch.ops.pointops.grid_cluster
+
+
+def reference(pos, size, start=None, end=None):
+    """The formula in torch ops (the Python implementation the op replaced), with size, start and
+    end taken in pos's dtype and device."""
+    pos = pos.view(pos.size(0), -1)
+    size = size.to(pos.device, pos.dtype).view(-1)
+    start = torch.min(pos, 0)[0] if start is None else start.to(pos.device, pos.dtype).view(-1)
+    end = torch.max(pos, 0)[0] if end is None else end.to(pos.device, pos.dtype).view(-1)
+    cells = torch.true_divide(end - start, size).to(torch.long) + 1
+    stride = torch.cat([torch.ones(1, dtype=torch.long, device=pos.device), torch.cumprod(cells, 0)[:-1]])
+    out = torch.true_divide(pos - start.unsqueeze(0), size.view(1, -1)).to(torch.long)
+    return (out * stride.view(1, -1)).sum(1)
+
+
+def cloud(n, dim, dtype, device, seed=0, low=-3.0, high=5.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, dim, generator=g, dtype=torch.float64) * (high - low) + low).to(device, dtype)
+
+
+def both(pos, size, start=None, end=None):
+    """The wrapper's ids, after checking that they are the direct op call's."""
+    got = tc.grid_cluster(pos, size, start, end)
+    assert got.dtype == torch.int64 and got.device == pos.device and got.shape == (pos.shape[0],)
+    if pos.dtype in (torch.float32, torch.float64) and pos.dim() == 2:
+        s = size.to(pos.device, pos.dtype)
+        a = None if start is None else start.to(pos.device, pos.dtype)
+        b = None if end is None else end.to(pos.device, pos.dtype)
+        assert torch.equal(op(pos, s, a, b), got)
+    return got
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("bounds", ["none", "start", "end", "both"])
+def test_matches_the_torch_formula(device, dtype, dim, bounds):
+    pos = cloud(300, dim, dtype, device, seed=dim)
+    size = torch.linspace(0.3, 0.9, dim, dtype=dtype, device=device)
+    start = torch.full((dim,), -4.0, dtype=dtype, device=device) if bounds in ("start", "both") else None
+    # an end inside the cloud: points past it still get ids (as in torch_cluster)
+    end = torch.full((dim,), 2.5, dtype=dtype, device=device) if bounds in ("end", "both") else None
+    got = both(pos, size, start, end)
+    assert torch.equal(got, reference(pos, size, start, end))
+    if bounds == "none":
+        assert int(got.min()) >= 0
+
+
+def test_known_ids_and_negative_coordinates(device):
+    pos = torch.tensor([[0.0, 0], [11, 9], [2, 8], [2, 2], [8, 3]], device=device)
+    size = torch.tensor([5.0, 5])
+    assert both(pos, size).tolist() == [0, 5, 3, 0, 1]
+    assert both(pos, size, end=torch.tensor([19.0, 19])).tolist() == [0, 6, 4, 0, 1]
+    # points below start: trunc toward zero, so -0.5 cells is cell 0 and -1.5 cells is -1
+    neg = torch.tensor([[-2.5, -7.5], [-12.0, 3.0], [4.0, -1.0]], device=device)
+    start = torch.tensor([0.0, 0.0])
+    got = both(neg, size, start, torch.tensor([10.0, 10.0]))
+    assert got.tolist() == reference(neg, size, start, torch.tensor([10.0, 10.0])).tolist() == [-3, -2, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_many_points_and_cell_boundaries(device, dtype):
+    # more rows than one CPU chunk and than the CUDA bounds kernel's blocks cover in one pass,
+    # and lattice points on cell boundaries, where the rounding of the division decides
+    lattice = torch.stack(
+        torch.meshgrid(*[torch.arange(40, dtype=torch.float64) * 0.1] * 3, indexing="ij"), -1
+    )
+    pos = torch.cat([lattice.reshape(-1, 3), cloud(150_000, 3, torch.float64, "cpu", seed=3)]).to(
+        device, dtype
+    )
+    for size in (torch.tensor([0.1, 0.2, 0.3]), torch.tensor([0.05, 0.05, 0.05])):
+        assert torch.equal(both(pos, size), reference(pos, size))
+        start = torch.tensor([-0.1, 0.0, 0.1])
+        assert torch.equal(both(pos, size, start), reference(pos, size, start))
+
+
+def test_size_start_end_of_other_dtypes_and_devices(device):
+    pos = cloud(100, 3, torch.float32, device, seed=4)
+    # python-made tensors: int64 size, float64 start and end on the CPU
+    size = torch.tensor([1, 2, 1])
+    start, end = torch.tensor([-3.0, -3.0, -3.0], dtype=torch.float64), torch.tensor([5.0, 5.0, 5.0])
+    assert torch.equal(both(pos, size, start, end), reference(pos, size, start, end))
+    # any shape holding one value per dimension
+    assert torch.equal(both(pos, size.view(1, 3)), reference(pos, size))
+
+
+def test_pos_of_more_than_two_dimensions_is_flattened(device):
+    pos = cloud(50, 4, torch.float64, device, seed=5)
+    size = torch.tensor([0.5, 1.0, 1.5, 2.0], dtype=torch.float64)
+    assert torch.equal(tc.grid_cluster(pos.view(50, 2, 2), size), reference(pos, size))
+    line = pos[:, 0].contiguous()
+    assert torch.equal(tc.grid_cluster(line, size[:1]), reference(line.view(-1, 1), size[:1]))
+
+
+def test_int64_products_wrap_as_torch_does(device):
+    # 10^7 cells per dimension: the stride of the last dimension overflows int64
+    pos = cloud(200, 4, torch.float64, device, seed=6, low=0.0, high=1.0)
+    size = torch.full((4,), 1e-7, dtype=torch.float64)
+    assert torch.equal(both(pos, size), reference(pos, size))
+
+
+def test_empty_input(device):
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.int64):
+        pos = torch.empty(0, 3, dtype=dtype, device=device)
+        got = tc.grid_cluster(pos, torch.ones(3))
+        assert got.dtype == torch.int64 and got.shape == (0,) and got.device == pos.device
+    got = op(torch.empty(0, 2, device=device), torch.ones(2, device=device), None, None)
+    assert got.dtype == torch.int64 and got.shape == (0,)
+
+
+def test_no_dimensions_gives_id_zero(device):
+    pos = torch.empty(4, 0, device=device)
+    assert op(pos, torch.empty(0, device=device), None, None).tolist() == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.int32])
+def test_other_dtypes_take_the_torch_formula(device, dtype):
+    pos = (cloud(80, 3, torch.float32, device, seed=7) * 4).to(dtype)
+    size = torch.tensor([1.5, 2.0, 3.0])
+    # the formula without conversions (size stays float32: integer pos is divided in float)
+    p = pos.view(pos.size(0), -1)
+    start, end = torch.min(p, 0)[0], torch.max(p, 0)[0]
+    s = size.to(device)
+    cells = torch.true_divide(end - start, s).to(torch.long) + 1
+    stride = torch.cat([torch.ones(1, dtype=torch.long, device=device), torch.cumprod(cells, 0)[:-1]])
+    expected = (torch.true_divide(p - start, s).to(torch.long) * stride).sum(1)
+    assert torch.equal(tc.grid_cluster(pos, size), expected)
+
+
+def test_argument_errors():
+    pos = cloud(10, 3, torch.float32, "cpu")
+    with pytest.raises(ValueError, match="pointops: size must have one entry per dimension"):
+        tc.grid_cluster(pos, torch.ones(2))
+    with pytest.raises(ValueError, match="pointops: start must have one entry per dimension"):
+        tc.grid_cluster(pos, torch.ones(3), start=torch.zeros(4))
+    with pytest.raises(ValueError, match="pointops: end must have one entry per dimension"):
+        tc.grid_cluster(pos, torch.ones(3), end=torch.zeros(1))
+    with pytest.raises(ValueError, match="pointops: pos must have at least one dimension"):
+        tc.grid_cluster(torch.tensor(1.0), torch.ones(1))
+    # the op itself (direct torch.ops calls)
+    ones = torch.ones(3)
+    with pytest.raises(RuntimeError, match=r"pos must have shape \[N, D\]"):
+        op(pos.view(10, 3, 1), ones, None, None)
+    with pytest.raises(RuntimeError, match="pos must be float32 or float64"):
+        op(pos.long(), ones.long(), None, None)
+    with pytest.raises(RuntimeError, match="size must have the same dtype as pos"):
+        op(pos, ones.double(), None, None)
+    with pytest.raises(RuntimeError, match="end must have one entry per dimension of pos"):
+        op(pos, ones, None, torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "size, start, end, match",
+    [
+        ([1.0, 0.0, 1.0], None, None, r"size\[1\] = 0; cell sizes must be finite and > 0"),
+        ([1.0, 1.0, -2.0], None, None, r"size\[2\] = -2; cell sizes must be finite and > 0"),
+        ([float("nan"), 1.0, 1.0], None, None, r"size\[0\] = nan"),
+        ([1.0, float("inf"), 1.0], None, None, r"size\[1\] = inf"),
+        ([1.0, 1.0, 1.0], [0.0, float("-inf"), 0.0], None, r"start\[1\] = -inf; grid bounds must be finite"),
+        ([1.0, 1.0, 1.0], None, [0.0, 0.0, float("nan")], r"end\[2\] = nan; grid bounds must be finite"),
+        ([1e-300, 1.0, 1.0], None, None, "does not fit in int64 along some dimension"),
+    ],
+)
+def test_bad_grid_values_raise_on_cpu(size, start, end, match):
+    pos = cloud(10, 3, torch.float64, "cpu")
+    start = None if start is None else torch.tensor(start, dtype=torch.float64)
+    end = None if end is None else torch.tensor(end, dtype=torch.float64)
+    with pytest.raises(ValueError, match=match):
+        tc.grid_cluster(pos, torch.tensor(size, dtype=torch.float64), start, end)
+
+
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e30])
+def test_bad_coordinates_raise_on_cpu(given, bad):
+    pos = torch.tensor([[1.0, 2.0], [3.0, bad], [0.5, 0.5]])
+    box = (torch.zeros(2), torch.tensor([4.0, 4.0])) if given else (None, None)
+    if bad == 1e30 and not given:
+        match = "does not fit in int64 along some dimension"  # the extent itself
+    else:
+        match = "pos holds a non-finite coordinate, or one whose cell index"
+    with pytest.raises(ValueError, match=match):
+        tc.grid_cluster(pos, torch.tensor([0.5, 0.5]), *box)
+
+
+def test_bad_values_give_int64_min_on_cuda(device):
+    if device != "cuda":
+        pytest.skip("CUDA only: the CPU op raises (test_bad_grid_values_raise_on_cpu)")
+    pos = torch.tensor([[1.0, 2.0], [3.0, float("nan")], [0.5, 0.5]], device=device)
+    size = torch.tensor([0.5, 0.5])
+    box = torch.zeros(2), torch.tensor([4.0, 4.0])
+    # a bad coordinate with the grid given: only its point
+    assert tc.grid_cluster(pos, size, *box).tolist() == [2 + 4 * 9, INT64_MIN, 1 + 1 * 9]
+    # a bad coordinate in the grid's bounds (the minimum of pos): every point
+    assert tc.grid_cluster(pos, size).tolist() == [INT64_MIN] * 3
+    good = pos.nan_to_num(0.0)
+    for bad_size in ([0.0, 0.5], [0.5, -1.0], [float("nan"), 0.5], [0.5, float("inf")]):
+        assert tc.grid_cluster(good, torch.tensor(bad_size)).tolist() == [INT64_MIN] * 3
+    assert tc.grid_cluster(good, size, torch.tensor([0.0, float("-inf")])).tolist() == [INT64_MIN] * 3
+
+
+def test_many_dimensions_on_cuda_take_the_torch_formula(device):
+    if device != "cuda":
+        pytest.skip("CUDA only")
+    pos = cloud(20, 1100, torch.float32, device, low=0.0, high=1.0)
+    size = torch.ones(1100)
+    assert torch.equal(tc.grid_cluster(pos, size), torch.zeros(20, dtype=torch.long, device=device))
+    with pytest.raises(RuntimeError, match="on CUDA takes at most 1024 dimensions"):
+        op(pos, size.to(device), None, None)
+
+
+def test_opcheck(device):
+    pos = cloud(40, 3, torch.float64, device, seed=8)
+    size = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64, device=device)
+    start, end = pos.min(0)[0] - 1, pos.max(0)[0]
+    for args in [
+        (pos, size, None, None),
+        (pos, size, start, end),
+        (pos.float(), size.float(), start.float(), None),
+    ]:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_torch_compile_fullgraph(device, dynamic):
+    torch._dynamo.reset()
+    size = torch.tensor([0.5, 0.7, 0.9], device=device)
+
+    def step(pos, start):
+        return tc.grid_cluster(pos, size) + tc.grid_cluster(pos, size, start)
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=dynamic, backend="aot_eager")
+    for n in (30, 47):
+        pos = cloud(n, 3, torch.float32, device, seed=n)
+        start = pos.min(0)[0] - 0.25
+        assert torch.equal(compiled(pos, start), step(pos, start))
+
+
+def test_torchscript(device):
+    scripted = torch.jit.script(tc.grid_cluster)
+    pos = cloud(60, 3, torch.float32, device, seed=9)
+    size, start = torch.tensor([0.5, 0.7, 0.9]), torch.tensor([-4.0, -4.0, -4.0])
+    for args in [
+        (pos, size),
+        (pos, size, start),
+        (pos.half(), size),
+        (pos.view(60, 3, 1), size, None, start),
+    ]:
+        assert torch.equal(scripted(*args), tc.grid_cluster(*args))
