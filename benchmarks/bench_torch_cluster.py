@@ -9,10 +9,11 @@ of 10k points and one cloud of 1M points (issue 20).
 The second command records the run as section torch_cluster of benchmarks/baseline_h200.json
 (out/ is not tracked; older runs live in git history).
 
-Rows: fps ratio 0.25 (random_start=False); knn k=16, every point a query; radius r such that
-about 20 points fall in a ball, max_num_neighbors=32; grid_cluster voxel 1/50 of the extent.
-Medians of CUDA-event timings (CPU wall time without CUDA). fps on a cloud of 1M points is 250k
-sequential picks (seconds per call), so it is timed once there, without warm-up. Results are
+Rows: fps ratio 0.25, at most 2500 picks per cloud (random_start=False; ratio 0.0025 at 1M
+points); knn k=16, every point a query; radius r such that about 20 points fall in a ball,
+max_num_neighbors=32; grid_cluster voxel 1/50 of the extent. Medians of CUDA-event timings of
+single calls (CPU wall time without CUDA). torch_cluster's knn and radius are brute force (1e12
+pairs at 1M points), so the 1M rows take 3 calls after one warm-up, fps there one call. Results are
 compared where the semantics agree (knn neighbour sets, radius pairs when no ball is capped,
 grid ids, fps). The JSON is rewritten after every row, so a run cut short keeps what it measured.
 Without torch_cluster the comparison column is skipped with a message.
@@ -32,17 +33,24 @@ from bench_common import write_json  # noqa: E402
 
 
 def timed(fn, device, reps=10, warmup=2):
+    """Median ms of single calls: CUDA events around each call on the GPU (the launches' host
+    time included, the final sync not), wall time on the CPU."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
         if device == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
     return sorted(times)[len(times) // 2]
 
 
@@ -51,9 +59,15 @@ def edge_set_equal(a, b) -> bool:
     return a.shape == b.shape and torch.equal(key(a), key(b))
 
 
-def calls(pos, batch, r, size) -> dict:
+# fps picks a quarter of each cloud, at most FPS_MAX_PICKS: torch_cluster runs one block per
+# cloud, about 1 ms per pick at 1M points, so a quarter of 1M (250k picks) would take minutes.
+FPS_MAX_PICKS = 2500
+
+
+def calls(pos, batch, r, size, n_per_cloud) -> dict:
+    ratio = min(0.25, FPS_MAX_PICKS / n_per_cloud)
     return {
-        "fps": lambda m: m.fps(pos, batch, 0.25, random_start=False),
+        "fps": lambda m: m.fps(pos, batch, ratio, random_start=False),
         "knn": lambda m: m.knn(pos, pos, 16, batch, batch),
         "radius": lambda m: m.radius(pos, pos, r, batch, batch, max_num_neighbors=32),
         "grid": lambda m: m.grid_cluster(pos, size),
@@ -85,8 +99,11 @@ def main() -> int:
         batch = torch.arange(B).repeat_interleave(N).to(device)
         r = (20 * 3 / (4 * 3.14159 * N)) ** (1 / 3)  # ~20 points per ball in a unit cube
         size = torch.full((3,), 1 / 50, device=device)
-        for name, call in calls(pos, batch, r, size).items():
-            reps, warmup = (10, 2) if name != "fps" else ((3, 2) if N < 1_000_000 else (1, 0))
+        for name, call in calls(pos, batch, r, size, N).items():
+            if N < 1_000_000:
+                reps, warmup = (10, 2) if name != "fps" else (3, 2)
+            else:
+                reps, warmup = (3, 1) if name != "fps" else (1, 0)
             t_ours = timed(lambda call=call: call(ours), device, reps, warmup)
             t_theirs, check = None, ""
             if theirs is not None:
