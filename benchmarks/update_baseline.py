@@ -22,6 +22,7 @@ from bench_common import write_json
 HERE = os.path.dirname(os.path.abspath(__file__))
 # columns worth a glance, in order, when a row has them (every script names its own)
 COLUMNS = (
+    "row",
     "op",
     "case",
     "layer",
@@ -31,6 +32,13 @@ COLUMNS = (
     "pointops_ms",
     "peer_ms",
     "peers_ms",
+    "pointcept_ms",
+    "torch_cluster_ms",
+    "cdist_ms",
+    "pytorch3d_ms",
+    "speedup",
+    "speedup_vs_cdist",
+    "speedup_vs_pytorch3d",
     "ratio_to_best_peer",
     "target_ms",
     "status",
