@@ -272,6 +272,15 @@ __device__ __forceinline__ void stage_to_shared(const T* __restrict__ src, int64
   }
 }
 
+// Warp reductions in one instruction (__reduce_*_sync, sm_80 and newer) only from nvcc 13 on:
+// sm_90 code that ptxas 12.4 built from them picked wrong FPS points and read out of bounds,
+// while the same PTX through the 13.0 driver's JIT, and the shuffle form built by 12.4, were
+// right (kernel oracle on the H200). CUDA 12 builds take the shuffle form.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && defined(__CUDACC_VER_MAJOR__) && \
+    __CUDACC_VER_MAJOR__ >= 13
+#define POINTOPS_WARP_REDUX 1
+#endif
+
 // A 16-byte copy from global to shared memory that the thread does not wait for (cp.async,
 // sm_80 and newer; a plain copy before), its commit, and the wait until at most `pending`
 // committed groups are still in flight. Lets a block load its next rows while it works.

@@ -146,7 +146,7 @@ __device__ __forceinline__ bool pick_better(uint32_t d, uint32_t i, uint32_t od,
 
 // Every lane ends with the best Pick of the warp.
 __device__ __forceinline__ Pick warp_pick(Pick p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef POINTOPS_WARP_REDUX
   const uint32_t dmax = __reduce_max_sync(0xffffffffu, p.d);
   const uint32_t imin = __reduce_min_sync(0xffffffffu, p.d == dmax ? p.i : 0xffffffffu);
 #else
@@ -368,7 +368,7 @@ __device__ __forceinline__ unsigned long long pick_key(uint32_t d, uint32_t i) {
 }
 
 __device__ __forceinline__ unsigned long long warp_key(uint32_t d, uint32_t i) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef POINTOPS_WARP_REDUX
   const uint32_t dmax = __reduce_max_sync(0xffffffffu, d);
   const uint32_t imin = __reduce_min_sync(0xffffffffu, d == dmax ? i : 0xffffffffu);
   return pick_key(dmax, imin);
