@@ -1,7 +1,7 @@
 """A CUDA 12 pointops wheel for the device proof of the pip wheels (issue 22): does a CUDA 12
 build, its runtime linked statically, work beside a CUDA 13 torch, through the driver?
 
-    python tests/gpu/cuda12_proof_wheel.py WORK_DIR OUT_DIR [--archs 9.0]
+    python tests/gpu/cuda12_proof_wheel.py WORK_DIR OUT_DIR [--archs 9.0] [--toolkit WORK_DIR/cuda-12]
 
 The published pointops-cu12 is built with nvcc 12.9 (`solver wheels build pointops-cu12`, in the
 wheel workflow): its arch list reaches sm_100 and sm_120. No CUDA 12 nvcc of that age exists on
@@ -128,9 +128,12 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="where the wheel is written")
     parser.add_argument("--archs", default="9.0", help="TORCH_CUDA_ARCH_LIST (default: %(default)s)")
     parser.add_argument("--jobs", type=int)
+    parser.add_argument(
+        "--toolkit", type=Path, help="a CUDA_HOME laid out by an earlier run (WORK/cuda-12): no download"
+    )
     args = parser.parse_args()
     work = args.work.resolve()
-    home = lay_out(download(work), work)
+    home = args.toolkit.resolve() if args.toolkit else lay_out(download(work), work)
     wheel = build(home, args.archs, args.out.resolve(), args.jobs)
     print(wheel)
     return 0
