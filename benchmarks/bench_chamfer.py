@@ -11,6 +11,8 @@ not tracked; older runs live in git history).
 
 The cdist formulation: d = cdist(x, y)^2, loss = d.min(2).mean + d.min(1).mean (squared L2,
 pytorch3d's default). Values are checked against it. Without pytorch3d its column is skipped.
+Times: medians of CUDA-event timings of single calls (bench_common.median_call_ms; the
+baseline's chamfer section, 7e604ff, was timed with wall clock around a sync per call).
 """
 
 from __future__ import annotations
@@ -18,27 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import write_json  # noqa: E402
-
-
-def timed(fn, device, reps=10, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[len(times) // 2]
+from bench_common import median_call_ms, write_json  # noqa: E402
 
 
 def cdist_chamfer(x, y):
@@ -82,10 +68,10 @@ def main() -> int:
         y = torch.rand(B, N, 3, generator=g).to(device).requires_grad_()
 
         ours = run(x, y, lambda a, b: pointops.chamfer_distance(a, b)[0])
-        t_ours = timed(ours, device)
-        t_cdist = timed(run(x, y, cdist_chamfer), device, reps=3)
+        t_ours = median_call_ms(ours, device)
+        t_cdist = median_call_ms(run(x, y, cdist_chamfer), device, reps=3)
         diff = float((pointops.chamfer_distance(x, y)[0] - cdist_chamfer(x, y)).abs())
-        t_p3d = timed(run(x, y, lambda a, b: p3d(a, b)[0]), device) if p3d else None
+        t_p3d = median_call_ms(run(x, y, lambda a, b: p3d(a, b)[0]), device) if p3d else None
         rows.append(
             {
                 "shape": shape,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 
 
 def write_json(path: str, payload: dict) -> None:
@@ -21,3 +22,27 @@ def write_json(path: str, payload: dict) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def median_call_ms(fn, device: str, reps: int = 10, warmup: int = 2) -> float:
+    """Median ms of single calls of fn: CUDA events around each call on the GPU (the launches'
+    host time included, the final sync not), wall time elsewhere."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]

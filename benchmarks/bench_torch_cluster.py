@@ -24,34 +24,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import write_json  # noqa: E402
-
-
-def timed(fn, device, reps=10, warmup=2):
-    """Median ms of single calls: CUDA events around each call on the GPU (the launches' host
-    time included, the final sync not), wall time on the CPU."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[len(times) // 2]
+from bench_common import median_call_ms, write_json  # noqa: E402
 
 
 def edge_set_equal(a, b) -> bool:
@@ -104,10 +81,10 @@ def main() -> int:
                 reps, warmup = (10, 2) if name != "fps" else (3, 2)
             else:
                 reps, warmup = (3, 1) if name != "fps" else (1, 0)
-            t_ours = timed(lambda call=call: call(ours), device, reps, warmup)
+            t_ours = median_call_ms(lambda call=call: call(ours), device, reps, warmup)
             t_theirs, check = None, ""
             if theirs is not None:
-                t_theirs = timed(lambda call=call: call(theirs), device, reps, warmup)
+                t_theirs = median_call_ms(lambda call=call: call(theirs), device, reps, warmup)
                 a, b = call(ours), call(theirs)
                 if name in ("knn", "radius"):
                     check = "same edges" if edge_set_equal(a, b) else "edges differ"
