@@ -29,7 +29,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import write_json  # noqa: E402
+from bench_common import median_call_ms, write_json  # noqa: E402
 
 SIZES = [40000, 120000, 65000, 90000, 52000, 110000, 78000, 100000]
 
@@ -47,19 +47,8 @@ def scenes(device):
     return xyz, offset, new_offset, feat
 
 
-def timed(fn, reps=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+def timed(fn, reps=20):
+    return median_call_ms(fn, "cuda", reps, warmup=3)
 
 
 def grouping_steps(pointops, idx, feat, xyz, grad):
