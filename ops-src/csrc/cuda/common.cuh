@@ -146,10 +146,11 @@ struct KernelChecks {
   static KernelChecks from(const InKernelChecks* c) {
     return c == nullptr ? KernelChecks{} : KernelChecks{c->device_code, c->host_code, c->code};
   }
-  // Whether a problem is recorded (read once per block: every output is poisoned then).
-  __device__ __forceinline__ bool recorded() const {
-    return device_code != nullptr && *reinterpret_cast<const volatile int*>(device_code) != 0;
-  }
+  // Whether a problem was recorded before this kernel started (every output is poisoned then).
+  // A plain load, cached in L1: a volatile one per thread sends every thread of a gather to the
+  // same L2 address. A report made by this kernel may or may not be seen: the contract is
+  // about problems recorded by earlier calls.
+  __device__ __forceinline__ bool recorded() const { return device_code != nullptr && *device_code != 0; }
   __device__ __forceinline__ void report() const {
     if (device_code != nullptr && atomicCAS(device_code, 0, code) == 0) {
       *reinterpret_cast<volatile int*>(host_code) = code;
