@@ -46,3 +46,22 @@ def median_call_ms(fn, device: str, reps: int = 10, warmup: int = 2) -> float:
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
     return sorted(times)[len(times) // 2]
+
+
+def pipelined_call_ms(fn, calls: int = 100, warmup: int = 5) -> float:
+    """Mean ms per call of `calls` CUDA calls queued back to back between two events: what a
+    training loop sees when the host runs ahead of the GPU (the cost is the larger of a call's
+    host time and its device time). For calls too short for median_call_ms, whose single-call
+    events also hold the GPU's wake-up from idle."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls

@@ -48,6 +48,8 @@ def run(dtype):
         big = torch.rand(1, 300_000, 3, generator=g).to(dev, dtype)
         pointops.furthest_point_sample(big, 8)
     run_packed(dtype, g)
+    if dtype in (torch.float32, torch.float64):
+        run_grid(dtype, g)
     run_bad_values(dtype)
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -77,6 +79,17 @@ def run_packed(dtype, g):
     feat = torch.randn(xyz.shape[0], 24, generator=g).to(dev, dtype).requires_grad_()
     w = torch.rand(173, 16, generator=g).to(dev, dtype).requires_grad_()
     (packed.interpolate(feat, idx, w).float().sum() + packed.gather(feat, idx).float().sum()).backward()
+
+
+def run_grid(dtype, g):
+    """grid_cluster: bounds partials in a workspace (tiny or wide clouds) and in the ids."""
+    dev = DEVICE
+    for n, dim in [(2, 3), (9, 40), (3000, 3), (3000, 6)] + ([(200_000, 3)] if LARGE else []):
+        pos = torch.rand(n, dim, generator=g).to(dev, dtype)
+        size = torch.full((dim,), 0.05, dtype=dtype, device=dev)
+        torch.ops.pointops.grid_cluster(pos, size, None, None)
+        torch.ops.pointops.grid_cluster(pos, size, pos.min(0)[0], None)
+        torch.ops.pointops.grid_cluster(pos, size, pos.min(0)[0], pos.max(0)[0])
 
 
 def run_bad_values(dtype):

@@ -1,10 +1,15 @@
-// grid_cluster on CUDA (kernels.h): at most two launches and no host synchronization.
+// grid_cluster on CUDA (kernels.h): at most two launches, no host synchronization and, past a
+// few points, no memory besides the ids.
 // When start or end is missing, grid_bounds_kernel reduces pos to per-block column minima and
 // maxima, one partial per block: no atomics, so no buffer to clear first (that would be a third
 // launch). Every block of grid_ids_kernel then finishes that reduction itself (a few hundred
 // partials per column, read from L2), derives the cells and x-fastest strides into shared
 // memory and writes the ids of its points. Subtraction and division round as torch's do (no
 // fast math), so the ids equal those of the torch expression the op replaces.
+// The partials live in the first bytes of the ids themselves (a workspace allocation costs as
+// much host time as the kernels take): every id block skips those rows, and the block that reads
+// the partials last, counted by a ticket the bounds kernel zeroes, writes them. Clouds too small
+// to hold the partials take a workspace.
 #include "common.cuh"
 
 namespace pointops {
@@ -74,13 +79,14 @@ __device__ void reduce_lanes(const ColumnLayout& L, T lo, T hi, T* lo_s, T* hi_s
 }
 
 // Partial bounds: block (x, y) covers columns y*width .. of the rows x*lanes + lane + k*gridDim.x*lanes
-// and writes part_lo / part_hi [gridDim.x, D] row x.
+// and writes part_lo / part_hi [gridDim.x, D] row x; block (0, 0) zeroes the ids kernel's ticket.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     grid_bounds_kernel(const T* __restrict__ pos, int64_t N, int64_t D, T* __restrict__ part_lo,
-                       T* __restrict__ part_hi) {
+                       T* __restrict__ part_hi, unsigned int* __restrict__ ticket) {
   __shared__ T lo_s[kThreads];
   __shared__ T hi_s[kThreads];
+  if (ticket != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *ticket = 0;
   const ColumnLayout L(D);
   const int64_t col = static_cast<int64_t>(blockIdx.y) * L.width + L.col;
   T lo = acc_inf<T>(), hi = -acc_inf<T>();
@@ -109,11 +115,33 @@ size_t grid_ids_smem_bytes(int64_t D) {
   return static_cast<size_t>(D) * (sizeof(uint64_t) + 3 * sizeof(T)) + 2 * kThreads * sizeof(T);
 }
 
-template <class T>
+// Rows each thread of the id kernel has in flight at once.
+constexpr int kRowsPerPass = 4;
+
+// The id of one row of pos; ok: whether the grid is good. kD > 0: D known when compiling (the
+// loop unrolls), 0: D as given.
+template <int kD, class T>
+__device__ __forceinline__ int64_t voxel_id(const T* __restrict__ row, int64_t D, const T* origin,
+                                            const T* size, const uint64_t* stride, bool ok) {
+  const int64_t dims = kD > 0 ? kD : D;
+  uint64_t id = 0;
+#pragma unroll
+  for (int64_t d = 0; d < dims; ++d) {
+    uint64_t cell = 0;
+    ok = truncate_to_int64((row[d] - origin[d]) / size[d], &cell) && ok;
+    id += cell * stride[d];
+  }
+  return ok ? static_cast<int64_t>(id) : kPoisonIndex;
+}
+
+// part_lo / part_hi / ticket may live in out's first `reserved` rows (no __restrict__ on them):
+// those rows are written by the block that takes the last ticket, after every block has read
+// the partials.
+template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     grid_ids_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
-                    const T* __restrict__ start, const T* __restrict__ end, const T* __restrict__ part_lo,
-                    const T* __restrict__ part_hi, int64_t parts, int64_t* __restrict__ out) {
+                    const T* __restrict__ start, const T* __restrict__ end, const T* part_lo,
+                    const T* part_hi, int64_t parts, unsigned int* ticket, int64_t reserved, int64_t* out) {
   uint64_t* stride_s = reinterpret_cast<uint64_t*>(grid_smem);
   T* origin_s = reinterpret_cast<T*>(stride_s + D);
   T* size_s = origin_s + D;
@@ -121,6 +149,7 @@ __global__ void __launch_bounds__(kThreads)
   T* lo_s = extent_s + D;
   T* hi_s = lo_s + kThreads;
   __shared__ int bad_s;
+  __shared__ bool last_s;
   if (threadIdx.x == 0) bad_s = 0;
 
   if (start == nullptr || end == nullptr) {  // finish the bounds kernel's reduction
@@ -129,6 +158,7 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t col = c0 + L.col;
       T lo = acc_inf<T>(), hi = -acc_inf<T>();
       if (L.active && col < D) {
+#pragma unroll 8
         for (int64_t g = L.lane; g < parts; g += L.lanes) {
           lo = nan_min(lo, part_lo[g * D + col]);
           hi = nan_max(hi, part_hi[g * D + col]);
@@ -142,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // lo_s / hi_s are reused by the next chunk
     }
   }
-  __syncthreads();  // bad_s
+  __syncthreads();  // bad_s; every thread's partials are read
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     const T a = start != nullptr ? start[d] : origin_s[d];
     const T b = end != nullptr ? end[d] : extent_s[d];
@@ -163,22 +193,49 @@ __global__ void __launch_bounds__(kThreads)
       stride_s[d] = step;
       step *= cells;
     }
+    last_s = ticket != nullptr && atomicAdd(ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  const bool bad = bad_s != 0;  // a bad grid parameter poisons every id
+  const bool ok = bad_s == 0;  // a bad grid parameter poisons every id
 
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += step) {
-    const T* row = pos + i * D;
-    uint64_t id = 0;
-    bool ok = !bad;
-    for (int64_t d = 0; d < D; ++d) {
-      uint64_t cell = 0;
-      ok = truncate_to_int64((row[d] - origin_s[d]) / size_s[d], &cell) && ok;
-      id += cell * stride_s[d];
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; base < N;
+       base += kRowsPerPass * step) {
+    int64_t ids[kRowsPerPass];
+#pragma unroll
+    for (int r = 0; r < kRowsPerPass; ++r) {
+      const int64_t i = base + r * step;
+      ids[r] = i < N ? voxel_id<kD>(pos + i * D, D, origin_s, size_s, stride_s, ok) : 0;
     }
-    out[i] = ok ? static_cast<int64_t>(id) : kPoisonIndex;
+#pragma unroll
+    for (int r = 0; r < kRowsPerPass; ++r) {
+      const int64_t i = base + r * step;
+      if (i < N && i >= reserved) out[i] = ids[r];
+    }
   }
+  if (last_s) {
+    for (int64_t i = threadIdx.x; i < reserved; i += blockDim.x)
+      out[i] = voxel_id<kD>(pos + i * D, D, origin_s, size_s, stride_s, ok);
+  }
+}
+
+// Where the bounds kernel's partials go (CudaPlan::path).
+enum GridPath : int32_t { kGivenBounds = 0, kPartialsInWorkspace = 1, kPartialsInIds = 2 };
+
+// Bytes of the ticket and both partial arrays, laid out from `base` (out or the workspace).
+constexpr size_t kTicketBytes = 16;
+template <class T>
+size_t partials_bytes(int64_t parts, int64_t D) {
+  return kTicketBytes + 2 * static_cast<size_t>(parts * D) * sizeof(T);
+}
+
+template <int kD, class T>
+void launch_ids(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end, int64_t N,
+                int64_t D, const T* part_lo, const T* part_hi, unsigned int* ticket, int64_t* out,
+                cudaStream_t s) {
+  grid_ids_kernel<kD, T>
+      <<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
+          pos, N, D, size, start, end, part_lo, part_hi, plan.shape[1], ticket, plan.shape[3], out);
 }
 
 template <class T>
@@ -187,38 +244,49 @@ Status launch_grid_cluster(const CudaPlan& plan, const T* pos, const T* size, co
   const int64_t parts = plan.shape[1];
   T* part_lo = nullptr;
   T* part_hi = nullptr;
-  if (parts > 0) {
-    WorkspaceCarver carve(workspace);
-    part_lo = carve.take<T>(static_cast<size_t>(parts * D));
-    part_hi = carve.take<T>(static_cast<size_t>(parts * D));
+  unsigned int* ticket = nullptr;
+  if (plan.path != kGivenBounds) {
+    char* base = static_cast<char*>(plan.path == kPartialsInIds ? static_cast<void*>(out) : workspace);
+    part_lo = reinterpret_cast<T*>(base + kTicketBytes);
+    part_hi = part_lo + parts * D;
+    if (plan.path == kPartialsInIds) ticket = reinterpret_cast<unsigned int*>(base);
     const dim3 grid(static_cast<unsigned int>(parts), static_cast<unsigned int>(plan.shape[2]));
-    grid_bounds_kernel<T><<<grid, kThreads, 0, s>>>(pos, N, D, part_lo, part_hi);
+    grid_bounds_kernel<T><<<grid, kThreads, 0, s>>>(pos, N, D, part_lo, part_hi, ticket);
     if (const Status st = launch_status()) return st;
   }
-  grid_ids_kernel<T><<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
-      pos, N, D, size, start, end, part_lo, part_hi, parts, out);
+  if (D == 3)
+    launch_ids<3>(plan, pos, size, start, end, N, D, part_lo, part_hi, ticket, out, s);
+  else
+    launch_ids<0>(plan, pos, size, start, end, N, D, part_lo, part_hi, ticket, out, s);
   return launch_status();
 }
 
 }  // namespace
 
-// shape[0]: blocks of the id kernel; shape[1]: blocks (partials) of the bounds kernel, 0 when
-// start and end are given; shape[2]: its column chunks.
+// path: GridPath. shape[0]: blocks of the id kernel; shape[1]: blocks (partials) of the bounds
+// kernel, 0 when start and end are given; shape[2]: its column chunks; shape[3]: rows of the ids
+// that hold the partials (kPartialsInIds), else 0.
 CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds) {
   CudaPlan plan;
   const int64_t sms = current_device_sm_count();
   // 8 blocks of 256 threads fill an SM; more blocks would only repeat the prologue
   plan.shape[0] = grid_for(N, kThreads, 8 * sms);
-  if (need_bounds && N > 0 && D > 0) {
-    const int64_t width = D < kThreads ? D : kThreads, lanes = kThreads / width;
-    int64_t parts = ceil_div(N, lanes * kRowsPerBoundsThread);
-    if (parts > 4 * sms) parts = 4 * sms;
-    plan.shape[1] = parts;
-    plan.shape[2] = ceil_div(D, width);
-    const size_t bytes = static_cast<size_t>(parts * D) * (dt == Dtype::Float64 ? 8 : 4);
-    plan.workspace_bytes = 2 * align_up(bytes);
+  plan.path = kGivenBounds;
+  if (!need_bounds || N <= 0 || D <= 0) return plan;
+  const int64_t width = D < kThreads ? D : kThreads, lanes = kThreads / width;
+  int64_t parts = ceil_div(N, lanes * kRowsPerBoundsThread);
+  if (parts > 4 * sms) parts = 4 * sms;
+  plan.shape[1] = parts;
+  plan.shape[2] = ceil_div(D, width);
+  const size_t bytes =
+      dt == Dtype::Float64 ? partials_bytes<double>(parts, D) : partials_bytes<float>(parts, D);
+  if (bytes <= static_cast<size_t>(N) * sizeof(int64_t)) {
+    plan.path = kPartialsInIds;
+    plan.shape[3] = ceil_div(static_cast<int64_t>(bytes), sizeof(int64_t));
+  } else {
+    plan.path = kPartialsInWorkspace;
+    plan.workspace_bytes = align_up(bytes);
   }
-  plan.path = need_bounds ? 1 : 0;
   return plan;
 }
 
