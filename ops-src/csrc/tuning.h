@@ -38,6 +38,9 @@ enum class Knob : int32_t {
   // CUDA packed gather backward: 1 = rows by counting sort (else the radix sort below 2^31
   // entries).
   GatherRowsCounted,
+  // CUDA grid_cluster without start / end: 1 = the two-kernel path (bounds kernel, then ids),
+  // not the one cooperative kernel.
+  GridClusterTwoKernels,
   Count,
 };
 

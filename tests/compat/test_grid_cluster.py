@@ -4,6 +4,8 @@ start / end, negative coordinates, float32 / float64, empty input; the torch fal
 dtypes; bad values (ValueError on CPU, INT64_MIN ids on CUDA); opcheck, torch.compile and
 TorchScript."""
 
+import pointops
+import pointops._tuning
 import pytest
 import torch
 from pointops.compat import torch_cluster as tc
@@ -259,29 +261,35 @@ def test_torchscript(device):
         assert torch.equal(scripted(*args), tc.grid_cluster(*args))
 
 
+@pytest.mark.parametrize("two_kernels", [None, 1])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n, dim", [(1, 1), (2, 3), (7, 2), (9, 40), (3000, 3), (3000, 6), (200_000, 3)])
-def test_bounds_held_in_the_ids_or_a_workspace(device, dtype, n, dim):
-    # On CUDA the bounds kernel's partials live in the first rows of the ids when they fit and
-    # in a workspace when the cloud is too small for them (a few points, many dimensions); the
-    # rows that held them must come out like every other row.
+@pytest.mark.parametrize(
+    "n, dim", [(1, 1), (2, 3), (7, 2), (9, 40), (3000, 3), (3000, 6), (3000, 12), (200_000, 3)]
+)
+def test_bounds_held_in_the_ids_or_a_workspace(device, dtype, n, dim, two_kernels):
+    # On CUDA the partial bounds live in the first rows of the ids when they fit (one cooperative
+    # kernel up to 8 dimensions, else or with the knob two kernels) and in a workspace when the
+    # cloud is too small for them; the rows that held them must come out like every other row.
     pos = cloud(n, dim, dtype, device, seed=n + dim)
     size = torch.linspace(0.2, 0.6, dim, dtype=dtype, device=device)
-    assert torch.equal(both(pos, size), reference(pos, size))
-    end = pos.max(0)[0] + 1
-    assert torch.equal(both(pos, size, None, end), reference(pos, size, None, end))
+    with pointops._tuning.override(GRID_CLUSTER_TWO_KERNELS=two_kernels):
+        assert torch.equal(both(pos, size), reference(pos, size))
+        end = pos.max(0)[0] + 1
+        assert torch.equal(both(pos, size, None, end), reference(pos, size, None, end))
 
 
-def test_cuda_graph_replay_recomputes_the_bounds(device):
+@pytest.mark.parametrize("two_kernels", [None, 1])
+def test_cuda_graph_replay_recomputes_the_bounds(device, two_kernels):
     if device != "cuda":
         pytest.skip("CUDA only")
     pos = cloud(50_000, 3, torch.float32, device, seed=11)
     size = torch.tensor([0.3, 0.4, 0.5], device=device)
-    tc.grid_cluster(pos, size)  # warm up outside the graph
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        ids = tc.grid_cluster(pos, size)
+    with pointops._tuning.override(GRID_CLUSTER_TWO_KERNELS=two_kernels):
+        tc.grid_cluster(pos, size)  # warm up outside the graph
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ids = tc.grid_cluster(pos, size)
     for seed in (12, 13):
         pos.copy_(cloud(50_000, 3, torch.float32, device, seed=seed, low=-8.0, high=2.0 * seed))
         graph.replay()

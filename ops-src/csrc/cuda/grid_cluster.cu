@@ -1,15 +1,20 @@
-// grid_cluster on CUDA (kernels.h): at most two launches, no host synchronization and, past a
-// few points, no memory besides the ids.
-// When start or end is missing, grid_bounds_kernel reduces pos to per-block column minima and
-// maxima, one partial per block: no atomics, so no buffer to clear first (that would be a third
-// launch). Every block of grid_ids_kernel then finishes that reduction itself (a few hundred
-// partials per column, read from L2), derives the cells and x-fastest strides into shared
-// memory and writes the ids of its points. Subtraction and division round as torch's do (no
-// fast math), so the ids equal those of the torch expression the op replaces.
-// The partials live in the first bytes of the ids themselves (a workspace allocation costs as
-// much host time as the kernels take): every id block skips those rows, and the block that reads
-// the partials last, counted by a ticket the bounds kernel zeroes, writes them. Clouds too small
-// to hold the partials take a workspace.
+// grid_cluster on CUDA (kernels.h): one launch, no host synchronization and, past a few points,
+// no memory besides the ids (a workspace allocation costs as much host time as the kernels take;
+// the op is bound by host time at PyG's shapes).
+// With start and end given, grid_ids_kernel alone. Without, for up to kFusedMaxDims dimensions,
+// grid_fused_kernel, one cooperative launch: every block reduces its rows to column minima and
+// maxima in the first bytes of the ids, and after a grid-wide sync every block merges them (a
+// few hundred partials, from L2), derives cells and x-fastest strides into shared memory and,
+// after a second sync, writes the ids of its rows. Where that cannot run (more dimensions, no
+// cooperative launch, a tuning knob), two kernels: grid_bounds_kernel writes the partials (no
+// atomics, so nothing to clear first) into the ids' first rows, which every id block skips and
+// the block that reads them last writes, or, for clouds too small to hold them, a workspace.
+// Subtraction and division round as torch's do (no fast math), so the ids equal those of the
+// torch expression the op replaces.
+#include <cooperative_groups.h>
+
+#include <atomic>
+
 #include "common.cuh"
 
 namespace pointops {
@@ -78,22 +83,18 @@ __device__ void reduce_lanes(const ColumnLayout& L, T lo, T hi, T* lo_s, T* hi_s
   }
 }
 
-// Partial bounds: block (x, y) covers columns y*width .. of the rows x*lanes + lane + k*gridDim.x*lanes
-// and writes part_lo / part_hi [gridDim.x, D] row x; block (0, 0) zeroes the ids kernel's ticket.
+// One block's partial bounds of the columns c0 .. c0 + width of the rows part*lanes + lane +
+// k*parts*lanes, written to part_lo / part_hi [parts, D] row `part`.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    grid_bounds_kernel(const T* __restrict__ pos, int64_t N, int64_t D, T* __restrict__ part_lo,
-                       T* __restrict__ part_hi, unsigned int* __restrict__ ticket) {
-  __shared__ T lo_s[kThreads];
-  __shared__ T hi_s[kThreads];
-  if (ticket != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *ticket = 0;
+__device__ void partial_bounds(const T* __restrict__ pos, int64_t N, int64_t D, int64_t c0, int64_t part,
+                               int64_t parts, T* part_lo, T* part_hi, T* lo_s, T* hi_s) {
   const ColumnLayout L(D);
-  const int64_t col = static_cast<int64_t>(blockIdx.y) * L.width + L.col;
+  const int64_t col = c0 + L.col;
   T lo = acc_inf<T>(), hi = -acc_inf<T>();
   if (L.active && col < D) {
-    const int64_t step = static_cast<int64_t>(gridDim.x) * L.lanes;
+    const int64_t step = parts * L.lanes;
 #pragma unroll 8
-    for (int64_t r = static_cast<int64_t>(blockIdx.x) * L.lanes + L.lane; r < N; r += step) {
+    for (int64_t r = part * L.lanes + L.lane; r < N; r += step) {
       const T v = pos[r * D + col];
       lo = nan_min(lo, v);
       hi = nan_max(hi, v);
@@ -101,128 +102,199 @@ __global__ void __launch_bounds__(kThreads)
   }
   reduce_lanes(L, lo, hi, lo_s, hi_s);
   if (L.active && L.lane == 0 && col < D) {
-    part_lo[static_cast<int64_t>(blockIdx.x) * D + col] = lo_s[threadIdx.x];
-    part_hi[static_cast<int64_t>(blockIdx.x) * D + col] = hi_s[threadIdx.x];
+    part_lo[part * D + col] = lo_s[threadIdx.x];
+    part_hi[part * D + col] = hi_s[threadIdx.x];
   }
+  __syncthreads();  // lo_s / hi_s are reused by the caller
+}
+
+// Partial bounds, one launch for them: block (x, y) takes column chunk y, partial x; block
+// (0, 0) zeroes the id kernel's ticket when there is one.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    grid_bounds_kernel(const T* __restrict__ pos, int64_t N, int64_t D, T* part_lo, T* part_hi,
+                       unsigned int* ticket) {
+  __shared__ T lo_s[kThreads];
+  __shared__ T hi_s[kThreads];
+  if (ticket != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *ticket = 0;
+  const int64_t width = D < kThreads ? D : kThreads;
+  partial_bounds(pos, N, D, static_cast<int64_t>(blockIdx.y) * width, blockIdx.x, gridDim.x, part_lo, part_hi,
+                 lo_s, hi_s);
 }
 
 extern __shared__ __align__(16) unsigned char grid_smem[];
 
-// Shared memory of grid_ids_kernel: stride [D] uint64, origin [D], size [D], extent [D] (end, then
+// Shared memory of the id kernels: stride [D] uint64, origin [D], size [D], extent [D] (end, then
 // the cell count), and the reduction's lo / hi scratch [kThreads] each.
 template <class T>
 size_t grid_ids_smem_bytes(int64_t D) {
   return static_cast<size_t>(D) * (sizeof(uint64_t) + 3 * sizeof(T)) + 2 * kThreads * sizeof(T);
 }
 
-// Rows each thread of the id kernel has in flight at once.
-constexpr int kRowsPerPass = 4;
-
-// The id of one row of pos; ok: whether the grid is good. kD > 0: D known when compiling (the
-// loop unrolls), 0: D as given.
-template <int kD, class T>
-__device__ __forceinline__ int64_t voxel_id(const T* __restrict__ row, int64_t D, const T* origin,
-                                            const T* size, const uint64_t* stride, bool ok) {
-  const int64_t dims = kD > 0 ? kD : D;
-  uint64_t id = 0;
-#pragma unroll
-  for (int64_t d = 0; d < dims; ++d) {
-    uint64_t cell = 0;
-    ok = truncate_to_int64((row[d] - origin[d]) / size[d], &cell) && ok;
-    id += cell * stride[d];
+// The grid's parameters in shared memory, derived by every block.
+template <class T>
+struct GridShared {
+  uint64_t* stride;
+  T *origin, *size, *extent, *lo, *hi;
+  __device__ GridShared(int64_t D) {
+    stride = reinterpret_cast<uint64_t*>(grid_smem);
+    origin = reinterpret_cast<T*>(stride + D);
+    size = origin + D;
+    extent = size + D;
+    lo = extent + D;
+    hi = lo + kThreads;
   }
-  return ok ? static_cast<int64_t>(id) : kPoisonIndex;
+};
+
+// Merges `parts` partial bounds into g.origin (minima) and g.extent (maxima).
+template <class T>
+__device__ void merge_partials(const GridShared<T>& g, const T* part_lo, const T* part_hi, int64_t parts,
+                               int64_t D) {
+  const ColumnLayout L(D);
+  for (int64_t c0 = 0; c0 < D; c0 += L.width) {
+    const int64_t col = c0 + L.col;
+    T lo = acc_inf<T>(), hi = -acc_inf<T>();
+    if (L.active && col < D) {
+#pragma unroll 8
+      for (int64_t p = L.lane; p < parts; p += L.lanes) {
+        lo = nan_min(lo, part_lo[p * D + col]);
+        hi = nan_max(hi, part_hi[p * D + col]);
+      }
+    }
+    reduce_lanes(L, lo, hi, g.lo, g.hi);
+    if (L.active && L.lane == 0 && col < D) {
+      g.origin[col] = g.lo[threadIdx.x];
+      g.extent[col] = g.hi[threadIdx.x];
+    }
+    __syncthreads();  // g.lo / g.hi are reused by the next chunk
+  }
 }
 
-// part_lo / part_hi / ticket may live in out's first `reserved` rows (no __restrict__ on them):
-// those rows are written by the block that takes the last ticket, after every block has read
-// the partials.
-template <int kD, class T>
-__global__ void __launch_bounds__(kThreads)
-    grid_ids_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
-                    const T* __restrict__ start, const T* __restrict__ end, const T* part_lo,
-                    const T* part_hi, int64_t parts, unsigned int* ticket, int64_t reserved, int64_t* out) {
-  uint64_t* stride_s = reinterpret_cast<uint64_t*>(grid_smem);
-  T* origin_s = reinterpret_cast<T*>(stride_s + D);
-  T* size_s = origin_s + D;
-  T* extent_s = size_s + D;
-  T* lo_s = extent_s + D;
-  T* hi_s = lo_s + kThreads;
+// Origin, cell size and x-fastest strides into g from start / end (or the merged bounds where
+// they are null); whether the grid is good (sizes finite and > 0, finite bounds, cell counts
+// that fit int64). Every thread of the block calls it; ticket: taken by thread 0 after the
+// block has read everything it needs from global memory, *last set when it was the final one.
+template <class T>
+__device__ bool derive_grid(const GridShared<T>& g, const T* __restrict__ size, const T* __restrict__ start,
+                            const T* __restrict__ end, int64_t D, unsigned int* ticket, bool* last) {
   __shared__ int bad_s;
-  __shared__ bool last_s;
   if (threadIdx.x == 0) bad_s = 0;
-
-  if (start == nullptr || end == nullptr) {  // finish the bounds kernel's reduction
-    const ColumnLayout L(D);
-    for (int64_t c0 = 0; c0 < D; c0 += L.width) {
-      const int64_t col = c0 + L.col;
-      T lo = acc_inf<T>(), hi = -acc_inf<T>();
-      if (L.active && col < D) {
-#pragma unroll 8
-        for (int64_t g = L.lane; g < parts; g += L.lanes) {
-          lo = nan_min(lo, part_lo[g * D + col]);
-          hi = nan_max(hi, part_hi[g * D + col]);
-        }
-      }
-      reduce_lanes(L, lo, hi, lo_s, hi_s);
-      if (L.active && L.lane == 0 && col < D) {
-        origin_s[col] = lo_s[threadIdx.x];
-        extent_s[col] = hi_s[threadIdx.x];
-      }
-      __syncthreads();  // lo_s / hi_s are reused by the next chunk
-    }
-  }
-  __syncthreads();  // bad_s; every thread's partials are read
+  __syncthreads();
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    const T a = start != nullptr ? start[d] : origin_s[d];
-    const T b = end != nullptr ? end[d] : extent_s[d];
+    const T a = start != nullptr ? start[d] : g.origin[d];
+    const T b = end != nullptr ? end[d] : g.extent[d];
     const T cell = size[d];
     uint64_t cells = 0;
     const bool ok =
         cell > 0 && isfinite(cell) && isfinite(a) && isfinite(b) && truncate_to_int64((b - a) / cell, &cells);
     if (!ok) bad_s = 1;
-    origin_s[d] = a;
-    size_s[d] = cell;
-    stride_s[d] = cells + 1;
+    g.origin[d] = a;
+    g.size[d] = cell;
+    g.stride[d] = cells + 1;
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // exclusive prefix product, x fastest (D is small: serial is fine)
     uint64_t step = 1;
     for (int64_t d = 0; d < D; ++d) {
-      const uint64_t cells = stride_s[d];
-      stride_s[d] = step;
+      const uint64_t cells = g.stride[d];
+      g.stride[d] = step;
       step *= cells;
     }
-    last_s = ticket != nullptr && atomicAdd(ticket, 1u) == gridDim.x - 1;
+    *last = ticket != nullptr && atomicAdd(ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  const bool ok = bad_s == 0;  // a bad grid parameter poisons every id
+  return bad_s == 0;
+}
 
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; base < N;
-       base += kRowsPerPass * step) {
+// Rows each thread of the id kernels has in flight at once.
+constexpr int kRowsPerPass = 4;
+
+// The id of one row of pos; ok: whether the grid is good. kD > 0: D known when compiling (the
+// loop unrolls), 0: D as given.
+template <int kD, class T>
+__device__ __forceinline__ int64_t voxel_id(const T* __restrict__ row, int64_t D, const GridShared<T>& g,
+                                            bool ok) {
+  const int64_t dims = kD > 0 ? kD : D;
+  uint64_t id = 0;
+#pragma unroll
+  for (int64_t d = 0; d < dims; ++d) {
+    uint64_t cell = 0;
+    ok = truncate_to_int64((row[d] - g.origin[d]) / g.size[d], &cell) && ok;
+    id += cell * g.stride[d];
+  }
+  return ok ? static_cast<int64_t>(id) : kPoisonIndex;
+}
+
+// out[i] for the rows first, first + step, ... in [begin, end), kRowsPerPass of them in flight.
+template <int kD, class T>
+__device__ void write_ids(const T* __restrict__ pos, int64_t D, const GridShared<T>& g, bool ok,
+                          int64_t begin, int64_t end, int64_t first, int64_t step, int64_t* out) {
+  for (int64_t base = first; base < end; base += kRowsPerPass * step) {
     int64_t ids[kRowsPerPass];
 #pragma unroll
     for (int r = 0; r < kRowsPerPass; ++r) {
       const int64_t i = base + r * step;
-      ids[r] = i < N ? voxel_id<kD>(pos + i * D, D, origin_s, size_s, stride_s, ok) : 0;
+      ids[r] = i < end ? voxel_id<kD>(pos + i * D, D, g, ok) : 0;
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerPass; ++r) {
       const int64_t i = base + r * step;
-      if (i < N && i >= reserved) out[i] = ids[r];
+      if (i < end && i >= begin) out[i] = ids[r];
     }
-  }
-  if (last_s) {
-    for (int64_t i = threadIdx.x; i < reserved; i += blockDim.x)
-      out[i] = voxel_id<kD>(pos + i * D, D, origin_s, size_s, stride_s, ok);
   }
 }
 
-// Where the bounds kernel's partials go (CudaPlan::path).
-enum GridPath : int32_t { kGivenBounds = 0, kPartialsInWorkspace = 1, kPartialsInIds = 2 };
+// The ids after grid_bounds_kernel (or with start and end given: part_lo null). part_lo /
+// part_hi / ticket may live in out's first `reserved` rows (no __restrict__ on them): every
+// block skips those rows, and the block that takes the last ticket, when every block has read
+// the partials, writes them.
+template <int kD, class T>
+__global__ void __launch_bounds__(kThreads)
+    grid_ids_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
+                    const T* __restrict__ start, const T* __restrict__ end, const T* part_lo,
+                    const T* part_hi, int64_t parts, unsigned int* ticket, int64_t reserved, int64_t* out) {
+  const GridShared<T> g(D);
+  __shared__ bool last_s;
+  if (start == nullptr || end == nullptr) merge_partials(g, part_lo, part_hi, parts, D);
+  const bool ok = derive_grid(g, size, start, end, D, ticket, &last_s);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  write_ids<kD>(pos, D, g, ok, reserved, N, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, step,
+                out);
+  if (last_s) write_ids<kD>(pos, D, g, ok, 0, reserved, threadIdx.x, blockDim.x, out);
+}
 
-// Bytes of the ticket and both partial arrays, laid out from `base` (out or the workspace).
+// Bounds and ids in one cooperative launch (D <= kFusedMaxDims, all blocks co-resident): each
+// block writes its partial bounds into out's first rows; after a grid-wide sync every block
+// merges them, and after a second one (every block has read them) writes all ids.
+template <int kD, class T>
+__global__ void __launch_bounds__(kThreads)
+    grid_fused_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
+                      const T* __restrict__ start, const T* __restrict__ end, int64_t* out) {
+  const GridShared<T> g(D);
+  T* part_lo = reinterpret_cast<T*>(out);
+  T* part_hi = part_lo + static_cast<int64_t>(gridDim.x) * D;
+  partial_bounds(pos, N, D, 0, blockIdx.x, gridDim.x, part_lo, part_hi, g.lo, g.hi);
+  cooperative_groups::this_grid().sync();
+  merge_partials(g, part_lo, part_hi, gridDim.x, D);
+  bool unused = false;
+  const bool ok = derive_grid(g, size, start, end, D, nullptr, &unused);
+  cooperative_groups::this_grid().sync();
+  write_ids<kD>(pos, D, g, ok, 0, N, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                static_cast<int64_t>(gridDim.x) * blockDim.x, out);
+}
+
+// How the bounds are found (CudaPlan::path).
+enum GridPath : int32_t {
+  kGivenBounds = 0,          // start and end given: the id kernel alone
+  kPartialsInWorkspace = 1,  // two kernels, partials in a workspace (clouds too small for them)
+  kPartialsInIds = 2,        // two kernels, partials in the ids' first rows (ticket)
+  kFused = 3,                // one cooperative kernel, partials in the ids' first rows
+};
+
+// The fused kernel merges every block's partial: up to this many columns (one chunk).
+constexpr int64_t kFusedMaxDims = 8;
+
+// Bytes of the ticket and both partial arrays of the two-kernel paths, from their base.
 constexpr size_t kTicketBytes = 16;
 template <class T>
 size_t partials_bytes(int64_t parts, int64_t D) {
@@ -230,17 +302,17 @@ size_t partials_bytes(int64_t parts, int64_t D) {
 }
 
 template <int kD, class T>
-void launch_ids(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end, int64_t N,
-                int64_t D, const T* part_lo, const T* part_hi, unsigned int* ticket, int64_t* out,
-                cudaStream_t s) {
-  grid_ids_kernel<kD, T>
-      <<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
-          pos, N, D, size, start, end, part_lo, part_hi, plan.shape[1], ticket, plan.shape[3], out);
+Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
+                    int64_t N, int64_t D, int64_t* out, cudaStream_t s) {
+  void* args[] = {&pos, &N, &D, &size, &start, &end, &out};
+  return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_fused_kernel<kD, T>),
+                                               dim3(static_cast<unsigned int>(plan.shape[0])), dim3(kThreads),
+                                               args, grid_ids_smem_bytes<T>(D), s));
 }
 
-template <class T>
-Status launch_grid_cluster(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                           int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
+template <int kD, class T>
+Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
+                          int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
   const int64_t parts = plan.shape[1];
   T* part_lo = nullptr;
   T* part_hi = nullptr;
@@ -254,18 +326,64 @@ Status launch_grid_cluster(const CudaPlan& plan, const T* pos, const T* size, co
     grid_bounds_kernel<T><<<grid, kThreads, 0, s>>>(pos, N, D, part_lo, part_hi, ticket);
     if (const Status st = launch_status()) return st;
   }
-  if (D == 3)
-    launch_ids<3>(plan, pos, size, start, end, N, D, part_lo, part_hi, ticket, out, s);
-  else
-    launch_ids<0>(plan, pos, size, start, end, N, D, part_lo, part_hi, ticket, out, s);
+  grid_ids_kernel<kD, T>
+      <<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
+          pos, N, D, size, start, end, part_lo, part_hi, parts, ticket, plan.shape[3], out);
   return launch_status();
+}
+
+template <int kD, class T>
+Status launch_grid_path(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
+                        int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
+  if (plan.path == kFused) return launch_fused<kD>(plan, pos, size, start, end, N, D, out, s);
+  return launch_two_kernels<kD>(plan, pos, size, start, end, N, D, out, workspace, s);
+}
+
+template <class T>
+Status launch_grid_cluster(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
+                           int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
+  if (D == 3) return launch_grid_path<3>(plan, pos, size, start, end, N, D, out, workspace, s);
+  return launch_grid_path<0>(plan, pos, size, start, end, N, D, out, workspace, s);
+}
+
+// Blocks of grid_fused_kernel that can be resident at once on the current device (0: none, or
+// no cooperative launch), for D <= kFusedMaxDims; cached per device and dtype.
+template <class T>
+int64_t fused_resident_blocks() {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int64_t> cache[kCachedDevices];  // 0: not read yet, -1: none
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (device >= 0 && device < kCachedDevices) {
+    const int64_t known = cache[device].load(std::memory_order_relaxed);
+    if (known != 0) return known > 0 ? known : 0;
+  }
+  int per_sm = 0;
+  const bool cooperative = current_device_attribute<cudaDevAttrCooperativeLaunch>() != 0;
+  // the two kernel variants use the same registers within a few; the smaller count is kept
+  int per_sm_other = 0;
+  if (!cooperative ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_fused_kernel<3, T>, kThreads,
+                                                    grid_ids_smem_bytes<T>(kFusedMaxDims)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_other, grid_fused_kernel<0, T>, kThreads,
+                                                    grid_ids_smem_bytes<T>(kFusedMaxDims)) != cudaSuccess) {
+    cudaGetLastError();
+    per_sm = 0;
+  }
+  if (per_sm_other < per_sm) per_sm = per_sm_other;
+  const int64_t blocks = static_cast<int64_t>(per_sm) * current_device_sm_count();
+  if (device >= 0 && device < kCachedDevices) cache[device].store(blocks > 0 ? blocks : -1);
+  return blocks;
 }
 
 }  // namespace
 
-// path: GridPath. shape[0]: blocks of the id kernel; shape[1]: blocks (partials) of the bounds
-// kernel, 0 when start and end are given; shape[2]: its column chunks; shape[3]: rows of the ids
-// that hold the partials (kPartialsInIds), else 0.
+// path: GridPath. shape[0]: blocks of the id (or fused) kernel; shape[1]: blocks (partials) of
+// the bounds kernel of the two-kernel paths, else 0; shape[2]: its column chunks; shape[3]:
+// rows of the ids that hold the partials (kPartialsInIds), else 0.
 CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds) {
   CudaPlan plan;
   const int64_t sms = current_device_sm_count();
@@ -273,14 +391,27 @@ CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds
   plan.shape[0] = grid_for(N, kThreads, 8 * sms);
   plan.path = kGivenBounds;
   if (!need_bounds || N <= 0 || D <= 0) return plan;
+  const size_t elem = dt == Dtype::Float64 ? sizeof(double) : sizeof(float);
+  const size_t id_bytes = static_cast<size_t>(N) * sizeof(int64_t);
+  if (D <= kFusedMaxDims && tuning(Knob::GridClusterTwoKernels) != 1) {
+    // every block merges every partial: a few hundred at most, each thread's rows in flight
+    int64_t blocks = grid_for(ceil_div(N, kRowsPerPass), kThreads, 4 * sms);
+    const int64_t resident =
+        dt == Dtype::Float64 ? fused_resident_blocks<double>() : fused_resident_blocks<float>();
+    if (blocks > resident) blocks = resident;
+    if (blocks > 0 && 2 * static_cast<size_t>(blocks * D) * elem <= id_bytes) {
+      plan.path = kFused;
+      plan.shape[0] = blocks;
+      return plan;
+    }
+  }
   const int64_t width = D < kThreads ? D : kThreads, lanes = kThreads / width;
   int64_t parts = ceil_div(N, lanes * kRowsPerBoundsThread);
   if (parts > 4 * sms) parts = 4 * sms;
   plan.shape[1] = parts;
   plan.shape[2] = ceil_div(D, width);
-  const size_t bytes =
-      dt == Dtype::Float64 ? partials_bytes<double>(parts, D) : partials_bytes<float>(parts, D);
-  if (bytes <= static_cast<size_t>(N) * sizeof(int64_t)) {
+  const size_t bytes = kTicketBytes + 2 * static_cast<size_t>(parts * D) * elem;
+  if (bytes <= id_bytes) {
     plan.path = kPartialsInIds;
     plan.shape[3] = ceil_div(static_cast<int64_t>(bytes), sizeof(int64_t));
   } else {
