@@ -126,6 +126,41 @@ def child(lib: str, out: str, group_idx: str) -> None:
     torch.save({"times": times, "outputs": outputs, "file": pointops.__file__}, out)
 
 
+def knn_differences(xyz, a, b) -> str:
+    """Why kNN indices differ: for each differing slot, the distances of both neighbours to the
+    query in float64 (near-equal distances make a tie that rounding breaks either way)."""
+    rows, slots = (a != b).nonzero(as_tuple=True)
+    if rows.numel() == 0:
+        return ""
+    pts = xyz.double().cpu()
+    da = (pts[a[rows, slots].long()] - pts[rows]).norm(dim=1)
+    db = (pts[b[rows, slots].long()] - pts[rows]).norm(dim=1)
+    same_sets = all(torch.equal(a[r].sort().values, b[r].sort().values) for r in rows.unique().tolist())
+    gap = float((da - db).abs().max())
+    return f"; differing slots: max float64 distance gap {gap:.1e}, same neighbour sets: {same_sets}"
+
+
+def fps_differences(xyz, new_offset, a, b) -> str:
+    """Why FPS picks differ: per scene the first differing pick and, in float64, the two
+    candidates' distances to the picks before it (a near tie there changes every later pick)."""
+    pts = xyz.double().cpu()
+    new_ends = new_offset.long().cpu().tolist()
+    notes = []
+    for scene, (lo, hi) in enumerate(zip([0, *new_ends[:-1]], new_ends, strict=True)):
+        diff = (a[lo:hi] != b[lo:hi]).nonzero()
+        if diff.numel() == 0:
+            continue
+        j = int(diff[0])
+        before = pts[a[lo : lo + j].long()]
+        da = float((pts[int(a[lo + j])] - before).norm(dim=1).min())
+        db = float((pts[int(b[lo + j])] - before).norm(dim=1).min())
+        notes.append(
+            f"scene {scene}: pick {j} of {hi - lo} first ({hi - lo - j} picks after it), "
+            f"candidates' distances {da:.9g} / {db:.9g} (gap {abs(da - db):.1e})"
+        )
+    return "; " + "; ".join(notes) if notes else ""
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pointcept-lib", default=".peers/build/pointcept_pointops")
@@ -188,6 +223,11 @@ def main() -> int:
                 check = (
                     f"identical {float((a == b).double().mean()) * 100:.3f}% ({differ} of {a.numel()} differ)"
                 )
+                xyz, _, new_offset, _ = scenes("cpu")
+                if name == "knn_k16":
+                    check += knn_differences(xyz, a, b)
+                elif name == "fps_quarter":
+                    check += fps_differences(xyz, new_offset, a, b)
         speed = other / t if other else None
         rows.append({"row": name, "pointops_ms": t, "pointcept_ms": other, "speedup": speed, "check": check})
         print(
