@@ -14,8 +14,9 @@ points); knn k=16, every point a query; radius r such that about 20 points fall 
 max_num_neighbors=32; grid_cluster voxel 1/50 of the extent. Medians of CUDA-event timings of
 single calls (CPU wall time without CUDA); on CUDA, rows whose single calls both take under 1 ms
 are also timed pipelined (100 calls queued back to back, the mean per call: what a training step
-sees when the host runs ahead), since a single short call mostly measures launch latency. torch_cluster's knn and radius are brute force (1e12
-pairs at 1M points), so the 1M rows take 3 calls after one warm-up, fps there one call. Results are
+sees when the host runs ahead), since a single short call mostly measures launch latency.
+torch_cluster's knn and radius are brute force (1e12 pairs at 1M points), so the 1M rows take 3
+calls after one warm-up, fps there one call (grid_cluster 10 everywhere). Results are
 compared where the semantics agree (knn neighbour sets, radius pairs when no ball is capped,
 grid ids, fps). The JSON is rewritten after every row, so a run cut short keeps what it measured.
 Without torch_cluster the comparison column is skipped with a message.
@@ -62,13 +63,19 @@ def main() -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json")
     p.add_argument("--shapes", nargs="+", default=["16x10000", "1x1000000"])
+    p.add_argument("--ops", nargs="+", default=["fps", "knn", "radius", "grid"], help="rows to run")
     args = p.parse_args()
     from pointops.compat import torch_cluster as ours
 
     theirs = None
     if os.path.isdir(args.torch_cluster_lib):
         sys.path.insert(0, os.path.abspath(args.torch_cluster_lib))
-        import torch_cluster as theirs
+        try:
+            import torch_cluster as theirs
+        except ImportError as error:  # a build that failed part way
+            print(
+                f"torch_cluster at {args.torch_cluster_lib} does not import ({error}): its column is skipped"
+            )
     else:
         print(f"torch_cluster not found at {args.torch_cluster_lib}: its column is skipped")
     device, rows = args.device, []
@@ -82,7 +89,9 @@ def main() -> int:
         r = (20 * 3 / (4 * 3.14159 * N)) ** (1 / 3)  # ~20 points per ball in a unit cube
         size = torch.full((3,), 1 / 50, device=device)
         for name, call in calls(pos, batch, r, size, N).items():
-            if N < 1_000_000:
+            if name not in args.ops:
+                continue
+            if N < 1_000_000 or name == "grid":  # grid: microseconds at any shape
                 reps, warmup = (10, 2) if name != "fps" else (3, 2)
             else:
                 reps, warmup = (3, 1) if name != "fps" else (1, 0)
