@@ -294,12 +294,8 @@ enum GridPath : int32_t {
 // The fused kernel merges every block's partial: up to this many columns (one chunk).
 constexpr int64_t kFusedMaxDims = 8;
 
-// Bytes of the ticket and both partial arrays of the two-kernel paths, from their base.
+// Bytes before the partial arrays of the two-kernel paths (the ticket), from their base.
 constexpr size_t kTicketBytes = 16;
-template <class T>
-size_t partials_bytes(int64_t parts, int64_t D) {
-  return kTicketBytes + 2 * static_cast<size_t>(parts * D) * sizeof(T);
-}
 
 template <int kD, class T>
 Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
