@@ -4,7 +4,6 @@ start / end, negative coordinates, float32 / float64, empty input; the torch fal
 dtypes; bad values (ValueError on CPU, INT64_MIN ids on CUDA); opcheck, torch.compile and
 TorchScript."""
 
-import pointops
 import pointops._tuning
 import pytest
 import torch
