@@ -247,3 +247,117 @@ def test_native_three_nn_dist2_is_no_nan_trap_with_coincident_points(device):
         device, plain_three_nn, pointops.three_interpolate, pointops.gather_points, 1e-8
     )
     torch.testing.assert_close(grad, expected)
+
+
+# --- QueryAndGroup / GroupAll in channels_last memory ---------------------------------------------
+
+
+def _groups_both_layouts(monkeypatch, device, use_xyz, with_features, xyz_grad):
+    """QueryAndGroup's output and gradients with the channels_last groups and without, on a
+    batch with an empty ball and a short one."""
+    g = torch.Generator().manual_seed(3)
+    xyz = torch.rand(3, 40, 3, generator=g).to(device)
+    centres = torch.cat([xyz[:, :5], torch.full((3, 1, 3), 4.0, device=device)], dim=1)  # last: empty
+    feat = torch.randn(3, 6, 40, generator=g).to(device) if with_features else None
+    weight = torch.randn(3, (3 if use_xyz else 0) + (6 if with_features else 0), 6, 8, generator=g).to(device)
+    results = []
+    for layout in (False, True):
+        monkeypatch.setattr(pn2, "CHANNELS_LAST", layout)
+        inputs = [xyz.clone().requires_grad_(xyz_grad), centres.clone().requires_grad_(True)]
+        if with_features:
+            inputs.append(feat.clone().requires_grad_(True))
+        out = pn2.QueryAndGroup(0.25, 8, use_xyz=use_xyz)(*inputs)
+        used = [t for t in inputs if t.requires_grad and (use_xyz or t is inputs[-1])]
+        grads = torch.autograd.grad((out * weight).sum(), used)
+        results.append((out, grads))
+    return results
+
+
+@pytest.mark.parametrize("use_xyz,with_features", [(True, True), (True, False), (False, True)])
+def test_query_and_group_channels_last_gives_the_same_groups(monkeypatch, device, use_xyz, with_features):
+    (plain, plain_grads), (cl, cl_grads) = _groups_both_layouts(
+        monkeypatch, device, use_xyz, with_features, True
+    )
+    assert plain.is_contiguous() and cl.is_contiguous(memory_format=torch.channels_last)
+    assert not cl.is_contiguous()
+    assert cl.shape == plain.shape
+    assert torch.equal(cl, plain)  # copies and one subtraction: the same bits
+    # the empty ball (last centre) groups point 0 of its cloud, relative to the centre
+    if use_xyz:
+        assert torch.equal(cl[:, :3, 5, 0], plain[:, :3, 5, 0])
+    for a, b in zip(cl_grads, plain_grads, strict=True):
+        # feature gradients are the same deterministic sums; the centres' sums over the group
+        # run over another memory order
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    if with_features:
+        assert torch.equal(cl_grads[-1], plain_grads[-1])
+
+
+def test_query_and_group_channels_last_by_default_on_cuda_only(monkeypatch, device):
+    monkeypatch.setattr(pn2, "CHANNELS_LAST", None)
+    xyz = torch.rand(2, 30, 3).to(device)
+    feat = torch.randn(2, 4, 30).to(device)
+    out = pn2.QueryAndGroup(0.3, 5)(xyz, xyz[:, :6].contiguous(), feat)
+    grouped_all = pn2.GroupAll()(xyz, None, feat)
+    on_cuda = device == "cuda"
+    assert out.is_contiguous(memory_format=torch.channels_last) is on_cuda
+    assert out.is_contiguous() is not on_cuda
+    assert grouped_all.is_contiguous(memory_format=torch.channels_last) is on_cuda
+    # features of another dtype keep the contiguous layout (they are concatenated with xyz)
+    assert pn2.QueryAndGroup(0.3, 5)(xyz, xyz[:, :6].contiguous(), feat.double()).is_contiguous()
+
+
+def test_group_all_channels_last_matches(monkeypatch, device):
+    xyz = torch.rand(2, 9, 3).to(device).requires_grad_(True)
+    feat = torch.randn(2, 4, 9).to(device).requires_grad_(True)
+    outs = []
+    for layout in (False, True):
+        monkeypatch.setattr(pn2, "CHANNELS_LAST", layout)
+        out = pn2.GroupAll()(xyz, None, feat)
+        outs.append((out, torch.autograd.grad(out.square().sum(), (xyz, feat))))
+    (plain, plain_grads), (cl, cl_grads) = outs
+    assert cl.is_contiguous(memory_format=torch.channels_last) and torch.equal(cl, plain)
+    for a, b in zip(cl_grads, plain_grads, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_query_and_group_channels_last_refuses_mismatched_features(monkeypatch, device):
+    monkeypatch.setattr(pn2, "CHANNELS_LAST", True)
+    xyz = torch.rand(2, 30, 3).to(device)
+    with pytest.raises(ValueError, match=r"features must have shape \[B, C, N\] = \[2, C, 30\]"):
+        pn2.QueryAndGroup(0.3, 5)(xyz, xyz[:, :6], torch.randn(2, 4, 29).to(device))
+    with pytest.raises(ValueError, match="needs features"):
+        pn2.QueryAndGroup(0.3, 5, use_xyz=False)(xyz, xyz[:, :6])
+
+
+def test_query_and_group_channels_last_in_a_cuda_graph(monkeypatch):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    monkeypatch.setattr(pn2, "CHANNELS_LAST", True)
+    monkeypatch.setattr(pn2, "_CLOUD_STARTS", {})
+    xyz = torch.rand(2, 64, 3, device="cuda")
+    feat = torch.randn(2, 5, 64, device="cuda")
+    group = pn2.QueryAndGroup(0.3, 8)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up on another cloud size: the capture meets a new size
+        group(xyz[:, :48], xyz[:, :16], feat[:, :, :48])
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        out = group(xyz, xyz[:, :16], feat)
+    assert (xyz.device, 2, 64) not in pn2._CLOUD_STARTS  # nothing from the graph's pool is kept
+    xyz.copy_(torch.rand(2, 64, 3, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    monkeypatch.setattr(pn2, "CHANNELS_LAST", False)
+    assert torch.equal(out, group(xyz, xyz[:, :16], feat))
+
+
+def test_channels_last_setting_from_the_environment(monkeypatch):
+    for raw, expected in (("auto", None), ("", None), ("1", True), ("on", True), ("0", False), ("no", False)):
+        monkeypatch.setenv("POINTOPS_PN2_CHANNELS_LAST", raw)
+        assert pn2._channels_last_from_env() is expected
+    monkeypatch.setenv("POINTOPS_PN2_CHANNELS_LAST", "sometimes")
+    with pytest.warns(RuntimeWarning, match="POINTOPS_PN2_CHANNELS_LAST='sometimes' is not understood"):
+        assert pn2._channels_last_from_env() is None

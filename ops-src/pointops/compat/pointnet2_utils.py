@@ -12,28 +12,58 @@ Deliberate differences (pointnet2_ops behaviour we do not reproduce):
 - three_interpolate has a real gradient w.r.t. the weights (pointnet2_ops returns zeros).
 - CPU tensors and float64 work; CUDA also takes float16/bfloat16.
 - Backward passes are deterministic (no float atomics).
+- On CUDA, QueryAndGroup and GroupAll return their [B, C, npoint, nsample] groups in
+  channels_last memory (same values and shape; `.contiguous()` gives pointnet2_ops' layout).
+  Their consumer, a shared MLP of 1x1 convolutions and batch norms, runs on that layout without
+  converting it (a PointNet++ training step spends most of its time there).
+  POINTOPS_PN2_CHANNELS_LAST=0 (or the module attribute CHANNELS_LAST = False) keeps the
+  contiguous layout, =1 uses channels_last on CPU too.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 import torch
 from torch import Tensor, nn
 
-from .. import ops
+from .. import ops, packed
 
 _ops = torch.ops.pointops
 
 
-def _int32(idx: Tensor) -> Tensor:
-    """Native -1 ("no point") becomes 0, as in pointnet2_ops; indices become int32."""
-    return idx.clamp_min(0).to(torch.int32)
+def _channels_last_from_env() -> bool | None:
+    raw = os.environ.get("POINTOPS_PN2_CHANNELS_LAST", "auto").strip().lower()
+    if raw in ("", "auto"):
+        return None
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    warnings.warn(
+        f"pointops: POINTOPS_PN2_CHANNELS_LAST={raw!r} is not understood; using auto (set it to 0, 1 or auto)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return None
+
+
+# Groups in channels_last memory: None = on CUDA only, True = always, False = never.
+CHANNELS_LAST: bool | None = _channels_last_from_env()
+
+
+def _int32(idx: Tensor, may_miss: bool = True) -> Tensor:
+    """Native -1 ("no point") becomes 0, as in pointnet2_ops; indices become int32. may_miss=False:
+    the sizes rule out -1, so the clamp (a kernel launch) is skipped."""
+    return (idx.clamp_min(0) if may_miss else idx).to(torch.int32)
 
 
 def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     """xyz [B, N, 3] -> int32 indices [B, npoint], starting at point 0."""
-    return _int32(ops.furthest_point_sample(xyz, npoint))
+    idx = ops.furthest_point_sample(xyz, npoint)
+    return _int32(idx, may_miss=npoint > xyz.shape[1])  # -1 only past the cloud's size
 
 
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
@@ -49,7 +79,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     1 / (dist + eps) would otherwise send NaN into xyz's gradient (the derivative of the square
     root at a known point that coincides with an unknown one)."""
     dist2, idx = ops.three_nn(unknown.detach(), known.detach())
-    return torch.sqrt(dist2), _int32(idx)
+    return torch.sqrt(dist2), _int32(idx, may_miss=known.shape[1] < 3)
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
@@ -102,10 +132,8 @@ def _float32(x: float) -> float:
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
-@ops._traceable
-def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
-    """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
-    each new_xyz point; short balls repeat their first hit, an empty ball is all 0."""
+def _native_ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    """ball_query's int64 indices, -1 for an empty ball."""
     names = ("xyz", "new_xyz")
     xyz, new_xyz = ops._pair_structure(xyz, new_xyz, names)
     if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not radius >= 0:
@@ -117,7 +145,83 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
         (xyz, new_xyz, radius, nsample, None, None, False, False),
         ops._neighbour_checks(xyz, new_xyz, None, None, names),
     )
-    return _int32(idx)
+    return idx
+
+
+@ops._traceable
+def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    """int32 indices [B, npoint, nsample] of the first nsample points with d^2 < radius^2 around
+    each new_xyz point; short balls repeat their first hit, an empty ball is all 0."""
+    return _int32(_native_ball_query(radius, nsample, xyz, new_xyz))
+
+
+# --- groups in channels_last memory -------------------------------------------------------------
+
+
+def _use_channels_last(xyz: Tensor, features: Tensor | None) -> bool:
+    """Whether QueryAndGroup / GroupAll build channels_last groups for these inputs. Not under
+    torch.jit.trace (the cloud offsets would become constants of the trace) or torch.func
+    transforms (the row gather has no vmap rule), nor for features of another dtype."""
+    setting = CHANNELS_LAST
+    if setting is False or not isinstance(xyz, Tensor) or (setting is None and not xyz.is_cuda):
+        return False
+    if features is not None and (not isinstance(features, Tensor) or features.dtype != xyz.dtype):
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    return not (torch.jit.is_tracing() or torch._C._are_functorch_transforms_active())
+
+
+def _check_features(features: Tensor, xyz: Tensor) -> None:
+    ops._features(features, "features")
+    ops._same_device(xyz, "xyz", features, "features")
+    if features.shape[0] != xyz.shape[0] or features.shape[2] != xyz.shape[1]:
+        raise ValueError(
+            f"pointops: features must have shape [B, C, N] = [{xyz.shape[0]}, C, {xyz.shape[1]}] "
+            f"(xyz is {list(xyz.shape)}), got {list(features.shape)}"
+        )
+
+
+_CLOUD_STARTS: dict = {}
+
+
+def _cloud_starts(B: int, N: int, device: torch.device) -> Tensor:
+    """[B, 1, 1] int64: the first row of each cloud of a [B, N] batch seen as B * N rows. Kept
+    per (device, B, N): an arange launch per call costs more host time than the lookup."""
+    if torch.compiler.is_compiling():
+        return torch.arange(0, B * N, N, device=device).view(B, 1, 1)
+    key = (device, B, N)
+    starts = _CLOUD_STARTS.get(key)
+    if starts is None:
+        starts = torch.arange(0, B * N, N, device=device).view(B, 1, 1)
+        # not while a CUDA graph is captured: the tensor would live in the graph's memory pool
+        if not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            if len(_CLOUD_STARTS) >= 64:
+                _CLOUD_STARTS.clear()
+            _CLOUD_STARTS[key] = starts
+    return starts
+
+
+def _group_channels_last(xyz: Tensor, new_xyz: Tensor, features: Tensor | None, idx: Tensor, use_xyz: bool):
+    """QueryAndGroup's output from ball_query's int64 idx [B, M, K] (-1: empty ball) as one row
+    gather: rows [B * N, 3 + C] = (xyz | features transposed), out [B, M, K, 3 + C], returned as
+    the [B, 3 + C, M, K] view (channels_last memory). The same values as grouping each part
+    and subtracting the centres: copies, then one subtraction."""
+    B, N = xyz.shape[0], xyz.shape[1]
+    parts = []
+    if use_xyz or features is None:
+        parts.append(xyz)
+    if features is not None:
+        parts.append(features.transpose(1, 2))
+    rows = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+    rows = rows.reshape(B * N, rows.shape[2])
+    starts = _cloud_starts(B, N, xyz.device)
+    # global rows; an empty ball (-1) groups point 0 of its cloud, as in pointnet2_ops
+    rows_idx = (idx + starts).clamp_min_(starts)
+    out = packed.gather(rows, rows_idx)
+    if use_xyz or features is None:
+        out[..., :3] -= new_xyz.unsqueeze(2)
+    return out.permute(0, 3, 1, 2)
 
 
 class QueryAndGroup(nn.Module):
@@ -130,12 +234,17 @@ class QueryAndGroup(nn.Module):
         self.radius, self.nsample, self.use_xyz = radius, nsample, use_xyz
 
     def forward(self, xyz: Tensor, new_xyz: Tensor, features: Tensor | None = None) -> Tensor:
+        if features is None and not self.use_xyz:
+            raise ValueError("pointops: QueryAndGroup(use_xyz=False) needs features")
+        if _use_channels_last(xyz, features):
+            idx = _native_ball_query(self.radius, self.nsample, xyz, new_xyz)
+            if features is not None:
+                _check_features(features, xyz)
+            return _group_channels_last(xyz, new_xyz, features, idx, self.use_xyz)
         idx = ball_query(self.radius, self.nsample, xyz, new_xyz)
         grouped_xyz = grouping_operation(xyz.transpose(1, 2), idx)
         grouped_xyz = grouped_xyz - new_xyz.transpose(1, 2).unsqueeze(-1)
         if features is None:
-            if not self.use_xyz:
-                raise ValueError("pointops: QueryAndGroup(use_xyz=False) needs features")
             return grouped_xyz
         grouped_features = grouping_operation(features, idx)
         if self.use_xyz:
@@ -155,6 +264,10 @@ class GroupAll(nn.Module):
         grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
         if features is None:
             return grouped_xyz
+        if self.use_xyz and _use_channels_last(xyz, features):
+            _check_features(features, xyz)
+            # [B, N, 3 + C] rows seen as [B, 3 + C, 1, N]: channels_last memory
+            return torch.cat([xyz, features.transpose(1, 2)], dim=2).unsqueeze(1).permute(0, 3, 1, 2)
         grouped_features = features.unsqueeze(2)
         if self.use_xyz:
             return torch.cat([grouped_xyz, grouped_features], dim=1)
