@@ -1,5 +1,5 @@
 """pointnet2_ops.pointnet2_utils' behaviour in plain torch: the oracle of the pointnet2_training
-harness, and a backend of its own (`torch`, `torch-fma`) that runs on any device.
+harness, and a backend of its own (`torch`, `torch-fma`, `float64`) that runs on any device.
 
 Written from pointnet2_ops' documented conventions and kernels' observable behaviour:
 - furthest_point_sample starts at point 0 and never picks a point with |p|^2 <= 1e-3; the next
@@ -18,6 +18,11 @@ three_interpolate are rounded as nvcc's default contraction computes them in poi
 kernels: d^2 = fma(dz, dz, fma(dy, dy, dx * dx)), out = fma(f3, w3, fma(f2, w2, f1 * w1)).
 An fma is emulated by one float64 evaluation rounded to float32 (the float32 product is exact
 in float64); this differs from a hardware fma only in rare double-rounding cases.
+
+With SEARCH_FLOAT32 set (the `float64` backend, a float64 model), the searches (FPS, ball
+query, three_nn's choice of neighbours) run on the points rounded to float32, so that they pick
+what the float32 variants pick; three_nn's distances are then those neighbours' distances in the
+input's dtype. Everything else stays in the input's dtype.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 EMULATE_FMA = False
+SEARCH_FLOAT32 = False
 _CHUNK_ELEMENTS = 1 << 26  # pairwise-distance blocks of at most this many entries
 
 
@@ -48,8 +54,13 @@ def _chunks(total: int, per_row: int):
         yield start, min(total, start + step)
 
 
+def _search_points(xyz: Tensor) -> Tensor:
+    return xyz.float() if SEARCH_FLOAT32 else xyz
+
+
 @torch.no_grad()
 def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
+    xyz = _search_points(xyz)
     B, N, _ = xyz.shape
     out = torch.zeros(B, npoint, dtype=torch.int32, device=xyz.device)
     mag = _sq_dist(xyz, torch.zeros_like(xyz))
@@ -83,6 +94,7 @@ def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
 
 @torch.no_grad()
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    xyz, new_xyz = _search_points(xyz), _search_points(new_xyz)
     B, N, _ = xyz.shape
     M = new_xyz.shape[1]
     r2 = torch.tensor(radius, dtype=xyz.dtype) * torch.tensor(radius, dtype=xyz.dtype)
@@ -100,6 +112,15 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
 
 @torch.no_grad()
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
+    if SEARCH_FLOAT32 and unknown.dtype != torch.float32:
+        _, idx = three_nn_searched(unknown.float(), known.float())
+        picked = torch.gather(known, 1, idx.long().reshape(idx.shape[0], -1, 1).expand(-1, -1, 3))
+        d2 = _sq_dist(unknown.unsqueeze(2), picked.view(*idx.shape, 3))
+        return torch.sqrt(d2), idx
+    return three_nn_searched(unknown, known)
+
+
+def three_nn_searched(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     B, n, _ = unknown.shape
     m = known.shape[1]
     k = min(3, m)

@@ -15,11 +15,15 @@ were written for, and with pointops in its place.
 Variants, each in its own fresh process per model (the libraries never meet in one process):
 - pointnet2_ops: the peer's compiled library, imported from --pointnet2-ops (a pip --target
   directory) or from site-packages.
-- pointops, pointops-nochecks (POINTOPS_VALUE_CHECKS=0): the peer's pointnet2_modules.py, loaded
+- pointops, pointops-nochecks (value checks off), pointops-contiguous (QueryAndGroup's groups in
+  pointnet2_ops' contiguous layout instead of channels_last): the peer's pointnet2_modules.py, loaded
   from the checkout unmodified, with `pointnet2_ops.pointnet2_utils` resolved to
   `pointops.compat.pointnet2_utils` (a sys.modules alias installed before the import).
 - torch, torch-fma: the same alias to _pointnet2_reference.py, pointnet2_ops' behaviour in plain
   torch (torch-fma rounds the float32 sums as pointnet2_ops' CUDA kernels do). Any device.
+- float64: the same in float64, model and data (the searches still on float32 points, so that
+  it picks the float32 variants' samples and neighbours): the float32 variants' gradients
+  compared with it (--baseline float64) tell how far float32 rounding alone moves them.
 
 Cases (batch 16 by default): cls-ssg and cls-msg at 1024 and 4096 points (xyz + 3 feature
 channels, 40 classes), sem-ssg and sem-msg at 4096 points (xyz + 6 channels, 13 classes per
@@ -78,7 +82,15 @@ CASES = {  # name: (model class, points, input channels beyond xyz, classes, tas
     "sem-ssg-4096": ("PointNet2SemSegSSG", 4096, 6, 13, "sem"),
     "sem-msg-4096": ("PointNet2SemSegMSG", 4096, 6, 13, "sem"),
 }
-VARIANTS = ("pointnet2_ops", "pointops", "pointops-nochecks", "torch", "torch-fma")
+VARIANTS = (
+    "pointnet2_ops",
+    "pointops",
+    "pointops-nochecks",
+    "pointops-contiguous",
+    "torch",
+    "torch-fma",
+    "float64",
+)
 AUDITED = (
     "furthest_point_sample",
     "gather_operation",
@@ -159,18 +171,21 @@ def import_library(variant: str, peer: str, site_dir: str | None) -> types.Modul
         if site_dir and not where.startswith(site_dir + os.sep):
             raise SystemExit(f"pointnet2_ops' extension came from {where}, not from {site_dir}")
         return pointnet2_utils
-    if variant in ("pointops", "pointops-nochecks"):
+    if variant.startswith("pointops"):
         import pointops
         from pointops.compat import pointnet2_utils
 
         if variant == "pointops-nochecks":
             pointops.set_value_checks(False)
+        if variant == "pointops-contiguous":
+            pointnet2_utils.CHANNELS_LAST = False
         _alias_pointnet2_utils(peer, pointnet2_utils)
         return pointnet2_utils
     sys.path.insert(0, HERE)
     import _pointnet2_reference as reference
 
     reference.EMULATE_FMA = variant == "torch-fma"
+    reference.SEARCH_FLOAT32 = variant == "float64"
     _alias_pointnet2_utils(peer, reference)
     return reference
 
@@ -273,12 +288,27 @@ class Recorder:
 
     def __init__(self, module: types.ModuleType):
         self.module, self.calls, self.saved = module, [], {}
+        self.inside_ball_query = False
 
     def __enter__(self):
         for name in AUDITED:
             original = getattr(self.module, name)
             self.saved[name] = original
             setattr(self.module, name, self._wrap(name, original))
+        # pointops' QueryAndGroup on CUDA groups in channels_last from the native ball query
+        # (int64, -1 for an empty ball) without calling ball_query: record those calls as
+        # ball_query, in pointnet2_ops' convention, so that its indices are audited too
+        native = getattr(self.module, "_native_ball_query", None)
+        if native is not None:
+            self.saved["_native_ball_query"] = native
+
+            def native_recorded(*args):
+                idx = native(*args)
+                if not self.inside_ball_query:  # else ball_query records it
+                    self._record("ball_query", args, self.module._int32(idx))
+                return idx
+
+            self.module._native_ball_query = native_recorded
         return self
 
     def __exit__(self, *exc):
@@ -287,20 +317,27 @@ class Recorder:
 
     def _wrap(self, name, fn):
         def recorded(*args):
-            out = fn(*args)
-            call = {"op": name, "args": [a.detach().clone() if torch.is_tensor(a) else a for a in args]}
-            if name in ("gather_operation", "grouping_operation", "three_interpolate"):
-                call["out"] = out.detach().clone()
-                if out.requires_grad:
-                    out.register_hook(lambda g: call.__setitem__("grad_out", g.detach().clone()))
-            elif name == "three_nn":
-                call["out"] = tuple(t.detach().clone() for t in out)
-            else:
-                call["out"] = out.detach().clone()
-            self.calls.append(call)
+            self.inside_ball_query = name == "ball_query"
+            try:
+                out = fn(*args)
+            finally:
+                self.inside_ball_query = False
+            self._record(name, args, out)
             return out
 
         return recorded
+
+    def _record(self, name, args, out):
+        call = {"op": name, "args": [a.detach().clone() if torch.is_tensor(a) else a for a in args]}
+        if name in ("gather_operation", "grouping_operation", "three_interpolate"):
+            call["out"] = out.detach().clone()
+            if out.requires_grad:
+                out.register_hook(lambda g: call.__setitem__("grad_out", g.detach().clone()))
+        elif name == "three_nn":
+            call["out"] = tuple(t.detach().clone() for t in out)
+        else:
+            call["out"] = out.detach().clone()
+        self.calls.append(call)
 
 
 def audit(calls: list, library: types.ModuleType) -> tuple[list, dict]:
@@ -312,10 +349,13 @@ def audit(calls: list, library: types.ModuleType) -> tuple[list, dict]:
     emulate, ref.EMULATE_FMA = ref.EMULATE_FMA, False
     rows, indices = [], {}
     try:
+        ordinal: dict = {}
         for i, call in enumerate(calls):
             op, args, out = call["op"], call["args"], call["out"]
             row = {"call": i, "op": op, "shapes": [list(a.shape) if torch.is_tensor(a) else a for a in args]}
-            key = f"{i}:{op}"
+            # the n-th call of this op: variants that group differently make different other calls
+            ordinal[op] = ordinal.get(op, -1) + 1
+            key = f"{ordinal[op]}:{op}"
             if op == "furthest_point_sample":
                 expect = ref.furthest_point_sample(args[0], args[1])
                 row["rows_differing"] = int((expect != out.to(expect.dtype)).any(dim=1).sum())
@@ -371,8 +411,36 @@ def profile_steps(step, count: int, device: torch.device) -> None:
     print(prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=70))
 
 
+def build_model(args, models: types.ModuleType, device: torch.device):
+    """The case's model with the run's initial weights (saved by the first variant, loaded by
+    the others), and its batch: (model, initial state, "created"/"loaded", points, labels)."""
+    torch.manual_seed(args.seed)
+    model = getattr(models, CASES[args.case][0])({"model.use_xyz": True}).to(device)
+    if args.init and os.path.exists(args.init):
+        model.load_state_dict(torch.load(args.init, map_location=device))
+        init_source = "loaded"
+    else:
+        init_source = "created"
+        if args.init:
+            os.makedirs(os.path.dirname(os.path.abspath(args.init)), exist_ok=True)
+            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, args.init)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.train()
+    points, labels = (t_.to(device) for t_ in synthetic_batch(args.case, args.batch, args.seed))
+    if args.no_dropout:  # dropout masks differ between dtypes: off for the float64 comparisons
+        for module in model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = 0.0
+    if args.variant == "float64":
+        model, points = model.double(), points.double()
+    return model, initial, init_source, points, labels
+
+
 def run(args) -> dict:
     device = torch.device(args.device)
+    if args.no_tf32:  # cuDNN convolutions in full float32 (PyTorch's default allows TF32 there)
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     clock = Clock(device)
     first = {"import_torch_ms": _T_TORCH * 1e3}
     _, first["device_init_ms"] = clock(lambda: torch.zeros(1, device=device).add_(1))
@@ -387,21 +455,8 @@ def run(args) -> dict:
     first["import_models_ms"] = (time.perf_counter() - t) * 1e3
     check_separation(args.variant)
 
-    class_name = CASES[args.case][0]
-    torch.manual_seed(args.seed)
     t = time.perf_counter()
-    model = getattr(models, class_name)({"model.use_xyz": True}).to(device)
-    if args.init and os.path.exists(args.init):
-        model.load_state_dict(torch.load(args.init, map_location=device))
-        init_source = "loaded"
-    else:
-        init_source = "created"
-        if args.init:
-            os.makedirs(os.path.dirname(os.path.abspath(args.init)), exist_ok=True)
-            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, args.init)
-    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    model.train()
-    points, labels = (t_.to(device) for t_ in synthetic_batch(args.case, args.batch, args.seed))
+    model, initial, init_source, points, labels = build_model(args, models, device)
     first["build_model_ms"] = (time.perf_counter() - t) * 1e3
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
@@ -575,7 +630,36 @@ def compare(results: dict, baseline: str) -> dict:
                 v["indices_vs_baseline"] = index_agreement(r["indices"], base["indices"])
             entry["variants"][variant] = v
         report["cases"][case] = entry
+    report["rows"] = summary_rows(report)
     return report
+
+
+TARGET_RATIO = 0.7  # issue 19: each model's step at most 0.7x pointnet2_ops' time
+
+
+def summary_rows(report: dict) -> list[dict]:
+    """One row per case and variant against the baseline, for benchmarks/update_baseline.py."""
+    base, rows = report["baseline"], []
+    for case, entry in report["cases"].items():
+        b = entry["variants"].get(base)
+        for variant, v in entry["variants"].items():
+            if variant == base or b is None:
+                continue
+            ratio = v.get("ratio_to_baseline")
+            rows.append(
+                {
+                    "case": case,
+                    "variant": variant,
+                    f"{base}_ms": b["median_step_ms"],
+                    "pointops_ms" if variant.startswith("pointops") else f"{variant}_ms": v["median_step_ms"],
+                    "ratio": ratio,
+                    "grad_rel_l2": v.get("grad_rel_l2_to_baseline"),
+                    "self_grad_rel_l2": b["self_grad_rel_l2"],
+                    "first_fwd_bwd_ms": [round(v["first_call"]["fwd_ms"]), round(v["first_call"]["bwd_ms"])],
+                    "status": None if ratio is None else ("PASS" if ratio <= TARGET_RATIO else "MISS"),
+                }
+            )
+    return rows
 
 
 def _fmt(x, spec=".3g", missing="-"):
@@ -674,6 +758,10 @@ def run_all(args) -> int:
         common += ["--pointnet2-ops", args.pointnet2_ops]
     if not args.audit:
         common.append("--no-audit")
+    if args.no_tf32:
+        common.append("--no-tf32")
+    if args.no_dropout:
+        common.append("--no-dropout")
     results, failures = {}, []
     for case in args.cases:
         init = os.path.join(args.out_dir, "init", f"{case}-b{args.batch}.pt")
@@ -695,6 +783,8 @@ def run_all(args) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "seed": args.seed,
+        "tf32": not args.no_tf32,
+        "dropout": not args.no_dropout,
         "variants": variants,
         "failures": failures,
         "torch": torch.__version__,
@@ -731,6 +821,15 @@ def main() -> int:
             dest="audit",
             action="store_false",
             help="skip recording and checking every op call of the gradient step",
+        )
+        s.add_argument(
+            "--no-tf32",
+            action="store_true",
+            help="convolutions and matmuls in full float32: layouts and algorithms then differ by "
+            "float32 rounding only, not TF32's",
+        )
+        s.add_argument(
+            "--no-dropout", action="store_true", help="dropout layers at p = 0 (deterministic steps)"
         )
         if cmd == "run":
             s.add_argument("--variant", choices=VARIANTS, required=True)

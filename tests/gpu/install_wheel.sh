@@ -10,10 +10,14 @@ WHEEL=${1:?usage: install_wheel.sh WHEEL}
 PY="${PYTHON:-python3}"
 # --no-index: the wheel's torch>=2.10 requirement must be met by the torch already installed
 $PY -m pip install -q --no-index --disable-pip-version-check "$WHEEL" >&2
-$PY -m pip install -q --no-index --no-deps --disable-pip-version-check .whl/ninja-*.whl >&2
-if [ -d .whl ]; then
+# ninja for the peer builds, where the host lacks it
+if ! command -v ninja >/dev/null && ls .whl/ninja-*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --disable-pip-version-check .whl/ninja-*.whl >&2
+fi
+helpers=$(ls .whl/*.whl 2>/dev/null | grep -v /ninja- || true)
+if [ -n "$helpers" ]; then
   $PY -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target /tmp/whl \
-    $(ls .whl/*.whl | grep -v /ninja-) >&2
+    $helpers >&2
 fi
 command -v ninja >/dev/null || echo "install_wheel.sh: ninja is not on PATH; peer builds will be serial" >&2
 (cd /tmp && $PY -c 'import os, pointops; print(os.path.dirname(os.path.dirname(pointops.__file__)))')
