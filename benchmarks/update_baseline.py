@@ -45,6 +45,8 @@ COLUMNS = (
     "peers_b2b_ms",
     "ratio",
     "ratio_b2b",
+    "contiguous_ms",
+    "ratio_contiguous",
     "grad_rel_l2",
     "first_fwd_bwd_ms",
     "pointops_pipelined_ms",
