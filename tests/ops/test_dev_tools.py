@@ -77,3 +77,81 @@ def test_bench_cpu_fps_small_run_agrees_with_fpsample(tmp_path):
     # Vanilla FPS from the same start index picks the same points as pointops.
     assert rows["fpsample.fps_sampling"]["same_set_as_pointops"] == 1.0
     assert data["n"] == 3000 and data["k"] == 300
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def test_bench_peer_ops_without_a_gpu_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would build its inputs and time the peers")
+    result = _run("bench_peer_ops.py")
+    assert result.returncode == 0
+    assert "needs CUDA" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_bench_peer_ops_table_takes_each_sides_better_pass_and_the_fastest_peer():
+    pytest.importorskip("torch")
+    bench = _load(BENCH / "bench_peer_ops.py", "bench_peer_ops_under_test")
+
+    def times(one, b2b):
+        return {"fps": {"one_call_ms": one, "b2b_ms": b2b}}
+
+    passes = {
+        "pointops": [times(1.2, 0.5), times(1.0, 0.6)],
+        "pointnet2_ops": [times(2.0, 0.45), times(3.0, 0.4)],
+        "pointcept": [times(4.0, 1.0)],
+        "torch": [{}],
+    }
+    rows = {r["row"]: r for r in bench.table(passes, {"fps": ["pointnet2_ops identical"] * 2})}
+    fps = rows["fps"]
+    assert fps["pointops_ms"] == 1.0 and fps["pointops_b2b_ms"] == 0.5
+    assert fps["fastest_peer"] == "pointnet2_ops" and fps["ratio"] == pytest.approx(0.5)
+    assert fps["fastest_peer_b2b"] == "pointnet2_ops" and fps["ratio_b2b"] == pytest.approx(1.25)
+    assert fps["status"] == "MISS"  # slower than a peer back to back
+    assert fps["note"] == "pointnet2_ops identical"
+    assert "torch" not in fps["peers_ms"]  # a side without the row is no peer of it
+    assert rows["gather_points"]["status"] == "-"  # no side timed it
+
+
+def test_bench_peer_ops_packs_per_cloud_indices_as_pointcept_rows():
+    torch = pytest.importorskip("torch")
+    bench = _load(BENCH / "bench_peer_ops.py", "bench_peer_ops_under_test")
+    idx = torch.tensor([[[0, 2], [1, 1]], [[3, 0], [2, 2]]])  # B2, M2, K2 into clouds of 4 points
+    packed = bench._packed_index(idx, 4)
+    assert packed.dtype == torch.int32
+    assert packed.tolist() == [[0, 2], [1, 1], [7, 4], [6, 6]]
+
+
+def test_pointnet2_reference_float64_searches_pick_the_float32_neighbours():
+    torch = pytest.importorskip("torch")
+    ref = _load(BENCH / "clients" / "_pointnet2_reference.py", "pointnet2_reference_under_test")
+    g = torch.Generator().manual_seed(0)
+    known = torch.rand(2, 64, 3, generator=g, dtype=torch.float64)
+    unknown = torch.rand(2, 200, 3, generator=g, dtype=torch.float64)
+    # a pair the float64 search orders one way and the float32 search the other: a known point
+    # nudged below float32 resolution towards an unknown one
+    known[0, 1] = known[0, 0]
+    known[0, 1, 0] += 1e-12
+    d32, i32 = ref.three_nn(unknown.float(), known.float())
+    ref.SEARCH_FLOAT32 = True
+    try:
+        d64, i64 = ref.three_nn(unknown, known)
+        fps = ref.furthest_point_sample(known, 16)
+    finally:
+        ref.SEARCH_FLOAT32 = False
+    assert torch.equal(i64, i32)
+    assert d64.dtype == torch.float64
+    picked = known[torch.arange(2)[:, None, None], i64.long()]
+    expect = (unknown.unsqueeze(2) - picked).pow(2).sum(-1).sqrt()
+    torch.testing.assert_close(d64, expect, rtol=1e-15, atol=0)
+    assert torch.equal(fps, ref.furthest_point_sample(known.float(), 16))
