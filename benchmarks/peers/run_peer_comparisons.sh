@@ -10,6 +10,7 @@
 #   pointcept            Pointcept's PTv1/PTv2 forward+backward and knn_query(1): pointops vs its library
 #   openpoints           openpoints 0.1.2's PointNeXt-S forward+backward on pointnet2_batch_cuda
 #   packed               bench_packed.py: the packed rows against Pointcept's library
+#   peer_ops             bench_peer_ops.py: issue 19's op rows against pointnet2_ops, Pointcept, torch
 #   chamfer              bench_chamfer.py (pytorch3d's column only where it was built)
 #   torch_cluster        bench_torch_cluster.py: fps/knn/radius/grid against torch_cluster
 #   pointnet2            Pointnet2_PyTorch's six cases, a training step: pointnet2_ops vs pointops
@@ -21,7 +22,7 @@ mkdir -p "$LOG_DIR"
 PY="${PYTHON:-python3}"
 PEERS=${PEERS:-.peers}
 BUILT="$PEERS/build"
-STEPS=" ${STEPS:-torch_cluster_tests pointcept openpoints packed chamfer torch_cluster pointnet2} "
+STEPS=" ${STEPS:-torch_cluster_tests pointcept openpoints packed peer_ops chamfer torch_cluster pointnet2} "
 START=$SECONDS
 SUMMARY="$LOG_DIR/summary.txt"
 : > "$SUMMARY"
@@ -40,6 +41,8 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 
 wanted packed && step packed "$LOG_DIR/packed.log" $PY benchmarks/bench_packed.py --pointcept-lib "$BUILT/pointcept_pointops" \
   --json "$LOG_DIR/bench_packed.json"
+wanted peer_ops && step peer_ops "$LOG_DIR/peer_ops.log" $PY benchmarks/bench_peer_ops.py --pointnet2-ops "$BUILT/pointnet2_ops" \
+  --pointcept-lib "$BUILT/pointcept_pointops" --json "$LOG_DIR/bench_peer_ops.json"
 # the short one first; then torch_cluster, whose 1M-point fps takes seconds per call
 wanted chamfer && step chamfer "$LOG_DIR/chamfer.log" $PY benchmarks/bench_chamfer.py --pytorch3d-lib "$BUILT/pytorch3d" \
   --json "$LOG_DIR/bench_chamfer.json"
