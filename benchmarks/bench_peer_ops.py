@@ -192,7 +192,7 @@ def pointcept_calls(d: dict) -> dict:
         interpolation_backward_cuda(n, 128, 3, interp_grad, interp_idx, interp_w, grad_in)
         return grad_in
 
-    def grouped():  # [B*M, K, C] -> pointops' [B, C, M, K], outside the timed call
+    def grouped():  # [B*M, K, C]
         return pointops.grouping2(group_rows, group_idx)
 
     calls = {
@@ -206,6 +206,7 @@ def pointcept_calls(d: dict) -> dict:
             lambda f: pointops.grouping2(f, group_idx), group_rows, group_grad
         ),
     }
+    # the output to compare, in pointops' [B, C, M, K] (not timed: the name starts with "_")
     calls["_group_points_output"] = lambda: grouped().view(8, 4096, 32, 64).permute(0, 3, 1, 2)
     return calls
 
@@ -251,9 +252,11 @@ def measure(calls: dict, reps: int) -> dict:
     return times
 
 
-def outputs(calls: dict) -> dict:
+def outputs(calls: dict, rows=EXACT_ROWS) -> dict:
+    """The forward outputs of `rows` on the CPU, from "_<row>_output" where a side's own layout
+    differs from pointops', else from the timed call."""
     out = {}
-    for row in EXACT_ROWS:
+    for row in rows:
         fn = calls.get(f"_{row}_output", calls.get(row))
         if fn is not None:
             out[row] = fn().detach().long().cpu() if row in ("fps", "ball_query") else fn().detach().cpu()
@@ -274,7 +277,7 @@ def side_calls(side: str, d: dict, lib: str | None) -> dict:
 
 def child(args) -> None:
     calls = side_calls(args.side, inputs("cuda"), args.lib)
-    result = {"times": measure(calls, args.reps), "outputs": outputs(calls)}
+    result = {"times": measure(calls, args.reps), "outputs": outputs(calls, EXACT.get(args.side, ()))}
     torch.save(result, args.out)
 
 
@@ -389,7 +392,7 @@ def main() -> int:
                     passes[side].append(res["times"])
                     for row, note in check(side, res["outputs"], ours_out).items():
                         checks.setdefault(row, []).append(note)
-    for row, note in check("torch", outputs(torch_fns), ours_out).items():
+    for row, note in check("torch", outputs(torch_fns, EXACT["torch"]), ours_out).items():
         checks.setdefault(row, []).append(note)
 
     rows = table(passes, checks)
