@@ -24,6 +24,19 @@ def write_json(path: str, payload: dict) -> None:
         raise
 
 
+def import_pointcept_library(lib: str):
+    """Pointcept's compiled `pointops` from its pip --target directory `lib`, put first on
+    sys.path; exits if the import finds this project's pointops (which has `packed`) instead."""
+    import sys
+
+    sys.path.insert(0, os.path.abspath(lib))
+    import pointops
+
+    if hasattr(pointops, "packed"):
+        raise SystemExit(f"{pointops.__file__} is pointops, not Pointcept's library")
+    return pointops
+
+
 def median_call_ms(fn, device: str, reps: int = 10, warmup: int = 2) -> float:
     """Median ms of single calls of fn: CUDA events around each call on the GPU (the launches'
     host time included, the final sync not), wall time elsewhere."""

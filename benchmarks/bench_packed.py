@@ -29,7 +29,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import median_call_ms, write_json  # noqa: E402
+from bench_common import import_pointcept_library, median_call_ms, write_json  # noqa: E402
 
 SIZES = [40000, 120000, 65000, 90000, 52000, 110000, 78000, 100000]
 
@@ -117,11 +117,7 @@ def measure(pointops, device, group_idx=None) -> tuple[dict, dict]:
 
 
 def child(lib: str, out: str, group_idx: str) -> None:
-    sys.path.insert(0, os.path.abspath(lib))
-    import pointops
-
-    if hasattr(pointops, "packed"):
-        raise SystemExit(f"{pointops.__file__} is pointops, not Pointcept's library")
+    pointops = import_pointcept_library(lib)
     times, outputs = measure(pointops, "cuda", torch.load(group_idx))
     torch.save({"times": times, "outputs": outputs, "file": pointops.__file__}, out)
 

@@ -33,7 +33,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import median_call_ms, pipelined_call_ms, write_json  # noqa: E402
+from bench_common import import_pointcept_library, median_call_ms, pipelined_call_ms, write_json  # noqa: E402
 
 # row: shape, in the notation of the issue
 SHAPES = {
@@ -97,6 +97,27 @@ def _backward(forward, leaf, grad):
     return lambda: torch.autograd.grad(out, leaf, grad, retain_graph=True)
 
 
+def gather_family_calls(d: dict, idx: dict, interpolate, group, gather) -> dict:
+    """The forward and backward rows of three_interpolate, group_points and gather_points from
+    one side's three functions (feat [B, C, N] first); idx holds that side's index tensors."""
+    return {
+        "three_interpolate": lambda: interpolate(d["interp_feat"], idx["interp_idx"], d["interp_weight"]),
+        "three_interpolate_backward": _backward(
+            lambda f: interpolate(f, idx["interp_idx"], d["interp_weight"]),
+            d["interp_feat"],
+            d["interp_grad"],
+        ),
+        "group_points": lambda: group(d["group_feat"], idx["group_idx"]),
+        "group_points_backward": _backward(
+            lambda f: group(f, idx["group_idx"]), d["group_feat"], d["group_grad"]
+        ),
+        "gather_points": lambda: gather(d["gather_feat"], idx["gather_idx"]),
+        "gather_points_backward": _backward(
+            lambda f: gather(f, idx["gather_idx"]), d["gather_feat"], d["gather_grad"]
+        ),
+    }
+
+
 def pointops_calls(d: dict) -> dict:
     import pointops
 
@@ -104,21 +125,8 @@ def pointops_calls(d: dict) -> dict:
         "fps": lambda: pointops.furthest_point_sample(d["fps_xyz"], 1024),
         "ball_query": lambda: pointops.ball_query(d["bq_xyz"], d["bq_query"], 0.05, 32)[0],
         "three_nn": lambda: pointops.three_nn(d["nn_unknown"], d["nn_known"])[1],
-        "three_interpolate": lambda: pointops.three_interpolate(
-            d["interp_feat"], d["interp_idx"], d["interp_weight"]
-        ),
-        "three_interpolate_backward": _backward(
-            lambda f: pointops.three_interpolate(f, d["interp_idx"], d["interp_weight"]),
-            d["interp_feat"],
-            d["interp_grad"],
-        ),
-        "group_points": lambda: pointops.group_points(d["group_feat"], d["group_idx"]),
-        "group_points_backward": _backward(
-            lambda f: pointops.group_points(f, d["group_idx"]), d["group_feat"], d["group_grad"]
-        ),
-        "gather_points": lambda: pointops.gather_points(d["gather_feat"], d["gather_idx"]),
-        "gather_points_backward": _backward(
-            lambda f: pointops.gather_points(f, d["gather_idx"]), d["gather_feat"], d["gather_grad"]
+        **gather_family_calls(
+            d, d, pointops.three_interpolate, pointops.group_points, pointops.gather_points
         ),
     }
 
@@ -131,31 +139,14 @@ def pointnet2_ops_calls(d: dict) -> dict:
         "fps": lambda: pn2.furthest_point_sample(d["fps_xyz"], 1024),
         "ball_query": lambda: pn2.ball_query(0.05, 32, d["bq_xyz"], d["bq_query"]),
         "three_nn": lambda: pn2.three_nn(d["nn_unknown"], d["nn_known"])[1],
-        "three_interpolate": lambda: pn2.three_interpolate(
-            d["interp_feat"], i32["interp_idx"], d["interp_weight"]
-        ),
-        "three_interpolate_backward": _backward(
-            lambda f: pn2.three_interpolate(f, i32["interp_idx"], d["interp_weight"]),
-            d["interp_feat"],
-            d["interp_grad"],
-        ),
-        "group_points": lambda: pn2.grouping_operation(d["group_feat"], i32["group_idx"]),
-        "group_points_backward": _backward(
-            lambda f: pn2.grouping_operation(f, i32["group_idx"]), d["group_feat"], d["group_grad"]
-        ),
-        "gather_points": lambda: pn2.gather_operation(d["gather_feat"], i32["gather_idx"]),
-        "gather_points_backward": _backward(
-            lambda f: pn2.gather_operation(f, i32["gather_idx"]), d["gather_feat"], d["gather_grad"]
-        ),
+        **gather_family_calls(d, i32, pn2.three_interpolate, pn2.grouping_operation, pn2.gather_operation),
     }
 
 
 def _packed_index(idx, points_per_cloud: int):
     """[B, M, K] per-cloud indices -> [B*M, K] global int32 rows (Pointcept's layout)."""
-    B = idx.shape[0]
-    starts = (torch.arange(B, device=idx.device) * points_per_cloud).view(B, *([1] * (idx.dim() - 1)))
-    glob = idx + starts
-    return glob.reshape(-1, glob.shape[-1] if glob.dim() == 3 else 1).int().contiguous()
+    starts = torch.arange(idx.shape[0], device=idx.device).view(-1, 1, 1) * points_per_cloud
+    return (idx + starts).reshape(-1, idx.shape[-1]).int().contiguous()
 
 
 def _offsets(B: int, n: int, device) -> torch.Tensor:
@@ -163,7 +154,7 @@ def _offsets(B: int, n: int, device) -> torch.Tensor:
 
 
 def pointcept_calls(d: dict) -> dict:
-    import pointops  # Pointcept's library (the child put it first on sys.path)
+    import pointops  # Pointcept's library: side_calls imported it (import_pointcept_library)
     from pointops._C import interpolation_backward_cuda, interpolation_forward_cuda
 
     dev = d["fps_xyz"].device
@@ -224,20 +215,7 @@ def torch_calls(d: dict) -> dict:
         picked = gather(f, idx.reshape(B, n * 3)).view(B, f.shape[1], n, 3)
         return (picked * w.unsqueeze(1)).sum(-1)
 
-    return {
-        "three_interpolate": lambda: interpolate(d["interp_feat"], d["interp_idx"], d["interp_weight"]),
-        "three_interpolate_backward": _backward(
-            lambda f: interpolate(f, d["interp_idx"], d["interp_weight"]), d["interp_feat"], d["interp_grad"]
-        ),
-        "group_points": lambda: group(d["group_feat"], d["group_idx"]),
-        "group_points_backward": _backward(
-            lambda f: group(f, d["group_idx"]), d["group_feat"], d["group_grad"]
-        ),
-        "gather_points": lambda: gather(d["gather_feat"], d["gather_idx"]),
-        "gather_points_backward": _backward(
-            lambda f: gather(f, d["gather_idx"]), d["gather_feat"], d["gather_grad"]
-        ),
-    }
+    return gather_family_calls(d, d, interpolate, group, gather)
 
 
 def measure(calls: dict, reps: int) -> dict:
@@ -264,14 +242,11 @@ def outputs(calls: dict, rows=EXACT_ROWS) -> dict:
 
 
 def side_calls(side: str, d: dict, lib: str | None) -> dict:
+    if side == "pointcept":
+        import_pointcept_library(lib)
+        return pointcept_calls(d)
     if lib:
         sys.path.insert(0, os.path.abspath(lib))
-    if side == "pointcept":
-        import pointops
-
-        if hasattr(pointops, "packed"):
-            raise SystemExit(f"{pointops.__file__} is pointops, not Pointcept's library")
-        return pointcept_calls(d)
     return {"pointops": pointops_calls, "pointnet2_ops": pointnet2_ops_calls, "torch": torch_calls}[side](d)
 
 
