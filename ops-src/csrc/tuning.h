@@ -24,7 +24,8 @@ enum class Knob : int32_t {
   GatherStaged,
   GatherStageKb,
   GatherPaired,
-  // CUDA gather backward: 0 dense (transposed), 1 sparse direct, 2 sparse staged, 3 fused;
+  // CUDA gather backward: 0 dense (transposed), 1 sparse direct, 2 sparse staged, 3 fused,
+  // 4 chunked;
   // the staged sums' stage size (KB) and span; 0 = build rows in line, not beside the transpose.
   GatherSparse,
   GatherSumStageKb,
@@ -35,8 +36,8 @@ enum class Knob : int32_t {
   // CPU kNN / ball query: 0 = brute force, 1 = kd-tree for every cloud
   // (POINTOPS_CPU_NEIGHBORS_PATH=brute|kdtree|auto).
   CpuNeighborsPath,
-  // CUDA packed gather backward: 1 = rows by counting sort (else the radix sort below 2^31
-  // entries).
+  // CUDA packed gather backward and the padded one's transposed sums: 1 = rows by counting sort
+  // (else the radix sort below 2^31 entries).
   GatherRowsCounted,
   // CUDA grid_cluster without start / end: 1 = the two-kernel path (bounds kernel, then ids),
   // not the one cooperative kernel.

@@ -7,6 +7,7 @@
 //   ./kernel_oracle bench out.json   # the issue's shapes, median of CUDA-event timings
 //   ./kernel_oracle sweep out.json   # FPS only, plus the group sizes the planner did not pick
 //   ./kernel_oracle sweep-all out.json  # every shape, plus the paths the planners did not pick
+//   ./kernel_oracle gathers out.json    # the gathers alone, plus the paths the planners did not pick
 //   ./kernel_oracle small            # one small run of every path (for compute-sanitizer memcheck)
 //   ./kernel_oracle tiny             # fewer, smaller cases (for racecheck, which is slower)
 //
@@ -522,6 +523,8 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
   check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);  // more summed targets than slots
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
+  knob("POINTOPS_GATHER_SPARSE", "4");  // chunked sums, two chunks
+  check_gather(Dtype::Float32, 1, 7, 600, 3000, 3, true);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
   check_gather_rows(Dtype::Float16, 300, 6, 200, 1, false, 1);   // 2-byte aligned: one element a thread
@@ -665,6 +668,18 @@ static void run_checks(bool small) {
   check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);  // the same, weighted
   knob("POINTOPS_GATHER_SPARSE", "0");
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
+  // The chunked sums: 8 targets a thread and several chunks with a partial channel group, 2 and
+  // 1 targets a thread, odd P (unaligned rows), rows a few targets long across every chunk, every
+  // 16-bit type; float64 and too many targets fall back to the transposed sums.
+  knob("POINTOPS_GATHER_SPARSE", "4");
+  check_gather(Dtype::Float32, 2, 37, 4096, 20000, 3, true);
+  check_gather(Dtype::Float16, 3, 50, 1000, 9000, 3, true);
+  check_gather(Dtype::BFloat16, 1, 30, 300, 5000, 1, false);
+  check_gather(Dtype::Float32, 2, 7, 2500, 70001, 2, true);
+  check_gather(Dtype::Float32, 2, 40, 5, 20000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 3, true);
+  check_gather(Dtype::Float64, 1, 9, 2000, 9000, 3, true);
+  check_gather(Dtype::Float32, 1, 5, 5000, 3000, 3, true);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   knob("POINTOPS_GATHER_STAGED", "0");  // the direct forward and backward
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);
@@ -779,6 +794,7 @@ static void write_json(const char* json_path, double bw) {
 }
 
 static void bench_rest(double bw, bool sweep);
+static void bench_gathers(double bw, bool sweep);
 
 // sweep: also time the FPS strategies the planner did not pick; sweep_all: and the other paths
 // of the neighbour searches and gathers (then the rest of the shapes run too).
@@ -903,7 +919,13 @@ static void bench_rest(double bw, bool sweep) {
       }
     }
   }
+  bench_gathers(bw, sweep);
+}
 
+// The gathers (forward, backward), on the issue's shapes and PointNet++'s feature propagation.
+// sweep: also the forward and backward paths the planners did not pick.
+static void bench_gathers(double bw, bool sweep) {
+  auto floor_of = [&](double bytes) { return bytes / bw * 1e3; };
   struct GShape {
     const char* op;
     int64_t B, C, N, P, T;
@@ -914,7 +936,10 @@ static void bench_rest(double bw, bool sweep) {
                           GShape{"group_points", 8, 64, 16384, 4096 * 32, 1, false, 0.425, 0.2},
                           GShape{"three_interpolate", 8, 128, 4096, 16384, 3, true, 1.519, 0.1},
                           GShape{"gather_points_large_out", 16, 256, 16384, 65536, 1, false, 0, 0},
-                          GShape{"gather_points_huge_rows", 8, 256, 262144, 131072, 1, false, 0, 0}}) {
+                          GShape{"gather_points_huge_rows", 8, 256, 262144, 131072, 1, false, 0, 0},
+                          GShape{"three_interpolate_fp64", 16, 512, 64, 256, 3, true, 0, 0},
+                          GShape{"three_interpolate_fp256", 16, 256, 256, 1024, 3, true, 0, 0},
+                          GShape{"three_interpolate_fp1024", 16, 128, 1024, 4096, 3, true, 0, 0}}) {
     for (Dtype dt : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16}) {
       const auto feat = uniform_points(s.B * s.C * s.N, false);
       const auto idx = random_indices(s.B * s.P * s.T, s.N, 0.0);
@@ -963,6 +988,27 @@ static void bench_rest(double bw, bool sweep) {
                          "bwd");
           },
           3, 20);
+      if (sweep) {
+        for (const char* v : {"0", "4", "counted"}) {
+          const bool counted = std::string(v) == "counted";
+          knob(counted ? "POINTOPS_GATHER_ROWS_COUNTED" : "POINTOPS_GATHER_SPARSE", counted ? "1" : v);
+          const CudaPlan forced = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
+          DeviceBuffer ws_forced(forced.workspace_bytes);
+          const double alt = time_ms(
+              [&] {
+                check_status(gather_backward_feat_cuda(forced, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C,
+                                                       s.N, s.P, s.T, d_gf.ptr, ws_forced.ptr, nullptr),
+                             "bwd");
+              },
+              3, 20);
+          knob(counted ? "POINTOPS_GATHER_ROWS_COUNTED" : "POINTOPS_GATHER_SPARSE", nullptr);
+          add_row(std::string(s.op) + "_bwd_variant", shape, alt, 0, 0,
+                  floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * 8.0 + s.B * s.C * s.N * es),
+                  std::string("variant ") + (counted ? "POINTOPS_GATHER_ROWS_COUNTED=1" : "POINTOPS_GATHER_SPARSE=") +
+                      (counted ? "" : v) + " path " + std::to_string(forced.path) + "/" +
+                      std::to_string(forced.shape[1]));
+        }
+      }
       double atomic_ms = 0;
       if (dt == Dtype::Float32) {
         atomic_ms = time_ms(
@@ -1011,10 +1057,15 @@ int main(int argc, char** argv) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return failures == 0 ? 0 : 1;
   }
+  if (mode == "gathers") {  // the gathers alone, with the paths the planners did not pick
+    bench_gathers(copy_bandwidth(), true);
+    write_json(argc > 2 ? argv[2] : nullptr, 0);
+    return 0;
+  }
   if (mode == "bench" || mode == "sweep" || mode == "sweep-all") {
     bench_all(argc > 2 ? argv[2] : nullptr, mode != "bench", mode == "sweep-all");
     return 0;
   }
-  std::fprintf(stderr, "usage: %s check|small|tiny|bench|sweep|sweep-all [json]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s check|small|tiny|bench|sweep|sweep-all|gathers [json]\n", argv[0]);
   return 2;
 }

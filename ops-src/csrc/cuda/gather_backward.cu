@@ -9,7 +9,10 @@
 // span of targets in shared memory and sums them there; else from the global rows above, with
 // grad_out rows staged in shared memory where several fit, or from grad_out directly
 // (gather_backward_sums.cuh). gather_backward_plan.cuh decides which, once per call.
+#include <type_traits>
+
 #include "common.cuh"
+#include "gather_backward_chunked.cuh"
 #include "gather_backward_plan.cuh"
 #include "gather_backward_rows.cuh"
 #include "gather_backward_sums.cuh"
@@ -36,6 +39,83 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
   return launch_status();
 }
 
+// The chunked sums' kernel for K targets per thread (CS = kChunkedAccumulators / K channels).
+template <class T, int K>
+Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, int64_t C, int64_t N, int64_t P,
+                           int64_t T_, int64_t p_chunk, T* grad_feat, cudaStream_t s) {
+  constexpr int CS = kChunkedAccumulators / K;
+  auto kernel = chunked_sum_kernel<T, K, CS>;
+  const size_t smem = static_cast<size_t>(CS * p_chunk) * sizeof(T);
+  if (cudaError_t err = allow_dynamic_smem(kernel, smem)) return cudaGetErrorString(err);
+  const int64_t blocks = B * ceil_div(C, CS);
+  const uint32_t no_target = static_cast<uint32_t>(B * P * T_ + B * N);  // the final sentinel
+  kernel<<<static_cast<unsigned int>(blocks), kChunkedThreads, smem, s>>>(
+      grad_out, rows.row_start, static_cast<const ChunkEntry<float>*>(rows.extra), C, N, P, p_chunk, no_target,
+      grad_feat);
+  return launch_status();
+}
+
+template <class T>
+Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
+                        int64_t N, int64_t P, int64_t T_, T* grad_feat, const CudaPlan& plan, void* workspace,
+                        cudaStream_t s) {
+  RadixRows rows;
+  if (Status st = carve_radix_rows(workspace, B, N, P, T_, chunked_packed_bytes(B, N, P, T_), &rows)) return st;
+  if (Status st = build_radix_rows(idx, B, N, P, T_, false, &rows, s)) return st;
+  const uint32_t entries = static_cast<uint32_t>(B * P * T_), targets = static_cast<uint32_t>(B * N);
+  const int64_t pack_threads = int64_t{targets} + 1 > entries ? int64_t{targets} + 1 : entries;
+  chunked_pack_kernel<T, float><<<grid_for(pack_threads, 256), 256, 0, s>>>(
+      rows.keys.Current(), rows.vals.Current(), weight, targets, entries, static_cast<uint32_t>(P * T_),
+      static_cast<uint32_t>(T_), rows.row_start, static_cast<ChunkEntry<float>*>(rows.extra));
+  if (Status st = launch_status()) return st;
+  const int64_t p_chunk = plan.shape[3];
+  switch (plan.shape[1]) {
+    case 1: return launch_chunked_sums<T, 1>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+    case 2: return launch_chunked_sums<T, 2>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+    case 4: return launch_chunked_sums<T, 4>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+    case 8: return launch_chunked_sums<T, 8>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+    default: return "gather_backward_feat: no chunked sums for this plan";
+  }
+}
+
+// The transposed sums: one slab of kChannelTile channels at a time, transposed and summed; the
+// rows are built on a second stream beside the first slab's transpose where there are many
+// entries. build_rows(stream, &row_start, &entries) queues the row building on `stream` and
+// names the arrays that will hold the rows.
+template <class T, class I, class BuildRows>
+Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_,
+                       void* slab_bytes, BuildRows&& build_rows, T* grad_feat, cudaStream_t s) {
+  // The transposed sums' first slab does not depend on the rows: build the rows on a second
+  // stream meanwhile (the transpose is bandwidth-bound, the row building bound by atomics and
+  // latency, so they can share the GPU; measured 20-35 us saved on group_points' 1M entries).
+  // Worth a fork and a join only for many entries; the GatherOverlap knob at 0 builds them in
+  // line (benchmarks compare the two).
+  StreamFork fork(s);
+  if (P > 0 && B * P * T_ >= kOverlapMinEntries && tuning_or(Knob::GatherOverlap, 1) != 0) {
+    if (Status st = fork.begin()) return st;
+  }
+  const I* row_start = nullptr;
+  const I* entries = nullptr;
+  if (Status st = build_rows(fork.side(), &row_start, &entries)) return st;  // side() is s when not forked
+  T* slab = static_cast<T*>(slab_bytes);
+  // The slab holds min(C, kChannelTile) channels per point (its size in slab_bytes).
+  const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
+  const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
+  for (int64_t c0 = 0; c0 < C; c0 += kChannelTile) {
+    const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
+    const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
+    if (P > 0) {  // with P = 0 the rows are empty and the sums below write zeros
+      transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
+    }
+    if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
+    const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
+    auto row_sum = T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
+                           : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
+    row_sum<<<r_grid, 256, 0, s>>>(slab, weight, row_start, entries, B, C, N, P, T_, c0, cn, stride, grad_feat);
+  }
+  return launch_status();
+}
+
 template <class T, class I>
 Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
                      int64_t P, int64_t T_, T* grad_feat, const CudaPlan& sums, void* workspace,
@@ -43,47 +123,64 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   const SumPath path = static_cast<SumPath>(sums.path);
   if (path == SumPath::SparseFused)
     return launch_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, s);
+  if constexpr (!std::is_same<T, double>::value) {  // the planner never picks them for float64
+    if (path == SumPath::Chunked)
+      return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, s);
+  }
+  if (path == SumPath::Transposed && sums.shape[1] == 1) {  // rows by radix sort
+    if constexpr (std::is_same<I, uint32_t>::value) {
+      RadixRows rows;
+      if (Status st = carve_radix_rows(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &rows))
+        return st;
+      auto build = [&](cudaStream_t rs, const uint32_t** row_start, const uint32_t** entries) -> Status {
+        if (Status st = build_radix_rows(idx, B, N, P, T_, true, &rows, rs)) return st;
+        *row_start = rows.row_start;
+        *entries = rows.vals.Current();  // the sort's last pass chose the buffer (known on the host)
+        return nullptr;
+      };
+      return transposed_sums<T, uint32_t>(grad_out, weight, B, C, N, P, T_, rows.extra, build, grad_feat, s);
+    }
+  }
   RowArrays<I> plan;
   if (Status st = carve_rows<I>(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &plan)) {
     return st;
   }
   const int64_t entries = B * P * T_;
   const int64_t rows = B * N + 1;
-  // The transposed sums' first slab does not depend on the rows: build the rows on a second
-  // stream meanwhile (the transpose is bandwidth-bound, the row building bound by atomics and
-  // latency, so they can share the GPU; measured 20-35 us saved on group_points' 1M entries).
-  // Worth a fork and a join only for many entries; the GatherOverlap knob at 0 builds them in
-  // line (benchmarks compare the two).
-  StreamFork fork(s);
-  if (path == SumPath::Transposed && P > 0 && entries >= kOverlapMinEntries &&
-      tuning_or(Knob::GatherOverlap, 1) != 0) {
-    if (Status st = fork.begin()) return st;
+  auto build_counted = [&](cudaStream_t rows_stream, const I** row_start, const I** entry_list) -> Status {
+    *row_start = plan.row_start;
+    *entry_list = plan.entries;
+    cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), rows_stream);
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (entries > 0) {
+      count_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+          idx, B, N, P * T_, plan.counts);
+      if (Status st = launch_status()) return st;
+    }
+    size_t bytes = plan.temp_bytes;
+    err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, rows_stream);
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (entries > 0) {
+      fill_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+          idx, B, N, P * T_, plan.row_start, plan.counts, plan.entries);
+      sort_rows_kernel<I><<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+          plan.row_start, B * N, plan.entries);
+    }
+    return launch_status();
+  };
+  if (path == SumPath::Transposed) {
+    return transposed_sums<T, I>(grad_out, weight, B, C, N, P, T_, plan.slab, build_counted, grad_feat, s);
   }
-  const cudaStream_t rows_stream = fork.side();  // s when not forked
-  cudaError_t err = cudaMemsetAsync(plan.counts, 0, static_cast<size_t>(rows) * sizeof(I), rows_stream);
-  if (err != cudaSuccess) return cudaGetErrorString(err);
-  if (entries > 0) {
-    count_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
-        idx, B, N, P * T_, plan.counts);
-    if (Status st = launch_status()) return st;
-  }
-  size_t bytes = plan.temp_bytes;
-  err = cub::DeviceScan::ExclusiveSum(plan.temp, bytes, plan.counts, plan.row_start, rows, rows_stream);
-  if (err != cudaSuccess) return cudaGetErrorString(err);
-  if (entries > 0) {
-    fill_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
-        idx, B, N, P * T_, plan.row_start, plan.counts, plan.entries);
-    sort_rows_kernel<I><<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
-        plan.row_start, B * N, plan.entries);
-  }
+  const I* unused_start;
+  const I* unused_entries;
+  if (Status st = build_counted(s, &unused_start, &unused_entries)) return st;
   if (path == SumPath::SparseStaged) {
     auto row_sum =
         T_ == 1 ? row_sum_sparse_staged_kernel<T, I, 1>
                 : (T_ == 3 ? row_sum_sparse_staged_kernel<T, I, 3> : row_sum_sparse_staged_kernel<T, I, 0>);
     const int64_t CS = sums.shape[1], span = sums.shape[2];
     const size_t smem = staged_sum_smem<I>(CS, P, sizeof(T), span);
-    err = allow_dynamic_smem(row_sum, smem);
-    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (cudaError_t err = allow_dynamic_smem(row_sum, smem)) return cudaGetErrorString(err);
     const int64_t blocks = B * ceil_div(C, CS) * ceil_div(N, span);
     row_sum<<<static_cast<unsigned int>(blocks), kStagedSumThreads, smem, s>>>(
         grad_out, weight, plan.row_start, plan.entries, B, C, N, P, T_, CS, span, grad_feat);
@@ -96,28 +193,6 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
         grid_for(B * ceil_div(C, kSparseChannels) * ceil_div(N, 32) * 32, kGatherBackwardThreads);
     row_sum<<<blocks, kGatherBackwardThreads, 0, s>>>(grad_out, weight, plan.row_start, plan.entries, B, C, N,
                                                       P, T_, grad_feat);
-    return launch_status();
-  }
-  if (path == SumPath::Transposed) {
-    T* slab = static_cast<T*>(plan.slab);
-    // The slab holds min(C, kChannelTile) channels per point (its size in slab_bytes).
-    const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
-    const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
-    for (int64_t c0 = 0; c0 < C; c0 += kChannelTile) {
-      const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
-      const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
-      if (P > 0) {  // with P = 0 the rows are empty and the sums below write zeros
-        transpose_slab_kernel<T>
-            <<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
-      }
-      if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
-      const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
-      auto row_sum =
-          T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
-                  : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
-      row_sum<<<r_grid, 256, 0, s>>>(slab, weight, plan.row_start, plan.entries, B, C, N, P, T_, c0, cn,
-                                     stride, grad_feat);
-    }
     return launch_status();
   }
   // Enough (channel chunk, b, n) threads to fill the GPU, channels in multiples of kUnroll.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "gather_backward_chunked.cuh"
 #include "gather_backward_rows.cuh"
 #include "gather_backward_sums.cuh"
 
@@ -55,8 +56,8 @@ inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_
 // serve only sparse rows. The GatherSparse knob forces one (benchmarks and tests compare
 // them): 0 the dense sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged
 // grad_out rows (falling back to 1 where those rows do not fit), 3 the fused sparse sums
-// (falling back to 2).
-enum class SumPath : int32_t { Direct, Transposed, SparseDirect, SparseStaged, SparseFused };
+// (falling back to 2), 4 the chunked sums (gather_backward_chunked.cuh; falling back to 0).
+enum class SumPath : int32_t { Direct, Transposed, SparseDirect, SparseStaged, SparseFused, Chunked };
 
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
@@ -74,6 +75,17 @@ inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T
   return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
 }
 
+// The chunked sums where they apply and fill the GPU (a block per cloud and channel group),
+// else the transposed sums.
+inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
+                          bool forced) {
+  if (!chunked_applies(elem_bytes < 8, B, C, N, P, T)) return SumPath::Transposed;
+  if (forced) return SumPath::Chunked;
+  const int64_t blocks = B * ceil_div(C, kChunkedAccumulators / chunked_targets_per_thread(N));
+  return N <= kChunkedDefaultMaxTargets && blocks >= current_device_sm_count() ? SumPath::Chunked
+                                                                                : SumPath::Transposed;
+}
+
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
                                FusedPlan* fused) {
   if (tuning(Knob::GatherStaged) == 0) return SumPath::Direct;
@@ -82,13 +94,14 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
     case 1: return SumPath::SparseDirect;
     case 2: return SumPath::SparseStaged;
     case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
+    case 4: return dense_path(B, C, N, P, T, elem_bytes, true);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
   // cheap while it stays in half of the L2. Beyond, each read would come from DRAM; the dense
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
-  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return SumPath::Transposed;
+  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return dense_path(B, C, N, P, T, elem_bytes, false);
   return sparse_path(B, C, N, P, T, elem_bytes, fused);
 }
 
@@ -103,6 +116,8 @@ inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, Sum
 //   shape[0]  1 when row positions and entry numbers fit 32 bits (fits_u32), else 0
 //   fused:    shape[1] stage rows per buffer, shape[2] channels per block, shape[3] blocks
 //   staged:   shape[1] grad_out rows per block, shape[2] targets per block (span)
+//   chunked:  shape[1] targets per thread, shape[2] channels per block, shape[3] points per chunk
+//   transposed: shape[1] 1 for rows by radix sort, 0 for counted rows
 // The workspace holds the rows (and the slab) except for the fused sums, which need none.
 inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
@@ -117,6 +132,18 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
     plan.shape[3] = fused.blocks;
     return plan;
   }
+  if (path == SumPath::Chunked) {
+    const int k = chunked_targets_per_thread(N);
+    const int cs = kChunkedAccumulators / k;
+    plan.path = static_cast<int32_t>(path);
+    plan.shape[1] = k;
+    plan.shape[2] = cs;
+    plan.shape[3] = chunked_points_per_chunk(P, cs, elem);
+    RadixRows rows;
+    if (carve_radix_rows(nullptr, B, N, P, T, chunked_packed_bytes(B, N, P, T), &rows) == nullptr)
+      plan.workspace_bytes = rows.total_bytes;
+    return plan;
+  }
   if (path == SumPath::SparseStaged) {
     const int64_t channels = staged_sum_channels(C, P, elem);
     const int64_t span = staged_sum_span();
@@ -129,6 +156,14 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
   }
   plan.path = static_cast<int32_t>(path);
   const size_t slab = slab_bytes(B, C, P, elem, path);
+  // The transposed sums take radix rows where they fit (GatherRowsCounted at 1: counted rows).
+  if (path == SumPath::Transposed && plan.shape[0] == 1 && radix_rows_fit(B, N, P, T) &&
+      tuning_or(Knob::GatherRowsCounted, 0) != 1) {
+    plan.shape[1] = 1;
+    RadixRows rows;
+    if (carve_radix_rows(nullptr, B, N, P, T, slab, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    return plan;
+  }
   if (plan.shape[0] == 1) {
     RowArrays<uint32_t> rows;
     if (carve_rows<uint32_t>(nullptr, B, N, P, T, slab, &rows) == nullptr)

@@ -1,8 +1,10 @@
-// Row building for the gather backward (CUDA): a counting sort groups the (p,t) entries of
-// idx by target point (count, scan, fill) and sorts each target's row into ascending (p,t)
-// order, the order the contract sums in.
+// Row building for the gather backward (CUDA): the (p,t) entries of idx grouped by target
+// point, each target's row in ascending (p,t) order, the order the contract sums in. Either a
+// counting sort (count, scan, fill) with each row sorted after, or a stable radix sort (cub) of
+// the entries by target row, with each row's start found by a binary search.
 #pragma once
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "common.cuh"
@@ -124,6 +126,109 @@ Status carve_rows(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T, s
   plan->temp_bytes = scan_bytes;
   plan->temp = carve.take<char>(scan_bytes);
   plan->total_bytes = carve.used();
+  return nullptr;
+}
+
+// ---- rows by radix sort (row positions and entries in 32 bits) ----
+
+// The workspace: keys and values twice (cub's double buffer), row starts (B*N + 1), `extra`
+// bytes for the sums, cub's temporary storage. After build_radix_rows, vals.Current() holds
+// the entries, row by row.
+struct RadixRows {
+  cub::DoubleBuffer<uint32_t> keys, vals;
+  uint32_t* row_start;
+  void* extra;
+  void* temp;
+  size_t temp_bytes;
+  size_t total_bytes;
+  int end_bit;
+};
+
+inline bool radix_rows_fit(int64_t B, int64_t N, int64_t P, int64_t T) {
+  return B * P * T <= static_cast<int64_t>(INT32_MAX) && B * N < static_cast<int64_t>(UINT32_MAX);
+}
+
+inline Status carve_radix_rows(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T, size_t extra_bytes,
+                               RadixRows* out) {
+  const int64_t entries = B * P * T, rows = B * N;
+  WorkspaceCarver carve(workspace);
+  uint32_t* k0 = carve.take<uint32_t>(entries);
+  uint32_t* k1 = carve.take<uint32_t>(entries);
+  uint32_t* v0 = carve.take<uint32_t>(entries);
+  uint32_t* v1 = carve.take<uint32_t>(entries);
+  out->keys = cub::DoubleBuffer<uint32_t>(k0, k1);
+  out->vals = cub::DoubleBuffer<uint32_t>(v0, v1);
+  out->row_start = carve.take<uint32_t>(rows + 1);
+  out->extra = carve.take<char>(extra_bytes);
+  out->end_bit = 1;  // bits that hold every key 0..rows
+  while ((int64_t{1} << out->end_bit) <= rows) ++out->end_bit;
+  size_t bytes = 0;
+  cudaError_t err = cub::DeviceRadixSort::SortPairs(nullptr, bytes, out->keys, out->vals,
+                                                    static_cast<int>(entries), 0, out->end_bit);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  out->temp_bytes = bytes;
+  out->temp = carve.take<char>(bytes);
+  out->total_bytes = carve.used();
+  return nullptr;
+}
+
+// keys[e] = b * N + idx[e] where it addresses a target, else B * N (sorted after every row);
+// vals[e] = e.
+template <class Ix>
+__global__ void target_keys_kernel(const Ix* __restrict__ idx, uint32_t N, uint32_t rows,
+                                   uint32_t entries_per_batch, uint32_t entries, uint32_t* __restrict__ keys,
+                                   uint32_t* __restrict__ vals) {
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < entries; e += gridDim.x * blockDim.x) {
+    const int64_t j = idx[e];
+    keys[e] = j >= 0 && j < N ? (e / entries_per_batch) * N + static_cast<uint32_t>(j) : rows;
+    vals[e] = e;
+  }
+}
+
+// The first sorted position whose key is >= row (a binary search: no serial walk over long runs
+// of empty rows).
+__device__ __forceinline__ uint32_t sorted_row_start(const uint32_t* __restrict__ sorted_keys, uint32_t entries,
+                                                     uint32_t row) {
+  uint32_t lo = 0, hi = entries;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (sorted_keys[mid] < row)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+template <class Unused = void>  // a template, so that every file that includes this can launch it
+__global__ void sorted_row_starts_kernel(const uint32_t* __restrict__ sorted_keys, uint32_t entries,
+                                         uint32_t rows, uint32_t* __restrict__ row_start) {
+  for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r <= rows; r += gridDim.x * blockDim.x) {
+    row_start[r] = sorted_row_start(sorted_keys, entries, r);
+  }
+}
+
+// Keys and the sort; with `row_starts`, the row starts too (the chunked sums find them in their
+// packing kernel instead). Ix: int64_t, or int32_t for the packed gather's indices.
+template <class Ix>
+Status build_radix_rows(const Ix* idx, int64_t B, int64_t N, int64_t P, int64_t T, bool row_starts,
+                        RadixRows* rows, cudaStream_t s) {
+  const uint32_t entries = static_cast<uint32_t>(B * P * T), targets = static_cast<uint32_t>(B * N);
+  if (entries > 0) {
+    target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(
+        idx, static_cast<uint32_t>(N), targets, static_cast<uint32_t>(P * T), entries, rows->keys.Current(),
+        rows->vals.Current());
+    if (Status st = launch_status()) return st;
+    size_t bytes = rows->temp_bytes;
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(rows->temp, bytes, rows->keys, rows->vals,
+                                                      static_cast<int>(entries), 0, rows->end_bit, s);
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+  }
+  if (row_starts) {
+    sorted_row_starts_kernel<><<<grid_for(int64_t{targets} + 1, 256), 256, 0, s>>>(
+        rows->keys.Current(), entries, targets, rows->row_start);
+    return launch_status();
+  }
   return nullptr;
 }
 

@@ -11,8 +11,6 @@
 // sort took 0.6 ms of the 10.5M-entry backward, H200), or, beyond 2^31 entries, the counting
 // sort of the padded backward (gather_backward_rows.cuh). Each thread then sums 16 bytes of
 // channels of one target row: deterministic, no float atomics.
-#include <cub/device/device_radix_sort.cuh>
-
 #include "common.cuh"
 #include "gather_backward_rows.cuh"
 
@@ -245,93 +243,14 @@ Status launch_backward_sums(const T* grad_out, const T* weight, const I* row_sta
   return launch(std::integral_constant<int, 1>{});
 }
 
-// ---- rows by radix sort (entries < 2^31) ----
-
-// keys[e] = idx[e] where it addresses a row, else P (sorted after every row); vals[e] = e.
-template <class Ix>
-__global__ void __launch_bounds__(kThreads)
-    sort_input_kernel(const Ix* __restrict__ idx, uint32_t P, uint32_t entries, uint32_t* __restrict__ keys,
-                      uint32_t* __restrict__ vals) {
-  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < entries; e += gridDim.x * blockDim.x) {
-    const int64_t j = idx[e];
-    keys[e] = j >= 0 && j < P ? static_cast<uint32_t>(j) : P;
-    vals[e] = e;
-  }
-}
-
-// row_start[r] = the first sorted position whose key is >= r, r = 0..P: a binary search per row
-// (no serial walk over long gaps between used rows).
-__global__ void __launch_bounds__(kThreads)
-    row_start_kernel(const uint32_t* __restrict__ sorted_keys, uint32_t entries, uint32_t P,
-                     uint32_t* __restrict__ row_start) {
-  for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r <= P; r += gridDim.x * blockDim.x) {
-    uint32_t lo = 0, hi = entries;
-    while (lo < hi) {
-      const uint32_t mid = lo + (hi - lo) / 2;
-      if (sorted_keys[mid] < r)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    row_start[r] = lo;
-  }
-}
-
-// The radix-sort workspace: row_start [P+1], keys and values twice (cub's double buffer), cub's
-// temporary storage.
-struct SortedRows {
-  uint32_t* row_start;
-  cub::DoubleBuffer<uint32_t> keys, vals;
-  void* temp;
-  size_t temp_bytes;
-  size_t total_bytes;
-  int end_bit;
-};
-
-inline int key_bits(int64_t P) {  // bits that hold every key 0..P
-  int bits = 1;
-  while ((int64_t{1} << bits) <= P) ++bits;
-  return bits;
-}
-
-inline Status carve_sorted_rows(void* workspace, int64_t P, int64_t entries, SortedRows* out) {
-  WorkspaceCarver carve(workspace);
-  out->row_start = carve.take<uint32_t>(P + 1);
-  uint32_t* k0 = carve.take<uint32_t>(entries);
-  uint32_t* k1 = carve.take<uint32_t>(entries);
-  uint32_t* v0 = carve.take<uint32_t>(entries);
-  uint32_t* v1 = carve.take<uint32_t>(entries);
-  out->keys = cub::DoubleBuffer<uint32_t>(k0, k1);
-  out->vals = cub::DoubleBuffer<uint32_t>(v0, v1);
-  out->end_bit = key_bits(P);
-  size_t bytes = 0;
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(nullptr, bytes, out->keys, out->vals,
-                                                    static_cast<int>(entries), 0, out->end_bit);
-  if (err != cudaSuccess) return cudaGetErrorString(err);
-  out->temp_bytes = bytes;
-  out->temp = carve.take<char>(bytes);
-  out->total_bytes = carve.used();
-  return nullptr;
-}
+// ---- rows by radix sort (entries < 2^31): gather_backward_rows.cuh's, for one cloud of P rows ----
 
 template <class T, class Ix>
 Status backward_sorted(const T* grad_out, const Ix* idx, const T* weight, int64_t P, int64_t C, int64_t Q,
                        int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
-  const int64_t entries = Q * T_;
-  SortedRows rows;
-  if (Status st = carve_sorted_rows(workspace, P, entries, &rows)) return st;
-  const uint32_t E = static_cast<uint32_t>(entries), P32 = static_cast<uint32_t>(P);
-  if (E > 0) {
-    sort_input_kernel<Ix><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, P32, E, rows.keys.Current(),
-                                                                           rows.vals.Current());
-    size_t bytes = rows.temp_bytes;
-    cudaError_t err = cub::DeviceRadixSort::SortPairs(rows.temp, bytes, rows.keys, rows.vals,
-                                                      static_cast<int>(entries), 0, rows.end_bit, s);
-    if (err != cudaSuccess) return cudaGetErrorString(err);
-  }
-  row_start_kernel<<<grid_for(P + 1, kThreads), kThreads, 0, s>>>(rows.keys.Current(), E, P32,
-                                                                  rows.row_start);
-  if (Status st = launch_status()) return st;
+  RadixRows rows;
+  if (Status st = carve_radix_rows(workspace, 1, P, Q, T_, 0, &rows)) return st;
+  if (Status st = build_radix_rows<Ix>(idx, 1, P, Q, T_, true, &rows, s)) return st;
   return launch_backward_sums<T, uint32_t>(grad_out, weight, rows.row_start, rows.vals.Current(), P, C, T_,
                                            grad_feat, s);
 }
@@ -400,8 +319,8 @@ CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int
   const int64_t entries = Q * T;
   if (entries < kIndex32Limit && P < kIndex32Limit && tuning_or(Knob::GatherRowsCounted, 0) != 1) {
     plan.path = kRowsSorted;
-    SortedRows rows;
-    if (carve_sorted_rows(nullptr, P, entries, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    RadixRows rows;
+    if (carve_radix_rows(nullptr, 1, P, Q, T, 0, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
   } else if (fits_u32(1, P, Q, T)) {
     plan.path = kRowsCounted32;
     RowArrays<uint32_t> rows;
