@@ -523,7 +523,7 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 1, 3, 7, 200, 2, true);
   check_gather(Dtype::Float32, 1, 2, 4100, 4000, 1, false);  // more summed targets than slots
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
-  knob("POINTOPS_GATHER_SPARSE", "4");  // chunked sums, two chunks
+  knob("POINTOPS_GATHER_SPARSE", "4");                       // chunked sums, two chunks
   check_gather(Dtype::Float32, 1, 7, 600, 3000, 3, true);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
@@ -1004,7 +1004,8 @@ static void bench_gathers(double bw, bool sweep) {
           knob(counted ? "POINTOPS_GATHER_ROWS_COUNTED" : "POINTOPS_GATHER_SPARSE", nullptr);
           add_row(std::string(s.op) + "_bwd_variant", shape, alt, 0, 0,
                   floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * 8.0 + s.B * s.C * s.N * es),
-                  std::string("variant ") + (counted ? "POINTOPS_GATHER_ROWS_COUNTED=1" : "POINTOPS_GATHER_SPARSE=") +
+                  std::string("variant ") +
+                      (counted ? "POINTOPS_GATHER_ROWS_COUNTED=1" : "POINTOPS_GATHER_SPARSE=") +
                       (counted ? "" : v) + " path " + std::to_string(forced.path) + "/" +
                       std::to_string(forced.shape[1]));
         }

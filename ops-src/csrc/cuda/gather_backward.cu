@@ -41,8 +41,8 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
 
 // The chunked sums' kernel for K targets per thread (CS = kChunkedAccumulators / K channels).
 template <class T, int K>
-Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, int64_t C, int64_t N, int64_t P,
-                           int64_t T_, int64_t p_chunk, T* grad_feat, cudaStream_t s) {
+Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, int64_t C, int64_t N,
+                           int64_t P, int64_t T_, int64_t p_chunk, T* grad_feat, cudaStream_t s) {
   constexpr int CS = kChunkedAccumulators / K;
   auto kernel = chunked_sum_kernel<T, K, CS>;
   const size_t smem = static_cast<size_t>(CS * p_chunk) * sizeof(T);
@@ -50,8 +50,8 @@ Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, 
   const int64_t blocks = B * ceil_div(C, CS);
   const uint32_t no_target = static_cast<uint32_t>(B * P * T_ + B * N);  // the final sentinel
   kernel<<<static_cast<unsigned int>(blocks), kChunkedThreads, smem, s>>>(
-      grad_out, rows.row_start, static_cast<const ChunkEntry<float>*>(rows.extra), C, N, P, p_chunk, no_target,
-      grad_feat);
+      grad_out, rows.row_start, static_cast<const ChunkEntry<float>*>(rows.extra), C, N, P, p_chunk,
+      no_target, grad_feat);
   return launch_status();
 }
 
@@ -60,7 +60,8 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
                         int64_t N, int64_t P, int64_t T_, T* grad_feat, const CudaPlan& plan, void* workspace,
                         cudaStream_t s) {
   RadixRows rows;
-  if (Status st = carve_radix_rows(workspace, B, N, P, T_, chunked_packed_bytes(B, N, P, T_), &rows)) return st;
+  if (Status st = carve_radix_rows(workspace, B, N, P, T_, chunked_packed_bytes(B, N, P, T_), &rows))
+    return st;
   if (Status st = build_radix_rows(idx, B, N, P, T_, false, &rows, s)) return st;
   const uint32_t entries = static_cast<uint32_t>(B * P * T_), targets = static_cast<uint32_t>(B * N);
   const int64_t pack_threads = int64_t{targets} + 1 > entries ? int64_t{targets} + 1 : entries;
@@ -83,8 +84,8 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
 // entries. build_rows(stream, &row_start, &entries) queues the row building on `stream` and
 // names the arrays that will hold the rows.
 template <class T, class I, class BuildRows>
-Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_,
-                       void* slab_bytes, BuildRows&& build_rows, T* grad_feat, cudaStream_t s) {
+Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C, int64_t N, int64_t P,
+                       int64_t T_, void* slab_bytes, BuildRows&& build_rows, T* grad_feat, cudaStream_t s) {
   // The transposed sums' first slab does not depend on the rows: build the rows on a second
   // stream meanwhile (the transpose is bandwidth-bound, the row building bound by atomics and
   // latency, so they can share the GPU; measured 20-35 us saved on group_points' 1M entries).
@@ -105,13 +106,16 @@ Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C,
     const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
     const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
     if (P > 0) {  // with P = 0 the rows are empty and the sums below write zeros
-      transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
+      transpose_slab_kernel<T>
+          <<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
     }
     if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
     const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
-    auto row_sum = T_ == 1 ? row_sum_transposed_kernel<T, I, 1>
-                           : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
-    row_sum<<<r_grid, 256, 0, s>>>(slab, weight, row_start, entries, B, C, N, P, T_, c0, cn, stride, grad_feat);
+    auto row_sum = T_ == 1
+                       ? row_sum_transposed_kernel<T, I, 1>
+                       : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
+    row_sum<<<r_grid, 256, 0, s>>>(slab, weight, row_start, entries, B, C, N, P, T_, c0, cn, stride,
+                                   grad_feat);
   }
   return launch_status();
 }
@@ -163,8 +167,9 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
     if (entries > 0) {
       fill_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
           idx, B, N, P * T_, plan.row_start, plan.counts, plan.entries);
-      sort_rows_kernel<I><<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
-          plan.row_start, B * N, plan.entries);
+      sort_rows_kernel<I>
+          <<<grid_for(B * N, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
+              plan.row_start, B * N, plan.entries);
     }
     return launch_status();
   };

@@ -19,7 +19,7 @@
 namespace pointops {
 namespace cuda_detail {
 
-constexpr int kChunkedThreads = 512;                  // two blocks per SM
+constexpr int kChunkedThreads = 512;  // two blocks per SM
 // K * CS sums per thread. On the H200, 16 beat 24 and 32 (which spills at K = 8) wherever the
 // chunked sums beat the transposed ones (kernel oracle `gathers`, three_interpolate backward
 // B16 C256 N256 P1024 f32: 0.073 / 0.080 / 0.098 ms).
@@ -27,7 +27,7 @@ constexpr int kChunkedAccumulators = 16;
 // The planner's limit: with more targets per block every block rereads more rows, and the
 // transposed sums were faster (B8 C128 N4096 P16384: 0.18 against 0.23-0.30 ms).
 constexpr int64_t kChunkedDefaultMaxTargets = 1024;
-constexpr int64_t kChunkedStageBytes = 96 * 1024;     // grad_out chunk per block (two per SM)
+constexpr int64_t kChunkedStageBytes = 96 * 1024;  // grad_out chunk per block (two per SM)
 constexpr uint32_t kChunkedSentinel = UINT32_MAX;
 
 template <class A>
@@ -74,8 +74,7 @@ template <class T, class A>
 __global__ void chunked_pack_kernel(const uint32_t* __restrict__ sorted_keys,
                                     const uint32_t* __restrict__ sorted_vals, const T* __restrict__ weight,
                                     uint32_t rows, uint32_t entries, uint32_t entries_per_batch, uint32_t T_,
-                                    uint32_t* __restrict__ row_start,
-                                    ChunkEntry<A>* __restrict__ packed) {
+                                    uint32_t* __restrict__ row_start, ChunkEntry<A>* __restrict__ packed) {
   const uint32_t total = (rows + 1 > entries ? rows + 1 : entries);
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     if (i <= rows) {

@@ -83,7 +83,7 @@ inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
   if (forced) return SumPath::Chunked;
   const int64_t blocks = B * ceil_div(C, kChunkedAccumulators / chunked_targets_per_thread(N));
   return N <= kChunkedDefaultMaxTargets && blocks >= current_device_sm_count() ? SumPath::Chunked
-                                                                                : SumPath::Transposed;
+                                                                               : SumPath::Transposed;
 }
 
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
@@ -101,7 +101,8 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
   // cheap while it stays in half of the L2. Beyond, each read would come from DRAM; the dense
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
-  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2) return dense_path(B, C, N, P, T, elem_bytes, false);
+  if (P * T > N || grad_bytes > current_device_l2_bytes() / 2)
+    return dense_path(B, C, N, P, T, elem_bytes, false);
   return sparse_path(B, C, N, P, T, elem_bytes, fused);
 }
 
@@ -163,7 +164,8 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
       tuning_or(Knob::GatherRowsCounted, 0) != 1) {
     plan.shape[1] = 1;
     RadixRows rows;
-    if (carve_radix_rows(nullptr, B, N, P, T, slab, &rows) == nullptr) plan.workspace_bytes = rows.total_bytes;
+    if (carve_radix_rows(nullptr, B, N, P, T, slab, &rows) == nullptr)
+      plan.workspace_bytes = rows.total_bytes;
     return plan;
   }
   if (plan.shape[0] == 1) {

@@ -148,8 +148,8 @@ inline bool radix_rows_fit(int64_t B, int64_t N, int64_t P, int64_t T) {
   return B * P * T <= static_cast<int64_t>(INT32_MAX) && B * N < static_cast<int64_t>(UINT32_MAX);
 }
 
-inline Status carve_radix_rows(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T, size_t extra_bytes,
-                               RadixRows* out) {
+inline Status carve_radix_rows(void* workspace, int64_t B, int64_t N, int64_t P, int64_t T,
+                               size_t extra_bytes, RadixRows* out) {
   const int64_t entries = B * P * T, rows = B * N;
   WorkspaceCarver carve(workspace);
   uint32_t* k0 = carve.take<uint32_t>(entries);
@@ -187,8 +187,8 @@ __global__ void target_keys_kernel(const Ix* __restrict__ idx, uint32_t N, uint3
 
 // The first sorted position whose key is >= row (a binary search: no serial walk over long runs
 // of empty rows).
-__device__ __forceinline__ uint32_t sorted_row_start(const uint32_t* __restrict__ sorted_keys, uint32_t entries,
-                                                     uint32_t row) {
+__device__ __forceinline__ uint32_t sorted_row_start(const uint32_t* __restrict__ sorted_keys,
+                                                     uint32_t entries, uint32_t row) {
   uint32_t lo = 0, hi = entries;
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2;
@@ -215,9 +215,9 @@ Status build_radix_rows(const Ix* idx, int64_t B, int64_t N, int64_t P, int64_t 
                         RadixRows* rows, cudaStream_t s) {
   const uint32_t entries = static_cast<uint32_t>(B * P * T), targets = static_cast<uint32_t>(B * N);
   if (entries > 0) {
-    target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(
-        idx, static_cast<uint32_t>(N), targets, static_cast<uint32_t>(P * T), entries, rows->keys.Current(),
-        rows->vals.Current());
+    target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(idx, static_cast<uint32_t>(N), targets,
+                                                                  static_cast<uint32_t>(P * T), entries,
+                                                                  rows->keys.Current(), rows->vals.Current());
     if (Status st = launch_status()) return st;
     size_t bytes = rows->temp_bytes;
     cudaError_t err = cub::DeviceRadixSort::SortPairs(rows->temp, bytes, rows->keys, rows->vals,
