@@ -58,8 +58,8 @@ inline size_t chunked_packed_bytes(int64_t B, int64_t N, int64_t P, int64_t T) {
   return static_cast<size_t>(B * P * T + B * N + 1) * sizeof(ChunkEntry<float>);
 }
 
-// Whether the chunked sums apply (accumulation in float, row positions in 32 bits, few enough
-// targets for the registers), and whether they fill the GPU.
+// Whether the chunked sums apply: accumulation in float, row positions in 32 bits, few enough
+// targets for the registers. (Whether they fill the GPU is the planner's question.)
 inline bool chunked_applies(bool float_acc, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
   const int k = chunked_targets_per_thread(N);
   if (!float_acc || k == 0 || P <= 0 || T <= 0) return false;
