@@ -26,6 +26,7 @@ constexpr const char* kNames[kKnobs] = {
     "POINTOPS_CPU_NEIGHBORS_PATH",
     "POINTOPS_GATHER_ROWS_COUNTED",
     "POINTOPS_GRID_CLUSTER_TWO_KERNELS",
+    "POINTOPS_GRID_CLUSTER_FUSED_BLOCKS",
 };
 
 // Unparseable values count as unset; the CPU FPS path takes words.

@@ -42,6 +42,9 @@ enum class Knob : int32_t {
   // CUDA grid_cluster without start / end: 1 = the two-kernel path (bounds kernel, then ids),
   // not the one cooperative kernel.
   GridClusterTwoKernels,
+  // CUDA grid_cluster: blocks of the one cooperative kernel. Past what fits on the GPU the driver
+  // refuses the launch and the op falls back to the two kernels (the tests force that).
+  GridClusterFusedBlocks,
   Count,
 };
 

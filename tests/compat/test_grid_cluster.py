@@ -294,3 +294,20 @@ def test_cuda_graph_replay_recomputes_the_bounds(device, two_kernels):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(ids, reference(pos, size))
+
+
+def test_a_refused_cooperative_launch_falls_back_to_two_kernels(device):
+    # Far more blocks of the one cooperative kernel than the GPU holds at once: the driver refuses
+    # the launch (as it does when another context or an MPS client takes SMs), and the op must
+    # still write every id, through the two kernels, with the partials in the ids' first rows.
+    if device != "cuda":
+        pytest.skip("CUDA only")
+    pos = cloud(2_000_000, 3, torch.float32, device, seed=21)
+    size = torch.tensor([0.05, 0.07, 0.11], device=device)
+    with pointops._tuning.override(GRID_CLUSTER_FUSED_BLOCKS=100_000):
+        ids = tc.grid_cluster(pos, size)
+        again = tc.grid_cluster(pos.double(), size.double())
+    expected = reference(pos, size)
+    assert torch.equal(ids, expected)
+    assert torch.equal(again, reference(pos.double(), size.double()))
+    assert torch.equal(tc.grid_cluster(pos, size), expected)  # and the default path after it

@@ -8,6 +8,7 @@
 //   ./kernel_oracle sweep out.json   # FPS only, plus the group sizes the planner did not pick
 //   ./kernel_oracle sweep-all out.json  # every shape, plus the paths the planners did not pick
 //   ./kernel_oracle gathers out.json    # the gathers alone, plus the paths the planners did not pick
+//                                       # (ORACLE_GATHERS_ONLY=three_interpolate: that shape alone)
 //   ./kernel_oracle small            # one small run of every path (for compute-sanitizer memcheck)
 //   ./kernel_oracle tiny             # fewer, smaller cases (for racecheck, which is slower)
 //
@@ -29,6 +30,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cpu/parallel.h"
@@ -633,6 +635,10 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float16, 1, 5, 300, 120000, 3, true);
   check_gather(Dtype::BFloat16, 1, 33, 4000, 100000, 1, false);
   check_gather(Dtype::Float64, 1, 3, 2000, 30000, 2, true);
+  // More slabs than the workspace holds: two buffers taken in turn, and one buffer (slabs too
+  // large for two).
+  check_gather(Dtype::Float32, 1, 200, 300, 70000, 3, true);
+  check_gather(Dtype::Float32, 1, 130, 2000, 270000, 1, false);
   // The sparse sums (a lane per target) from grad_out, also on dense shapes (long rows), then
   // from staged grad_out rows (several spans and channel groups), and the dense sums on a
   // sparse shape.
@@ -940,6 +946,9 @@ static void bench_gathers(double bw, bool sweep) {
                           GShape{"three_interpolate_fp64", 16, 512, 64, 256, 3, true, 0, 0},
                           GShape{"three_interpolate_fp256", 16, 256, 256, 1024, 3, true, 0, 0},
                           GShape{"three_interpolate_fp1024", 16, 128, 1024, 4096, 3, true, 0, 0}}) {
+    // ORACLE_GATHERS_ONLY=name: that op's shape alone (a quicker sweep, or a profile of one shape).
+    const char* only = std::getenv("ORACLE_GATHERS_ONLY");
+    if (only != nullptr && *only != '\0' && std::strcmp(s.op, only) != 0) continue;
     for (Dtype dt : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16}) {
       const auto feat = uniform_points(s.B * s.C * s.N, false);
       const auto idx = random_indices(s.B * s.P * s.T, s.N, 0.0);
@@ -989,9 +998,12 @@ static void bench_gathers(double bw, bool sweep) {
           },
           3, 20);
       if (sweep) {
-        for (const char* v : {"0", "4", "counted"}) {
-          const bool counted = std::string(v) == "counted";
-          knob(counted ? "POINTOPS_GATHER_ROWS_COUNTED" : "POINTOPS_GATHER_SPARSE", counted ? "1" : v);
+        const std::pair<const char*, const char*> variants[] = {{"POINTOPS_GATHER_SPARSE", "0"},
+                                                                {"POINTOPS_GATHER_SPARSE", "4"},
+                                                                {"POINTOPS_GATHER_ROWS_COUNTED", "1"},
+                                                                {"POINTOPS_GATHER_OVERLAP", "0"}};
+        for (const auto& [name, value] : variants) {
+          knob(name, value);
           const CudaPlan forced = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
           DeviceBuffer ws_forced(forced.workspace_bytes);
           const double alt = time_ms(
@@ -1001,13 +1013,11 @@ static void bench_gathers(double bw, bool sweep) {
                              "bwd");
               },
               3, 20);
-          knob(counted ? "POINTOPS_GATHER_ROWS_COUNTED" : "POINTOPS_GATHER_SPARSE", nullptr);
+          knob(name, nullptr);
           add_row(std::string(s.op) + "_bwd_variant", shape, alt, 0, 0,
                   floor_of(s.B * s.C * s.P * es + s.B * s.P * s.T * 8.0 + s.B * s.C * s.N * es),
-                  std::string("variant ") +
-                      (counted ? "POINTOPS_GATHER_ROWS_COUNTED=1" : "POINTOPS_GATHER_SPARSE=") +
-                      (counted ? "" : v) + " path " + std::to_string(forced.path) + "/" +
-                      std::to_string(forced.shape[1]));
+                  std::string("variant ") + name + "=" + value + " path " + std::to_string(forced.path) +
+                      "/" + std::to_string(forced.shape[1]));
         }
       }
       double atomic_ms = 0;

@@ -79,43 +79,53 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
   }
 }
 
-// The transposed sums: one slab of kChannelTile channels at a time, transposed and summed; the
-// rows are built on a second stream beside the first slab's transpose where there are many
-// entries. build_rows(stream, &row_start, &entries) queues the row building on `stream` and
-// names the arrays that will hold the rows.
+// The transposed sums: one slab of kChannelTile channels at a time, transposed and summed. The
+// workspace holds one or two slabs (slab_buffers). The slabs it holds are transposed first,
+// since they do not need the rows, and the rows are built on a second stream meanwhile where
+// there are many entries. build_rows(stream, &row_start, &entries) queues the row building on
+// `stream` and names the arrays that will hold the rows.
 template <class T, class I, class BuildRows>
 Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C, int64_t N, int64_t P,
                        int64_t T_, void* slab_bytes, BuildRows&& build_rows, T* grad_feat, cudaStream_t s) {
-  // The transposed sums' first slab does not depend on the rows: build the rows on a second
-  // stream meanwhile (the transpose is bandwidth-bound, the row building bound by atomics and
-  // latency, so they can share the GPU; measured 20-35 us saved on group_points' 1M entries).
-  // Worth a fork and a join only for many entries; the GatherOverlap knob at 0 builds them in
-  // line (benchmarks compare the two).
+  // The transpose is bandwidth-bound, the row building bound by atomics, latency and its launches,
+  // so they can share the GPU (measured 20-35 us saved on group_points' 1M entries). Worth a fork
+  // and a join only for many entries; the GatherOverlap knob at 0 builds them in line
+  // (benchmarks compare the two). The fork comes first: the side stream waits only for the work
+  // queued before it, not for the transposes.
   StreamFork fork(s);
   if (P > 0 && B * P * T_ >= kOverlapMinEntries && tuning_or(Knob::GatherOverlap, 1) != 0) {
     if (Status st = fork.begin()) return st;
   }
+  // Each slab holds min(C, kChannelTile) channels per point.
+  const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
+  const int64_t slabs = ceil_div(C, kChannelTile);
+  const int64_t buffers = slab_buffers(B, C, P, sizeof(T));
+  const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
+  auto buffer = [&](int64_t i) { return static_cast<T*>(slab_bytes) + (i % buffers) * B * P * stride; };
+  auto channels = [&](int64_t i) {
+    return static_cast<int>(C - i * kChannelTile < kChannelTile ? C - i * kChannelTile : kChannelTile);
+  };
+  auto transpose = [&](int64_t i) {
+    if (P == 0) return;  // the rows are empty and the sums below write zeros
+    const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
+    transpose_slab_kernel<T><<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, i * kChannelTile,
+                                                                         channels(i), stride, buffer(i));
+  };
+  const int64_t ahead = slabs < buffers ? slabs : buffers;
+  for (int64_t i = 0; i < ahead; ++i) transpose(i);
   const I* row_start = nullptr;
   const I* entries = nullptr;
   if (Status st = build_rows(fork.side(), &row_start, &entries)) return st;  // side() is s when not forked
-  T* slab = static_cast<T*>(slab_bytes);
-  // The slab holds min(C, kChannelTile) channels per point (its size in slab_bytes).
-  const int stride = static_cast<int>(C < kChannelTile ? C : kChannelTile);
-  const unsigned int batches = static_cast<unsigned int>(B < 65535 ? B : 65535);
-  for (int64_t c0 = 0; c0 < C; c0 += kChannelTile) {
-    const int cn = static_cast<int>(C - c0 < kChannelTile ? C - c0 : kChannelTile);
-    const dim3 t_grid(static_cast<unsigned int>(ceil_div(P, kTransposeSpan)), 1, batches);
-    if (P > 0) {  // with P = 0 the rows are empty and the sums below write zeros
-      transpose_slab_kernel<T>
-          <<<t_grid, dim3(32, kTransposeRows), 0, s>>>(grad_out, B, C, P, c0, cn, stride, slab);
-    }
-    if (Status st = fork.join()) return st;  // the sums need the rows (no-op after the first slab)
-    const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
-    auto row_sum = T_ == 1
-                       ? row_sum_transposed_kernel<T, I, 1>
-                       : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
-    row_sum<<<r_grid, 256, 0, s>>>(slab, weight, row_start, entries, B, C, N, P, T_, c0, cn, stride,
-                                   grad_feat);
+  if (Status st = fork.join()) return st;                                    // the sums need the rows
+  auto row_sum = T_ == 1
+                     ? row_sum_transposed_kernel<T, I, 1>
+                     : (T_ == 3 ? row_sum_transposed_kernel<T, I, 3> : row_sum_transposed_kernel<T, I, 0>);
+  const dim3 r_grid(static_cast<unsigned int>(ceil_div(N, 32)), batches);
+  for (int64_t i = 0; i < slabs; ++i) {
+    // Into the buffer that the sums of slab i - buffers, queued before on s, have read.
+    if (i >= ahead) transpose(i);
+    row_sum<<<r_grid, 256, 0, s>>>(buffer(i), weight, row_start, entries, B, C, N, P, T_, i * kChannelTile,
+                                   channels(i), stride, grad_feat);
   }
   return launch_status();
 }

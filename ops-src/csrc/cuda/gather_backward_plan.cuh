@@ -109,7 +109,7 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
   if (path != SumPath::Transposed) return 0;
   const int64_t channels = C < kChannelTile ? C : kChannelTile;
-  return static_cast<size_t>(B * P * channels) * elem_bytes;
+  return static_cast<size_t>(B * P * channels * slab_buffers(B, C, P, elem_bytes)) * elem_bytes;
 }
 
 // The plan of one gather_backward_feat call, in CudaPlan terms:

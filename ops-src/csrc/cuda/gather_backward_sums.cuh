@@ -74,6 +74,15 @@ __global__ void __launch_bounds__(kGatherBackwardThreads)
 constexpr int kChannelTile = 64;
 constexpr int64_t kOverlapMinEntries = int64_t{1} << 16;  // rows built beside the transpose from here
 constexpr int kTransposeRows = 8;  // threadIdx.y extent of the transpose blocks (32 x 8)
+// Two slabs in the workspace where there are several and they are small enough: the second is
+// then transposed beside the row building too.
+constexpr int64_t kTwoSlabsMaxBytes = int64_t{128} << 20;
+
+// Slabs the workspace holds (1 or 2).
+inline int64_t slab_buffers(int64_t B, int64_t C, int64_t P, size_t elem_bytes) {
+  const int64_t one = B * P * (C < kChannelTile ? C : kChannelTile) * static_cast<int64_t>(elem_bytes);
+  return C > kChannelTile && 2 * one <= kTwoSlabsMaxBytes ? 2 : 1;
+}
 
 // A block moves 64 channels x kTransposeSpan points: whole slab rows of stride <= 64 channels
 // are written by one block, and each block has enough work to amortize its start.
@@ -121,7 +130,8 @@ __global__ void __launch_bounds__(256)
       A acc0 = A(0), acc1 = A(0);
       if (n < N) {
         const I end = row_start[b * N + n + 1];
-        for (I r = row_start[b * N + n]; r < end; ++r) {
+        I r = row_start[b * N + n];
+        for (; r < end; ++r) {
           const I e = entries[r] - batch_first;
           const I p = TT == 1 ? e : (TT > 0 ? e / static_cast<I>(TT) : e / t_count);
           const A w = w_batch == nullptr ? A(1) : to_acc(w_batch[e]);

@@ -6,7 +6,8 @@
 // maxima in the first bytes of the ids, and after a grid-wide sync every block merges them (a
 // few hundred partials, from L2), derives cells and x-fastest strides into shared memory and,
 // after a second sync, writes the ids of its rows. Where that cannot run (more dimensions, no
-// cooperative launch, a tuning knob), two kernels: grid_bounds_kernel writes the partials (no
+// cooperative launch, a tuning knob, or a cooperative launch the driver refuses at run time), two
+// kernels: grid_bounds_kernel writes the partials (no
 // atomics, so nothing to clear first) into the ids' first rows, which every id block skips and
 // the block that reads them last writes, or, for clouds too small to hold them, a workspace.
 // Subtraction and division round as torch's do (no fast math), so the ids equal those of the
@@ -297,13 +298,40 @@ constexpr int64_t kFusedMaxDims = 8;
 // Bytes before the partial arrays of the two-kernel paths (the ticket), from their base.
 constexpr size_t kTicketBytes = 16;
 
-template <int kD, class T>
-Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                    int64_t N, int64_t D, int64_t* out, cudaStream_t s) {
-  void* args[] = {&pos, &N, &D, &size, &start, &end, &out};
-  return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_fused_kernel<kD, T>),
-                                               dim3(static_cast<unsigned int>(plan.shape[0])), dim3(kThreads),
-                                               args, grid_ids_smem_bytes<T>(D), s));
+// Per device: whether the driver has refused a cooperative launch of the fused kernel; the
+// planner then plans the two kernels from the start.
+constexpr int kRefusalDevices = 64;
+std::atomic<bool>* fused_refused() {
+  static std::atomic<bool> table[kRefusalDevices];
+  return table;
+}
+
+bool fused_refused_here() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return device >= 0 && device < kRefusalDevices && fused_refused()[device].load(std::memory_order_relaxed);
+}
+
+// The two kernels' plan (bounds kernel, then ids) with at most max_parts partials: in the ids'
+// first rows where they fit, else in a workspace.
+void plan_two_kernels(int64_t N, int64_t D, size_t elem, int64_t max_parts, CudaPlan* plan) {
+  const int64_t width = D < kThreads ? D : kThreads, lanes = kThreads / width;
+  int64_t parts = ceil_div(N, lanes * kRowsPerBoundsThread);
+  if (parts > max_parts) parts = max_parts;
+  if (parts < 1) parts = 1;
+  plan->shape[1] = parts;
+  plan->shape[2] = ceil_div(D, width);
+  const size_t bytes = kTicketBytes + 2 * static_cast<size_t>(parts * D) * elem;
+  if (bytes <= static_cast<size_t>(N) * sizeof(int64_t)) {
+    plan->path = kPartialsInIds;
+    plan->shape[3] = ceil_div(static_cast<int64_t>(bytes), sizeof(int64_t));
+  } else {
+    plan->path = kPartialsInWorkspace;
+    plan->workspace_bytes = align_up(bytes);
+  }
 }
 
 template <int kD, class T>
@@ -326,6 +354,31 @@ Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, con
       <<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
           pos, N, D, size, start, end, part_lo, part_hi, parts, ticket, plan.shape[3], out);
   return launch_status();
+}
+
+// The fused kernel, or the two kernels where the driver refuses the cooperative launch (fewer
+// blocks can be resident than planned for: another context or MPS client on the GPU, a forced
+// grid). The planner left room in the ids for the two kernels' partials, so no workspace.
+template <int kD, class T>
+Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
+                    int64_t N, int64_t D, int64_t* out, cudaStream_t s) {
+  void* args[] = {&pos, &N, &D, &size, &start, &end, &out};
+  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_fused_kernel<kD, T>),
+                                                      dim3(static_cast<unsigned int>(plan.shape[0])),
+                                                      dim3(kThreads), args, grid_ids_smem_bytes<T>(D), s);
+  if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported) return status_of(err);
+  cudaGetLastError();  // a refused launch is not a sticky error
+  int device = 0;      // remembered unless a test forced the grid
+  if (tuning(Knob::GridClusterFusedBlocks) <= 0 && cudaGetDevice(&device) == cudaSuccess && device >= 0 &&
+      device < kRefusalDevices)
+    fused_refused()[device].store(true, std::memory_order_relaxed);
+  CudaPlan fallback = plan;
+  const int64_t fit = (N * static_cast<int64_t>(sizeof(int64_t)) - static_cast<int64_t>(kTicketBytes)) /
+                      (2 * D * static_cast<int64_t>(sizeof(T)));
+  const int64_t most = 4 * int64_t{current_device_sm_count()};
+  plan_two_kernels(N, D, sizeof(T), fit < most ? fit : most, &fallback);
+  if (fallback.path != kPartialsInIds) return "grid_cluster: the cooperative launch was refused";
+  return launch_two_kernels<kD>(fallback, pos, size, start, end, N, D, out, nullptr, s);
 }
 
 template <int kD, class T>
@@ -389,31 +442,24 @@ CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds
   if (!need_bounds || N <= 0 || D <= 0) return plan;
   const size_t elem = dt == Dtype::Float64 ? sizeof(double) : sizeof(float);
   const size_t id_bytes = static_cast<size_t>(N) * sizeof(int64_t);
-  if (D <= kFusedMaxDims && tuning(Knob::GridClusterTwoKernels) != 1) {
+  const int64_t forced_blocks = tuning(Knob::GridClusterFusedBlocks);
+  if (D <= kFusedMaxDims && tuning(Knob::GridClusterTwoKernels) != 1 &&
+      (forced_blocks > 0 || !fused_refused_here())) {
     // every block merges every partial: a few hundred at most, each thread's rows in flight
     int64_t blocks = grid_for(ceil_div(N, kRowsPerPass), kThreads, 4 * sms);
     const int64_t resident =
         dt == Dtype::Float64 ? fused_resident_blocks<double>() : fused_resident_blocks<float>();
     if (blocks > resident) blocks = resident;
-    if (blocks > 0 && 2 * static_cast<size_t>(blocks * D) * elem <= id_bytes) {
+    if (forced_blocks > 0 && resident > 0) blocks = forced_blocks;
+    // The ids also hold the two kernels' partials and ticket, should the launch be refused.
+    if (blocks > 0 && blocks <= INT32_MAX &&
+        kTicketBytes + 2 * static_cast<size_t>(blocks * D) * elem <= id_bytes) {
       plan.path = kFused;
       plan.shape[0] = blocks;
       return plan;
     }
   }
-  const int64_t width = D < kThreads ? D : kThreads, lanes = kThreads / width;
-  int64_t parts = ceil_div(N, lanes * kRowsPerBoundsThread);
-  if (parts > 4 * sms) parts = 4 * sms;
-  plan.shape[1] = parts;
-  plan.shape[2] = ceil_div(D, width);
-  const size_t bytes = kTicketBytes + 2 * static_cast<size_t>(parts * D) * elem;
-  if (bytes <= id_bytes) {
-    plan.path = kPartialsInIds;
-    plan.shape[3] = ceil_div(static_cast<int64_t>(bytes), sizeof(int64_t));
-  } else {
-    plan.path = kPartialsInWorkspace;
-    plan.workspace_bytes = align_up(bytes);
-  }
+  plan_two_kernels(N, D, elem, 4 * sms, &plan);
   return plan;
 }
 
