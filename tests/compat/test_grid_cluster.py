@@ -296,6 +296,24 @@ def test_cuda_graph_replay_recomputes_the_bounds(device, two_kernels):
         assert torch.equal(ids, reference(pos, size))
 
 
+@pytest.mark.parametrize("blocks", [1, 3, 64, 400])
+@pytest.mark.parametrize("n, dim", [(2_500, 3), (40_000, 3), (40_000, 8)])
+def test_cooperative_grid_writes_the_rows_that_held_the_partials(device, blocks, n, dim):
+    # The one cooperative kernel keeps a ticket and every block's partials in the ids' first rows
+    # (16 + 2 * blocks * dim * 4 bytes), which the blocks owning them write only after every
+    # block has read the partials. With 400 blocks those rows span several blocks' first rows.
+    if device != "cuda":
+        pytest.skip("CUDA only")
+    pos = cloud(n, dim, torch.float32, device, seed=blocks + n + dim, low=-3.0, high=5.0)
+    size = torch.linspace(0.05, 0.3, dim, device=device)
+    with pointops._tuning.override(GRID_CLUSTER_FUSED_BLOCKS=blocks):
+        ids = tc.grid_cluster(pos, size)
+        again = tc.grid_cluster(pos, size)
+    expected = reference(pos, size)
+    assert torch.equal(ids, expected)
+    assert torch.equal(again, expected)
+
+
 def test_a_refused_cooperative_launch_falls_back_to_two_kernels(device):
     # Far more blocks of the one cooperative kernel than the GPU holds at once: the driver refuses
     # the launch (as it does when another context or an MPS client takes SMs), and the op must

@@ -10,6 +10,7 @@ clouds out (racecheck, which is much slower, runs the small-cloud pass that way)
 import os
 
 import pointops
+import pointops._tuning
 import torch
 
 # cpu: a quick dry run of the same calls where there is no GPU
@@ -90,6 +91,9 @@ def run_grid(dtype, g):
         torch.ops.pointops.grid_cluster(pos, size, None, None)
         torch.ops.pointops.grid_cluster(pos, size, pos.min(0)[0], None)
         torch.ops.pointops.grid_cluster(pos, size, pos.min(0)[0], pos.max(0)[0])
+        if dev == "cuda" and n >= 3000:  # a cooperative grid whose partials span several blocks' rows
+            with pointops._tuning.override(GRID_CLUSTER_FUSED_BLOCKS=400):
+                torch.ops.pointops.grid_cluster(pos, size, None, None)
 
 
 def run_bad_values(dtype):

@@ -4,12 +4,13 @@
 // With start and end given, grid_ids_kernel alone. Without, for up to kFusedMaxDims dimensions,
 // grid_fused_kernel, one cooperative launch: every block reduces its rows to column minima and
 // maxima in the first bytes of the ids, and after a grid-wide sync every block merges them (a
-// few hundred partials, from L2), derives cells and x-fastest strides into shared memory and,
-// after a second sync, writes the ids of its rows. Where that cannot run (more dimensions, no
-// cooperative launch, a tuning knob, or a cooperative launch the driver refuses at run time), two
-// kernels: grid_bounds_kernel writes the partials (no
-// atomics, so nothing to clear first) into the ids' first rows, which every id block skips and
-// the block that reads them last writes, or, for clouds too small to hold them, a workspace.
+// few hundred partials, from L2), derives cells and x-fastest strides into shared memory and
+// writes the ids of its rows; the rows that held the partials are written once every block has
+// read them (a ticket). Where that cannot run (more dimensions, no cooperative launch, a tuning
+// knob, or a cooperative launch the driver refuses at run time), two kernels:
+// grid_bounds_kernel writes the partials (no atomics, so nothing to clear first) into the ids'
+// first rows, which every id block skips and the block that reads them last writes, or, for
+// clouds too small to hold them, a workspace.
 // Subtraction and division round as torch's do (no fast math), so the ids equal those of the
 // torch expression the op replaces.
 #include <cooperative_groups.h>
@@ -207,6 +208,9 @@ __device__ bool derive_grid(const GridShared<T>& g, const T* __restrict__ size, 
   return bad_s == 0;
 }
 
+// Bytes before the partial arrays in the ids' first rows or a workspace (the ticket).
+constexpr size_t kTicketBytes = 16;
+
 // Rows each thread of the id kernels has in flight at once.
 constexpr int kRowsPerPass = 4;
 
@@ -265,23 +269,35 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Bounds and ids in one cooperative launch (D <= kFusedMaxDims, all blocks co-resident): each
-// block writes its partial bounds into out's first rows; after a grid-wide sync every block
-// merges them, and after a second one (every block has read them) writes all ids.
+// block writes its partial bounds into out's first `reserved` rows (block 0 also zeroes a ticket
+// there); after one grid-wide sync every block merges them, takes a ticket, and writes the ids of
+// its rows past the reserved ones. A block that also owns reserved rows writes them last, once
+// every block has taken its ticket (has read the partials); co-residency makes that wait safe,
+// and it costs less than a second grid sync, since those blocks wait only after their own rows.
 template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     grid_fused_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
-                      const T* __restrict__ start, const T* __restrict__ end, int64_t* out) {
+                      const T* __restrict__ start, const T* __restrict__ end, int64_t reserved,
+                      int64_t* out) {
   const GridShared<T> g(D);
-  T* part_lo = reinterpret_cast<T*>(out);
+  unsigned int* ticket = reinterpret_cast<unsigned int*>(out);
+  T* part_lo = reinterpret_cast<T*>(reinterpret_cast<char*>(out) + kTicketBytes);
   T* part_hi = part_lo + static_cast<int64_t>(gridDim.x) * D;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *ticket = 0;
   partial_bounds(pos, N, D, 0, blockIdx.x, gridDim.x, part_lo, part_hi, g.lo, g.hi);
   cooperative_groups::this_grid().sync();
   merge_partials(g, part_lo, part_hi, gridDim.x, D);
-  bool unused = false;
-  const bool ok = derive_grid(g, size, start, end, D, nullptr, &unused);
-  cooperative_groups::this_grid().sync();
-  write_ids<kD>(pos, D, g, ok, 0, N, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                static_cast<int64_t>(gridDim.x) * blockDim.x, out);
+  __shared__ bool unused;
+  const bool ok = derive_grid(g, size, start, end, D, ticket, &unused);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  write_ids<kD>(pos, D, g, ok, reserved, N, first, step, out);
+  if (static_cast<int64_t>(blockIdx.x) * blockDim.x >= reserved) return;  // no reserved rows here
+  if (threadIdx.x == 0) {
+    while (atomicAdd(ticket, 0u) < gridDim.x) __nanosleep(64);
+  }
+  __syncthreads();
+  write_ids<kD>(pos, D, g, ok, 0, reserved < N ? reserved : N, first, step, out);
 }
 
 // How the bounds are found (CudaPlan::path).
@@ -294,9 +310,6 @@ enum GridPath : int32_t {
 
 // The fused kernel merges every block's partial: up to this many columns (one chunk).
 constexpr int64_t kFusedMaxDims = 8;
-
-// Bytes before the partial arrays of the two-kernel paths (the ticket), from their base.
-constexpr size_t kTicketBytes = 16;
 
 // Per device: whether the driver has refused a cooperative launch of the fused kernel; the
 // planner then plans the two kernels from the start.
@@ -362,7 +375,8 @@ Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, con
 template <int kD, class T>
 Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
                     int64_t N, int64_t D, int64_t* out, cudaStream_t s) {
-  void* args[] = {&pos, &N, &D, &size, &start, &end, &out};
+  int64_t reserved = plan.shape[3];
+  void* args[] = {&pos, &N, &D, &size, &start, &end, &reserved, &out};
   const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_fused_kernel<kD, T>),
                                                       dim3(static_cast<unsigned int>(plan.shape[0])),
                                                       dim3(kThreads), args, grid_ids_smem_bytes<T>(D), s);
@@ -432,7 +446,7 @@ int64_t fused_resident_blocks() {
 
 // path: GridPath. shape[0]: blocks of the id (or fused) kernel; shape[1]: blocks (partials) of
 // the bounds kernel of the two-kernel paths, else 0; shape[2]: its column chunks; shape[3]:
-// rows of the ids that hold the partials (kPartialsInIds), else 0.
+// rows of the ids that hold the ticket and partials (kPartialsInIds, kFused), else 0.
 CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds) {
   CudaPlan plan;
   const int64_t sms = current_device_sm_count();
@@ -452,10 +466,11 @@ CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds
     if (blocks > resident) blocks = resident;
     if (forced_blocks > 0 && resident > 0) blocks = forced_blocks;
     // The ids also hold the two kernels' partials and ticket, should the launch be refused.
-    if (blocks > 0 && blocks <= INT32_MAX &&
-        kTicketBytes + 2 * static_cast<size_t>(blocks * D) * elem <= id_bytes) {
+    const size_t reserved_bytes = kTicketBytes + 2 * static_cast<size_t>(blocks * D) * elem;
+    if (blocks > 0 && blocks <= INT32_MAX && reserved_bytes <= id_bytes) {
       plan.path = kFused;
       plan.shape[0] = blocks;
+      plan.shape[3] = ceil_div(static_cast<int64_t>(reserved_bytes), sizeof(int64_t));
       return plan;
     }
   }
