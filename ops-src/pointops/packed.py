@@ -72,14 +72,46 @@ def counts_from_ptr(ptr: Tensor) -> Tensor:
     return ptr[1:] - ptr[:-1]
 
 
-def ptr_from_batch(batch: Tensor, num_clouds: int | None = None) -> Tensor:
-    """PyG's batch vector (cloud id of each row, sorted) -> ptr [num_clouds + 1]. Without
-    num_clouds it is batch[-1] + 1, which reads the device (one sync)."""
-    batch = _index_vector(batch, "batch")
-    if num_clouds is None:
-        num_clouds = int(batch[-1]) + 1 if batch.numel() else 0
+def ptr_from_batch(batch: Tensor, num_clouds: int | None = None, name: str = "batch") -> Tensor:
+    """PyG's batch vector (cloud id of each row) -> ptr [num_clouds + 1].
+
+    The rule every layer of pointops applies to a batch vector: int32 or int64, ids >= 0, sorted
+    (nondecreasing), and below num_clouds when that is given. Without num_clouds it is
+    batch[-1] + 1, read from the device together with the checks (one sync); on CPU the checks
+    are free and raise ValueError naming `name`. With num_clouds on CUDA nothing is read: a batch
+    vector that breaks the rule gives a ptr starting at -1, which every pointops op rejects as
+    "not a row pointer" (no sync, so the error comes from the op that uses the ptr)."""
+    batch = _index_vector(batch, name)
+    if num_clouds is not None and (
+        isinstance(num_clouds, bool) or not isinstance(num_clouds, int) or num_clouds < 0
+    ):
+        raise ValueError(f"pointops: num_clouds must be an int >= 0 (or None), got {num_clouds!r}")
+    rows = batch.numel()
+    unsorted = (batch[1:] < batch[:-1]).any() if rows > 1 else batch.new_zeros((), dtype=torch.bool)
+    if num_clouds is None or not batch.is_cuda:
+        if rows:
+            low, high, bad_order = torch.stack([batch.min(), batch.max(), unsorted.long()]).tolist()
+        else:
+            low, high, bad_order = 0, -1, 0
+        if bad_order or low < 0:
+            raise ValueError(
+                f"pointops: {name} must hold cloud ids >= 0 in nondecreasing order (each cloud's rows "
+                f"together, clouds in order); sort the points by cloud first, e.g. "
+                f"order = {name}.argsort(stable=True)"
+            )
+        if num_clouds is None:
+            num_clouds = int(batch[-1]) + 1 if rows else 0
+        elif high >= num_clouds:
+            raise ValueError(
+                f"pointops: {name} holds cloud id {high} but num_clouds is {num_clouds}; pass "
+                f"num_clouds > {high} (or leave it None)"
+            )
     bounds = torch.arange(num_clouds + 1, device=batch.device, dtype=torch.int64)
-    return torch.searchsorted(batch, bounds, right=False)
+    ptr = torch.searchsorted(batch, bounds, right=False)
+    if batch.is_cuda and rows:
+        broken = unsorted | (batch[0] < 0) | (batch[-1] >= num_clouds)
+        ptr[0] = torch.where(broken, -1, 0)  # the op that reads ptr reports it (no sync here)
+    return ptr
 
 
 def batch_from_ptr(ptr: Tensor, total: int | None = None) -> Tensor:
