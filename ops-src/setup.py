@@ -13,6 +13,10 @@ and libtorch_cuda is not linked, so the same binary loads in CPU and CUDA builds
 The static runtime is taken from POINTOPS_CUDA_TARGET_ROOT when set (a conda build points it at
 the host prefix, which holds the target platform's runtime when cross-compiling), else from the
 toolkit root.
+
+The C++ runtime must be the one torch's process loads (cxx_runtime_check.py): a compiler that
+links libstdc++ statically is refused before compiling, and the linked library is loaded beside
+torch in a child interpreter before it is installed (POINTOPS_LOAD_CHECK=0 skips that load).
 """
 
 from __future__ import annotations
@@ -51,13 +55,17 @@ LICENSE_METADATA = (
 )
 
 
-def _load_cuda_archs():
-    """pointops/cuda_archs.py by path: importing the package would try to load the extension."""
-    spec = importlib.util.spec_from_file_location("_pointops_cuda_archs", HERE / "pointops" / "cuda_archs.py")
+def _load_by_path(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _load_cuda_archs():
+    """pointops/cuda_archs.py by path: importing the package would try to load the extension."""
+    return _load_by_path("_pointops_cuda_archs", HERE / "pointops" / "cuda_archs.py")
 
 
 def _fail(message: str) -> None:
@@ -268,6 +276,7 @@ class BuildPointops(build_ext):
             )
         elif not IS_WINDOWS:
             ext.libraries.append("dl")
+        self._check_cxx_runtime_link()
         self._parallel_compile_cxx(ext, jobs)
         stamp = Path(base_temp) / "pointops-build-config.json"
         config = json.dumps(
@@ -285,8 +294,36 @@ class BuildPointops(build_ext):
             # the configuration (CPU-only vs CUDA, flags) changed: rebuild everything then.
             self.force = True
         super().build_extensions()
+        self._check_product_loads(ext)
         _write_text_atomic(stamp, config)
         self._write_build_info(info)
+
+    def _check_cxx_runtime_link(self) -> None:
+        """Refuses a compiler that would link libstdc++ statically (cxx_runtime_check.py says why)."""
+        if IS_WINDOWS:
+            return
+        linker = getattr(self.compiler, "linker_so_cxx", None) or self.compiler.linker_so
+        checks = _load_by_path("_pointops_cxx_runtime_check", HERE / "cxx_runtime_check.py")
+        sign = checks.static_libstdcxx_sign(list(linker))
+        if sign is not None:
+            _fail(checks.static_link_message(list(linker), sign, self._cxx_description()))
+
+    def _check_product_loads(self, ext) -> None:
+        """Loads the linked library beside torch in a child and makes it format an error message."""
+        checks = _load_by_path("_pointops_cxx_runtime_check", HERE / "cxx_runtime_check.py")
+        skipped = checks.load_check_skipped()
+        if skipped:
+            print(f"pointops: not loading the built library to check it ({skipped})", flush=True)
+            return
+        library = self.get_ext_fullpath(ext.name)
+        problem = checks.load_problem(library)
+        if problem is not None:
+            os.remove(library)  # never leave a library behind that crashes its user
+            _fail(
+                f"the built library {library} is not usable: {problem}. Compiler: "
+                f"{self._cxx_description()}. (POINTOPS_LOAD_CHECK=0 skips this check, e.g. where torch "
+                "cannot be imported during the build.)"
+            )
 
     def _cxx_description(self) -> str:
         if IS_WINDOWS:
