@@ -16,7 +16,9 @@ Rules:
   the CPU index with pointops. The wheel is held to the same rules as torch, on its own arch list and
   its own CUDA version (it is built with another minor than torch's index, e.g. 12.9 beside cu126);
 - the newest (torch release, index) pair where both fit wins; a pair skipped for pointops alone is
-  named in the reasons. --torch pins the release, --cuda the index's CUDA version;
+  named in the reasons. --torch pins the release, --cuda the index's CUDA version; a pinned
+  X.Y.Z must be a release the knowledge names (X.Y.0 of a listed minor, or a conda-forge patch), as
+  for --format conda;
 - CPU: PyTorch's CPU index on Linux and Windows, PyPI alone on macOS arm64 (PyTorch's macOS wheels
   are on PyPI); osx-64 has no torch wheel pointops can use.
 - Python: pip cannot choose the interpreter; --python is recorded (a comment for pip,
@@ -153,7 +155,30 @@ def _releases(kb: Knowledge, table: WheelTable, torch: str | None) -> list[str]:
             f"the solver knows no PyTorch wheels of torch {torch} (known: "
             f"{', '.join(sorted(known, key=parse_version))}). Pass one of those to --torch."
         )
+    if len(parse_version(torch)) > 2:
+        _check_patch_release(kb, matching[0], torch)
     return matching
+
+
+def known_patch_releases(kb: Knowledge, minor: str) -> list[str]:
+    """The X.Y.Z releases of torch `minor` the solver knows to exist: X.Y.0 (the wheel table lists
+    the minor), and every patch conda-forge built (pytorch.yaml; conda-forge packages PyTorch's
+    own releases under their version numbers)."""
+    releases = {f"{minor}.0"} | {
+        r.version for r in kb.pytorch_releases if parse_version(r.version)[:2] == parse_version(minor)
+    }
+    return sorted(releases, key=parse_version)
+
+
+def _check_patch_release(kb: Knowledge, minor: str, torch: str) -> None:
+    """--torch X.Y.Z must be a release the solver knows, as for --format conda: a pin of a release
+    that does not exist makes a file pip cannot install."""
+    known = known_patch_releases(kb, minor)
+    if parse_version(torch) not in {parse_version(v) for v in known}:
+        raise PlanError(
+            f"the solver knows no PyTorch wheels of torch {torch} (known: {', '.join(known)}). Pass one "
+            f"of those to --torch, or --torch {minor} for the newest {minor} release."
+        )
 
 
 def _cpu_plan(kb: Knowledge, table: WheelTable, target: Target, releases: list[str]) -> PipPlan:

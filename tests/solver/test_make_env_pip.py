@@ -294,6 +294,28 @@ def test_torch_pin(capsys):
     assert code == 1 and "pointops needs torch >= 2.10" in one_line(err)
 
 
+@pytest.mark.parametrize("fmt", ["pip", "uv"])
+@pytest.mark.parametrize("torch", ["2.13.99", "2.12.2", "2.14.5"])
+def test_a_torch_release_that_does_not_exist_is_refused_as_conda_refuses_it(capsys, fmt, torch):
+    """A pin of a release the knowledge does not name makes a file pip cannot install: refused with
+    the conda format's exit status and message shape, naming the releases known of that minor."""
+    conda_code, _, conda_err = run(capsys, "--offline", *RTX4090_580, "--torch", torch)
+    code, out, err = run(capsys, "--format", fmt, *RTX4090_580, "--torch", torch)
+    line = one_line(err)
+    assert code == conda_code == 1 and out == ""
+    assert f"torch {torch} " in line and "Pass one of those to --torch" in one_line(conda_err)
+    minor = torch.rsplit(".", 1)[0]
+    assert "Pass one of those to --torch" in line and f"--torch {minor} for the newest" in line
+
+
+@pytest.mark.parametrize("torch", ["2.10.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0"])
+def test_a_known_torch_release_is_pinned(capsys, torch):
+    """X.Y.0 of every minor of the wheel table, and the patches conda-forge built (pytorch.yaml)."""
+    code, out, err = run(capsys, "--format", "pip", *RTX4090_580, "--torch", torch)
+    assert code == 0, err
+    assert f"torch=={torch}" in [str(r) for r in requirements(out)[1]]
+
+
 def test_cuda_pin(capsys, table):
     doc = plan_json(capsys, "pip", *RTX4090_580, "--cuda", "13.2")
     assert doc["index"]["tag"] == "cu132" and doc["driver_compatibility"]["torch"] == "mvc"
