@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from solver.errors import SolverError, UsageError
+from solver.vocabulary import PLATFORMS
 
 DEFAULT_OUTPUT = Path("out") / "wheels"
 
@@ -21,7 +22,9 @@ DEFAULT_OUTPUT = Path("out") / "wheels"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     listing = sub.add_parser("list", help="the distributions built for a platform")
-    listing.add_argument("--platform", help="conda subdir (default: this machine)")
+    listing.add_argument(
+        "--platform", choices=PLATFORMS, help="conda subdir, one of %(choices)s (default: this machine)"
+    )
     build = sub.add_parser("build", help="build one distribution's wheel for this machine")
     build.add_argument("distribution", help="pointops, pointops-cu12 or pointops-cu13")
     build.add_argument("--source", type=Path, default=Path("ops-src"), help="default: %(default)s")
@@ -46,6 +49,18 @@ def _list(platform: str | None) -> int:
     return 0
 
 
+def _check_distribution(distribution: str) -> None:
+    """A name that is no pointops distribution is a usage error (exit 2); a real one that is not
+    built for this platform is not (solver.wheels.build says so, exit 1)."""
+    from solver.knowledge import load
+
+    known = list(load().pointops["wheels"])
+    if distribution not in known:
+        raise UsageError(
+            f"{distribution!r} is not a pointops distribution; choose one of: {', '.join(known)}"
+        )
+
+
 def run(args) -> int:
     if args.action is None:
         raise UsageError("give an action: list, build or check (see `solver wheels --help`)")
@@ -56,6 +71,7 @@ def run(args) -> int:
 
         if args.jobs is not None and args.jobs < 1:
             raise UsageError(f"--jobs {args.jobs} must be a positive number")
+        _check_distribution(args.distribution)
         print(build_wheel(args.distribution, args.source, args.output, args.jobs))
         return 0
     from solver.wheels.audit import audit_wheel

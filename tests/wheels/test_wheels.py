@@ -12,13 +12,14 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from solver_cli import one_line
 
 from solver.cli import main
 from solver.errors import SolverError
 from solver.knowledge import load
 from solver.wheels import audit_wheel, build_wheel
 from solver.wheels.build import arch_list, build_environment, wheel_entry
-from solver.wheels.naming import conda_platform, parse_wheel_name
+from solver.wheels.naming import parse_wheel_name
 from solver.wheels.rename import rename_wheel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,11 +206,30 @@ def test_a_cuda_wheel_refuses_an_nvcc_of_another_release(tmp_path):
     assert cpu["POINTOPS_CUDA"] == "0" and "TORCH_CUDA_ARCH_LIST" not in cpu
 
 
-def test_the_cli_names_the_distributions_a_platform_has(capsys):
-    assert main(["wheels", "build", "pointops-cu11"]) == 1
-    err = capsys.readouterr().err
-    assert f"no pointops-cu11 wheel is built for {conda_platform()}" in err
-    assert "pointops, pointops-cu12, pointops-cu13" in err
+@pytest.mark.parametrize(
+    ("argv", "bad", "accepted"),
+    [
+        (["build", "frobnicate"], "'frobnicate'", "pointops, pointops-cu12, pointops-cu13"),
+        (["build", "pointops-cu11"], "'pointops-cu11'", "pointops, pointops-cu12, pointops-cu13"),
+        (["build", ""], "''", "pointops, pointops-cu12, pointops-cu13"),
+        (["list", "--platform", "bogus"], "'bogus'", "'linux-64', 'linux-aarch64', 'win-64', 'osx-64'"),
+        (["list", "--platform", ""], "''", "'linux-64', 'linux-aarch64', 'win-64', 'osx-64'"),
+    ],
+)
+def test_a_bad_distribution_or_platform_is_a_usage_error(capsys, argv, bad, accepted):
+    """Exit 2 and one line naming the value and the accepted ones, before anything is built."""
+    assert main(["wheels", *argv]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert bad in line and accepted in line
+
+
+def test_the_cli_names_the_distributions_a_platform_has(capsys, monkeypatch):
+    # a real distribution that is not built for this machine's platform: exit 1, not a usage error
+    monkeypatch.setattr("solver.wheels.build.conda_platform", lambda: "osx-arm64")
+    assert main(["wheels", "build", "pointops-cu13"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert "no pointops-cu13 wheel is built for osx-arm64; choose one of: pointops" in line
+    monkeypatch.undo()
     assert main(["wheels", "list", "--platform", "osx-arm64"]) == 0
     assert capsys.readouterr().out.split() == ["pointops", "osx-arm64", "CPU"]
     assert main(["wheels", "check", "no-such.whl"]) == 1
