@@ -13,7 +13,10 @@ anything the user had.
 - `check_destinations` runs before any work: an empty name, a directory, or two flags naming one
   file are usage errors. `write_files` stages every file first and writes none if one cannot be
   staged; if a later step fails, the error says exactly which files were written.
-- Messages name the path the user gave, never a temporary file.
+- Messages name the path the user gave, never a temporary file, and the cause with its fix: a
+  missing directory (the outermost one), a file used as a directory, no permission or a read-only
+  file system where the temporary file is created, a full disk, a directory that takes no new
+  files (/proc, /sys).
 
     check_destinations([Destination("-o", "env.yml"), Destination("--lock", "env.lock")])
     written = write_files([(Destination("-o", "env.yml"), text), ...])   # -> ["env.yml", ...]
@@ -75,17 +78,77 @@ def _strerror(exc: OSError) -> str:
     return os.strerror(exc.errno) if exc.errno else str(exc)
 
 
-def _cannot(dest: Destination, exc: OSError) -> OutputError:
-    reason = _strerror(exc)
-    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-        return OutputError(f"cannot write {dest.path}: {reason}", "free some space or choose another place")
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return OutputError(f"cannot write {dest.path}: {reason}", "choose a path you may write to")
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+def _first_non_directory(path: str) -> str | None:
+    """The first leading part of `path` that exists and is not a directory (ENOTDIR's cause)."""
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+    for end in range(2, len(parts)):
+        prefix = os.sep.join(parts[:end]) or os.sep
+        if os.path.lexists(prefix) and not os.path.isdir(prefix):
+            return prefix
+    return None
+
+
+def _missing_directory(directory: str) -> str | None:
+    """The outermost folder of `directory` that does not exist, or None when it all exists."""
+    missing = None
+    current = os.path.abspath(directory)
+    while not os.path.isdir(current):
+        missing = current
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return missing
+
+
+def _cannot(dest: Destination, exc: OSError, creating_in: str | None = None) -> OutputError:
+    """The OutputError for `exc`, naming its cause and the fix. `creating_in`: the directory in which
+    a temporary file was being created (the file is written beside its target, then renamed)."""
+    reason, path, code = _strerror(exc), dest.path, exc.errno
+    where = creating_in or "."
+    if code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return OutputError(f"cannot write {path}: {reason}", "free some space or choose another place")
+    if code == errno.EROFS:
         return OutputError(
-            f"cannot write {dest.path}: {reason}", "create its directory first or fix the path"
+            f"cannot write {path}: {reason} (its directory {where} is mounted read-only)"
+            if creating_in is not None
+            else f"cannot write {path}: {reason}",
+            "choose a path on a writable file system",
         )
-    return OutputError(f"cannot write {dest.path}: {reason}")
+    if code in (errno.EACCES, errno.EPERM):
+        if creating_in is not None:
+            return OutputError(
+                f"cannot write {path}: {reason} creating a file in {where} (the file is written beside "
+                "its target and renamed over it)",
+                f"choose a directory you may write to, or get write permission on {where}",
+            )
+        return OutputError(f"cannot write {path}: {reason}", "choose a path you may write to")
+    if code == errno.ENOTDIR:
+        blocker = _first_non_directory(creating_in if creating_in is not None else path)
+        return OutputError(
+            f"cannot write {path}: {reason}" + (f" ({blocker} is not a directory)" if blocker else ""),
+            "fix the path",
+        )
+    if code == errno.EISDIR:
+        return OutputError(f"cannot write {path}: it is a directory", "give the name of a file to write")
+    if code == errno.ENAMETOOLONG:
+        return OutputError(f"cannot write {path}: {reason}", "choose a shorter name")
+    if code == errno.ELOOP:
+        return OutputError(f"cannot write {path}: {reason}", "fix the symbolic link it goes through")
+    if code == errno.ENOENT:
+        missing = _missing_directory(creating_in if creating_in is not None else os.path.dirname(path) or ".")
+        if missing is not None:
+            return OutputError(
+                f"cannot write {path}: {reason} (the directory {missing} does not exist)",
+                "create it first or fix the path",
+            )
+        if creating_in is not None:
+            return OutputError(
+                f"cannot write {path}: {where} exists, but no file can be created in it ({reason}; "
+                "a virtual file system such as /proc or /sys)",
+                "choose a path on an ordinary file system",
+            )
+    return OutputError(f"cannot write {path}: {reason}")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -198,7 +261,7 @@ class _Staged:
             # 0o666 through the umask: a new file gets the permissions any program would give it.
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:
-            raise _cannot(self.dest, exc) from None
+            raise _cannot(self.dest, exc, creating_in=directory or ".") from None
         self.temp = temp
         try:
             try:

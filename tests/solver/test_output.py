@@ -5,6 +5,7 @@ error line, never a traceback."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -292,12 +293,88 @@ def test_errors_name_the_users_path_never_the_temp_file(capsys, tmp_path):
         assert ".tmp" not in line
 
 
+# -- failures: the cause and the fix, for each errno ----------------------------------------------
+
+
+def fail_temp_files(monkeypatch, code: int) -> None:
+    """Creating the temporary file beside the target fails with `code` (the step where a read-only,
+    full or forbidden directory shows up)."""
+    real_open = os.open
+
+    def refusing_open(path, flags, mode=0o777, *args, **kwargs):
+        if str(path).endswith(".tmp") and flags & os.O_CREAT:
+            raise OSError(code, os.strerror(code), path)
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+
+
+@pytest.mark.parametrize(
+    ("code", "cause", "fix"),
+    [
+        (errno.EACCES, "Permission denied creating a file in {dir}", "get write permission on {dir}"),
+        (errno.EPERM, "Operation not permitted creating a file in {dir}", "choose a directory you may write"),
+        (
+            errno.EROFS,
+            "Read-only file system (its directory {dir} is mounted read-only)",
+            "writable file system",
+        ),
+        (errno.ENOSPC, "No space left on device", "free some space"),
+        (errno.EDQUOT, "Disk quota exceeded", "free some space"),
+        (errno.EISDIR, "it is a directory", "give the name of a file"),
+        (errno.ENAMETOOLONG, "File name too long", "choose a shorter name"),
+    ],
+)
+def test_each_cause_is_named_with_its_fix(monkeypatch, tmp_path, code, cause, fix):
+    target = tmp_path / "env.yml"
+    fail_temp_files(monkeypatch, code)
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("-o", str(target)), "x\n")])
+    error = info.value
+    assert str(error).startswith(f"cannot write {target}: {cause.format(dir=tmp_path)}")
+    assert fix.format(dir=tmp_path) in error.fix and "create" not in error.one_line()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_directory_is_named(tmp_path):
+    target = tmp_path / "a" / "b" / "env.yml"
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("-o", str(target)), "x\n")])
+    assert f"(the directory {tmp_path / 'a'} does not exist)" in str(info.value)
+    assert info.value.fix == "create it first or fix the path"
+
+
+def test_a_file_used_as_a_directory_is_named(tmp_path):
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "sub" / "env.yml"
+    with pytest.raises(OutputError) as info:
+        write_files([(Destination("-o", str(target)), "x\n")])
+    assert str(info.value).startswith(
+        f"cannot write {target}: Not a directory ({tmp_path / 'file'} is not a directory)"
+    )
+    assert info.value.fix == "fix the path"
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/version"), reason="needs Linux's /proc")
+def test_a_file_of_proc_is_not_said_to_lack_its_directory(capsys):
+    """/proc exists: the cause is that no file can be created there (ENOENT as root, EACCES
+    otherwise), never a directory to create."""
+    code, out, err = make_env(capsys, "-o", "/proc/version")
+    line = one_line(err)
+    assert code == 1 and out == "" and "create it" not in line and "create its directory" not in line
+    assert (
+        "/proc exists, but no file can be created in it" in line
+        or "Permission denied creating a file in /proc" in line
+    )
+
+
 def test_nothing_is_written_when_one_output_fails(tmp_path):
     first, second = tmp_path / "env.yml", tmp_path / "missing" / "env.txt"
     with pytest.raises(OutputError) as info:
         write_files([(Destination("-o", str(first)), "a\n"), (Destination("--explicit", str(second)), "b\n")])
     assert str(info.value).startswith(
-        f"cannot write {second}: No such file or directory; nothing was written"
+        f"cannot write {second}: No such file or directory (the directory {second.parent} does not "
+        "exist); nothing was written"
     )
     assert list(tmp_path.iterdir()) == []
 
