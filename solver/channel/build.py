@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from solver.channel.errors import ChannelError
+from solver.channel.errors import ChannelError, require_rattler_build
 from solver.channel.index import current_platform, index_channel
 from solver.channel.recipe import RecipeFiles, find_recipe
-from solver.channel.render import EMULATED, rendered_variants
+from solver.channel.render import EMULATED, check_variants, rendered_variants
 
 
 def check_reachable(channels: list[str], timeout_s: float = 10) -> None:
@@ -80,16 +80,17 @@ def build_channel(
     """rattler-build every variant of `target_platform` (default: this machine's) on this machine
     into <output>, then index it. `logs`, when given, receives each variant's log lines;
     `variant_overrides` (key -> values) goes on top of the recipe's variant files."""
+    require_rattler_build()
     from rattler_build import ToolConfiguration
 
     files = files or find_recipe()
-    check_reachable(channels)
     build_platform = current_platform()
     platform = target_platform or build_platform
     rendered = rendered_variants(platform, files, build_platform=build_platform, overrides=variant_overrides)
-    wanted = [r for r in rendered if not variants or str(r.recipe.build.string).split("_h")[0] in variants]
-    if not wanted:
-        raise ChannelError(f"no variant of {platform} matches {variants}; see `solver channel render`")
+    names = [str(r.recipe.build.string).split("_h")[0] for r in rendered]
+    check_variants(platform, variants or [], names, files)
+    check_reachable(channels)
+    wanted = [r for r, name in zip(rendered, names, strict=True) if not variants or name in variants]
     packages = []
     tool = ToolConfiguration(test_strategy=test_strategy(platform, build_platform, test))
     for n, item in enumerate(wanted, 1):

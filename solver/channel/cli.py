@@ -12,7 +12,9 @@
                                                         the conda-forge recipe of a release
 
 Every action reads recipes/pointops/recipe.yaml and its variant files (--recipe, else found from
-the current directory). The library is solver.channel; this module only parses and prints.
+the current directory) with py-rattler-build, whose absence is one error line with the install
+command (exit 1). Errors are SolverErrors, which solver/cli.py prints; malformed flags exit 2. The
+library is solver.channel; this module only parses and prints.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ import sys
 from pathlib import Path
 
 from solver.channel.build import build_channel, check_reachable
-from solver.channel.errors import ChannelError
+from solver.channel.errors import require_rattler_build
 from solver.channel.feedstock import write_feedstock_recipe
 from solver.channel.index import index_channel
 from solver.channel.local import package_local
 from solver.channel.recipe import RECIPE_ENV, find_recipe
 from solver.channel.render import PLATFORMS, RenderedBuild, render_platform, render_with_solve
 from solver.channel.upload import upload_channel
+from solver.errors import UsageError
 
 DEFAULT_CHANNELS = ("https://conda.anaconda.org/conda-forge",)
 DEFAULT_OUTPUT = Path("out") / "channel"
@@ -142,14 +145,14 @@ def _render(args: argparse.Namespace, files) -> int:
 
 def run(args: argparse.Namespace) -> int:
     action = "render" if args.render_only and args.action in (None, "render") else args.action
+    if action is None:
+        raise UsageError(
+            "choose an action: render, build, package-local, index, upload or feedstock "
+            "(see `solver channel --help`)"
+        )
+    if action != "index":
+        require_rattler_build()  # before any work: package-local may build a wheel first
     try:
-        if action is None:
-            print(
-                "solver channel: choose an action: render, build, package-local, index, upload or feedstock "
-                "(see --help)",
-                file=sys.stderr,
-            )
-            return 2
         if action == "index":
             index_channel(args.directory)
             print(f"indexed {args.directory}", file=sys.stderr)
@@ -196,9 +199,6 @@ def run(args: argparse.Namespace) -> int:
             print(recipe)
             return 0
         raise AssertionError(action)  # argparse only lets the actions above through
-    except ChannelError as exc:
-        print(f"solver channel: error: {exc}", file=sys.stderr)
-        return 1
     except OSError as exc:  # an output path that is a file, a full disk, no permission, ...
         print(
             f"solver channel: error: {exc.strerror or exc}: {exc.filename or ''}; "

@@ -79,18 +79,8 @@ def feedstock_recipe_text(
     return header + body.rstrip("\n") + f"\n\nextra:\n  recipe-maintainers:\n{lines}"
 
 
-def write_feedstock_recipe(
-    output: Path,
-    url: str,
-    homepage: str,
-    maintainers: list[str],
-    sdist: Path | None = None,
-    files: RecipeFiles | None = None,
-) -> Path:
-    """Write the conda-forge recipe folder to <output>/recipe; returns its recipe.yaml. Without
-    `sdist`, one is built from ops-src into <output> (upload that file to `url`)."""
-    files = files or find_recipe()
-    version = recipe_version(files)
+def _check_release_flags(url: str, homepage: str, maintainers: list[str]) -> None:
+    """--url, --homepage and --maintainer, before the recipe is read or an sdist built."""
     if not url.startswith("https://"):
         raise ChannelError(f"--url {url!r} must be the https address the release sdist is published at")
     if not homepage.startswith("https://") or "anaconda.org" in homepage:
@@ -103,6 +93,21 @@ def write_feedstock_recipe(
             "give at least one --maintainer, as GitHub handles"
             + (f" ({', '.join(map(repr, bad))} is not one)" if bad else "")
         )
+
+
+def write_feedstock_recipe(
+    output: Path,
+    url: str,
+    homepage: str,
+    maintainers: list[str],
+    sdist: Path | None = None,
+    files: RecipeFiles | None = None,
+) -> Path:
+    """Write the conda-forge recipe folder to <output>/recipe; returns its recipe.yaml. Without
+    `sdist`, one is built from ops-src into <output> (upload that file to `url`)."""
+    _check_release_flags(url, homepage, maintainers)
+    files = files or find_recipe()
+    version = recipe_version(files)
     output = Path(output)
     if sdist is None:
         with tempfile.TemporaryDirectory() as tmp:

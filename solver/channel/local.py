@@ -11,10 +11,17 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from solver.channel.errors import ChannelError
+from solver.channel.errors import ChannelError, require_rattler_build
 from solver.channel.index import current_platform, index_channel
 from solver.channel.recipe import RecipeFiles, find_recipe
-from solver.channel.render import RenderedBuild, none_if_unset, recipe_stage0, recipe_version, render_platform
+from solver.channel.render import (
+    RenderedBuild,
+    check_variants,
+    none_if_unset,
+    recipe_stage0,
+    recipe_version,
+    render_platform,
+)
 
 
 def _stage_from_wheel(wheel: Path, stage: Path) -> None:
@@ -155,15 +162,13 @@ def package_local(
     """Package a pointops built on this machine into <output>/<subdir>/pointops-*.conda, with the
     name, version, build string, dependencies and constraints the recipe renders for this
     platform and variant, then index <output>. Returns the package path."""
+    require_rattler_build()
     from rattler_build import assemble_package
 
     files = files or find_recipe()
     platform = platform or current_platform()
     builds = {b.variant: b for b in render_platform(platform, files)}
-    if variant not in builds:
-        raise ChannelError(
-            f"the recipe has no {variant!r} variant for {platform}; it has: {', '.join(builds)}"
-        )
+    check_variants(platform, [variant], list(builds), files)
     build = builds[variant]
     version = recipe_version(files)
     # Resolved before pip sees it: pip reads a bare relative name such as "ops-src" as a package

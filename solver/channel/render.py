@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 
 from solver import worker
-from solver.channel.errors import ChannelError
+from solver.channel.errors import ChannelError, require_rattler_build, usage_error
 from solver.channel.recipe import RecipeFiles, find_recipe
 from solver.errors import WorkerError
 
@@ -88,6 +88,7 @@ def _load_arch_list_helper(files: RecipeFiles):
 
 def variant_config(platform: str, files: RecipeFiles, overrides: dict[str, list] | None = None):
     """The recipe's variant files for `platform`, then `overrides` (key -> values) on top."""
+    require_rattler_build()
     from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
 
     platform_config = PlatformConfig(target_platform=platform, build_platform=build_platform_for(platform))
@@ -105,6 +106,7 @@ def rendered_variants(
 ):
     """py-rattler-build's rendered variants that are built (the recipe skips every Python but
     python_min; py-rattler-build returns skipped variants too, so its abi3_build context decides)."""
+    require_rattler_build()
     from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
 
     if platform not in PLATFORMS:
@@ -177,7 +179,28 @@ def render_matrix(
     return [b for p in platforms for b in render_platform(p, files)]
 
 
+def check_variants(platform: str, asked: list[str], available: list[str], files: RecipeFiles) -> None:
+    """Every variant asked for (--variant) must be one of `platform`'s (`available`). A name that no
+    platform of the recipe has is a malformed flag (exit 2); one that only another platform has is
+    not (exit 1): the machine, not the command line, is what does not fit."""
+    missing = [v for v in asked if v not in available]
+    if not missing:
+        return
+    anywhere = {b.variant for b in render_matrix(files=files)}
+    unknown = [v for v in missing if v not in anywhere]
+    it_has = f"{platform} has: {', '.join(sorted(available))}"
+    if unknown:
+        raise usage_error(
+            f"--variant {', '.join(map(repr, unknown))}: the recipe has no such variant; {it_has}"
+        )
+    raise ChannelError(
+        f"the recipe has no {', '.join(map(repr, missing))} variant for {platform}; it has: "
+        f"{', '.join(sorted(available))}"
+    )
+
+
 def recipe_stage0(files: RecipeFiles | None = None) -> dict:
+    require_rattler_build()
     from rattler_build import Stage0Recipe
 
     return Stage0Recipe.from_file(str((files or find_recipe()).recipe)).to_dict()
@@ -197,6 +220,7 @@ def solved_render(
     import warnings
 
     warnings.simplefilter("ignore")
+    require_rattler_build()
     from rattler_build import build_recipes
 
     with tempfile.TemporaryFile() as caught:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.channel.errors import ChannelError
+from solver.channel.errors import ChannelError, require_rattler_build
 
 
 def upload_channel(channel_dir: Path, owner: str, api_key: str | None) -> list[Path]:
     """Upload every .conda under <channel_dir>/<subdir>/ to anaconda.org/<owner>."""
+    require_rattler_build()
     from rattler_build import upload_package_to_anaconda
 
     packages = sorted(Path(channel_dir).glob("*/*.conda"))

@@ -266,7 +266,39 @@ def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
     ("argv", "code", "message"),
     [
         (["channel", "package-local", "--wheel", "/nonexistent/pointops.whl"], 1, "is not a wheel file"),
-        (["channel", "package-local", "--from-installed", "--variant", "cuda999"], 1, "no 'cuda999' variant"),
+        (
+            ["channel", "package-local", "--from-installed", "--variant", "cuda999"],
+            2,
+            "--variant 'cuda999': the recipe has no such variant; ",
+        ),
+        (
+            [
+                "channel",
+                "build",
+                "--variant",
+                "cpu",
+                "--variant",
+                "bogus",
+                "--channel",
+                "file:///nonexistent",
+            ],
+            2,
+            "--variant 'bogus': the recipe has no such variant; ",
+        ),
+        (
+            [
+                "channel",
+                "build",
+                "--target-platform",
+                "win-64",
+                "--variant",
+                "cuda129",
+                "--channel",
+                "file:///x",
+            ],
+            1,
+            "the recipe has no 'cuda129' variant for win-64; it has: cpu, cuda128, cuda130",
+        ),
         (["channel", "build", "--channel", "file:///nonexistent/channel"], 1, "not an indexed channel"),
         (["channel", "index", "/nonexistent/channel"], 1, "is not a directory"),
         (
@@ -281,7 +313,19 @@ def test_a_cuda_build_must_carry_the_variants_archs(tmp_path):
 def test_cli_errors_name_the_problem(argv, code, message, capsys):
     assert cli.main(argv) == code
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_a_variant_of_another_platform_is_not_a_usage_error(tmp_path):
+    """cuda129 exists (linux), not for win-64: the platform does not fit, exit 1; a name no platform
+    has is a malformed flag, exit 2. Both before anything is staged."""
+    with pytest.raises(ChannelError, match="no 'cuda129' variant for win-64") as info:
+        package_local(tmp_path, "cuda129", from_installed=True, platform="win-64")
+    assert info.value.exit_code == 1
+    with pytest.raises(ChannelError, match="no such variant; win-64 has: cpu, cuda128, cuda130") as info:
+        package_local(tmp_path, "cuda999", from_installed=True, platform="win-64")
+    assert info.value.exit_code == 2
+    assert list(tmp_path.iterdir()) == []
 
 
 @needs_local_build
