@@ -80,7 +80,9 @@ void sample_cloud(const T* xyz, int64_t n, int64_t K, int64_t start, int64_t* id
                   FpsPath path) {
   const int64_t picks = std::min(K, n);
   for (int64_t i = picks; i < K; ++i) idx[i] = -1;
-  if (n == 0) return;
+  // An empty cloud, or a cloud asked for no picks: idx[0] is the next cloud's slot (or past the
+  // output), so nothing may be written.
+  if (picks <= 0) return;
   if (use_kdtree(path, n, picks) && cpu::sample_cloud_kdtree(xyz, n, picks, std::min(start, n - 1), idx)) {
     return;
   }

@@ -184,6 +184,7 @@ class KdTreeSampler {
 
 template <typename T>
 bool sample_cloud_kdtree(const T* xyz, int64_t n, int64_t picks, int64_t first, int64_t* idx) {
+  if (picks <= 0) return true;  // nothing to write: idx[0] belongs to the next cloud
   KdTreeSampler<T> sampler;
   if (!sampler.build(xyz, n)) return false;
   int64_t current = first;
