@@ -36,7 +36,16 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# layout conversions (no host sync, except ptr_from_batch without num_clouds)
+# layout conversions (no host sync, except ptr_from_batch without num_clouds and batch_from_ptr
+# without total)
+#
+# Every converter checks its input. On CPU the checks are free and a bad input raises ValueError
+# naming the argument. On CUDA they read nothing from the device (no sync): a bad input gives a
+# result whose first entry is -1 (a ptr starting at -1, an offset, count or cloud id of -1),
+# which every pointops op refuses ("not a row pointer", "must be >= 0"), so the error comes from
+# the op that uses it (on CUDA: raised by a later pointops call or pointops.check_errors()).
+
+_INT32_MAX = 2**31 - 1
 
 
 def _index_vector(t, name: str) -> Tensor:
@@ -49,27 +58,119 @@ def _index_vector(t, name: str) -> Tensor:
     return t.long()
 
 
-def ptr_from_offset(offset: Tensor) -> Tensor:
-    """Pointcept's offset (cumulative cloud ends, [B]) -> ptr [B + 1]."""
-    offset = _index_vector(offset, "offset")
-    return torch.cat([offset.new_zeros(1), offset])
+def _row_pointer_vector(ptr, name: str) -> Tensor:
+    ptr = _index_vector(ptr, name)
+    if ptr.numel() == 0:
+        raise ValueError(
+            f"pointops: {name} is empty; a row pointer has B + 1 >= 1 entries (0, then each cloud's end)"
+        )
+    return ptr
+
+
+def _reads_values(t: Tensor) -> bool:
+    """Whether the converters check values at once: on CPU, where reading them costs nothing
+    (not while torch.compile traces, where values are unknown)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def _first_decrease(values: Tensor) -> int | None:
+    """The first i with values[i] < values[i - 1] (values on CPU), or None."""
+    if values.numel() < 2:
+        return None
+    at = torch.nonzero(values[1:] < values[:-1])
+    return int(at[0]) + 1 if at.numel() else None
+
+
+def _is_row_pointer(ptr: Tensor) -> Tensor:
+    """0-d bool tensor, not read here: ptr[0] = 0 and ptr never decreases."""
+    ok = ptr[0] == 0
+    return ok & (ptr[1:] >= ptr[:-1]).all() if ptr.numel() > 1 else ok
+
+
+def _check_row_pointer(ptr: Tensor, name: str) -> None:
+    """ValueError naming `name` unless ptr (on CPU) is a row pointer."""
+    first = int(ptr[0])
+    if first != 0:
+        built = " (-1: it was built on CUDA from a bad batch vector, offset or counts)" if first == -1 else ""
+        raise ValueError(f"pointops: {name}[0] = {first}; a row pointer starts at 0{built}")
+    i = _first_decrease(ptr)
+    if i is not None:
+        raise ValueError(
+            f"pointops: {name} decreases at entry {i} ({int(ptr[i - 1])} -> {int(ptr[i])}); a row "
+            f"pointer never decreases"
+        )
+
+
+def _poisoned(t: Tensor, ok: Tensor) -> Tensor:
+    """t (a fresh tensor) with its first entry set to -1 where ok is False, read by nobody here."""
+    if t.numel():
+        t[0] = torch.where(ok, t[0], -1)
+    return t
+
+
+def ptr_from_offset(offset: Tensor, name: str = "offset") -> Tensor:
+    """Pointcept's offset (cumulative cloud ends, [B], >= 0 and nondecreasing) -> ptr [B + 1].
+    A bad offset raises ValueError naming `name` on CPU; on CUDA it gives ptr[0] = -1."""
+    offset = _index_vector(offset, name)
+    ptr = torch.cat([offset.new_zeros(1), offset])
+    if not _reads_values(ptr):
+        return _poisoned(ptr, _is_row_pointer(ptr))
+    i = _first_decrease(ptr)
+    if i is not None:
+        problem = (
+            f"{name}[0] = {int(offset[0])} is negative"
+            if i == 1
+            else f"{name} decreases at entry {i - 1} ({int(offset[i - 2])} -> {int(offset[i - 1])})"
+        )
+        raise ValueError(
+            f"pointops: {problem}; an offset holds each cloud's end row, e.g. [n0, n0 + n1, ...]"
+        )
+    return ptr
 
 
 def offset_from_ptr(ptr: Tensor) -> Tensor:
-    """ptr [B + 1] -> Pointcept's offset [B] (int32, as Pointcept keeps it)."""
-    return _index_vector(ptr, "ptr")[1:].to(torch.int32)
+    """ptr [B + 1] -> Pointcept's offset [B] (int32, as Pointcept keeps it). A ptr that is not a
+    row pointer, or ends past 2^31 - 1 rows (int32), raises ValueError on CPU; on CUDA it gives
+    offset[0] = -1 (never a silently wrapped value)."""
+    ptr = _row_pointer_vector(ptr, "ptr")
+    offset = ptr[1:].to(torch.int32)
+    if not _reads_values(ptr):
+        return _poisoned(offset, _is_row_pointer(ptr) & (ptr[-1] <= _INT32_MAX))
+    _check_row_pointer(ptr, "ptr")
+    if int(ptr[-1]) > _INT32_MAX:
+        raise ValueError(
+            f"pointops: ptr ends at {int(ptr[-1])} rows, more than an int32 offset holds (2^31 - 1); "
+            f"keep the int64 ptr for batches this large"
+        )
+    return offset
 
 
-def ptr_from_counts(counts: Tensor) -> Tensor:
-    """Points per cloud [B] -> ptr [B + 1]."""
-    counts = _index_vector(counts, "counts")
-    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+def ptr_from_counts(counts: Tensor, name: str = "counts") -> Tensor:
+    """Points per cloud [B] (each >= 0, summing below 2^63) -> ptr [B + 1]. Bad counts raise
+    ValueError naming `name` on CPU; on CUDA they give ptr[0] = -1."""
+    counts = _index_vector(counts, name)
+    ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    # a negative count, or a sum wrapping past 2^63 - 1, is exactly a decrease of the sums
+    if not _reads_values(ptr):
+        return _poisoned(ptr, _is_row_pointer(ptr))
+    negative = torch.nonzero(counts < 0)
+    if negative.numel():
+        i = int(negative[0])
+        raise ValueError(f"pointops: {name}[{i}] = {int(counts[i])}; point counts must be >= 0")
+    if _first_decrease(ptr) is not None:
+        raise ValueError(f"pointops: {name} sum past 2^63 - 1 rows; no batch is that large")
+    return ptr
 
 
 def counts_from_ptr(ptr: Tensor) -> Tensor:
-    """ptr [B + 1] -> points per cloud [B]."""
-    ptr = _index_vector(ptr, "ptr")
-    return ptr[1:] - ptr[:-1]
+    """ptr [B + 1] -> points per cloud [B]. A ptr that is not a row pointer raises ValueError on
+    CPU; on CUDA it gives counts[0] = -1."""
+    ptr = _row_pointer_vector(ptr, "ptr")
+    counts = ptr[1:] - ptr[:-1]
+    if not _reads_values(ptr):
+        return _poisoned(counts, _is_row_pointer(ptr))
+    _check_row_pointer(ptr, "ptr")
+    return counts
 
 
 def ptr_from_batch(batch: Tensor, num_clouds: int | None = None, name: str = "batch") -> Tensor:
@@ -114,13 +215,41 @@ def ptr_from_batch(batch: Tensor, num_clouds: int | None = None, name: str = "ba
     return ptr
 
 
-def batch_from_ptr(ptr: Tensor, total: int | None = None) -> Tensor:
-    """ptr [B + 1] -> the cloud id of each of the `total` rows (total = ptr[-1], read from the
-    device when not given)."""
-    ptr = _index_vector(ptr, "ptr")
-    counts = ptr[1:] - ptr[:-1]
-    ids = torch.arange(counts.numel(), device=ptr.device)
-    return torch.repeat_interleave(ids, counts, output_size=total)
+def batch_from_ptr(ptr: Tensor, total: int | None = None, name: str = "ptr") -> Tensor:
+    """ptr [B + 1] -> the cloud id of each of the `total` rows (int64). total = ptr[-1]: without
+    it that value is read from the device (one sync), together with the checks.
+
+    A ptr that is not a row pointer, or a total other than ptr[-1], raises ValueError naming
+    `name` on CPU and on the sync path. With total on CUDA nothing is read: a bad pair gives
+    batch[0] = -1, and rows past ptr[-1] get the id B; ptr_from_batch(batch, num_clouds=B)
+    and the ops refuse both (memory safe either way: rows are found by binary search)."""
+    ptr = _row_pointer_vector(ptr, name)
+    symbolic = isinstance(total, torch.SymInt)
+    if (
+        total is not None
+        and not symbolic
+        and (isinstance(total, bool) or not isinstance(total, int) or total < 0)
+    ):
+        raise ValueError(f"pointops: total must be an int >= 0 (the number of rows, or None), got {total!r}")
+    if _reads_values(ptr):
+        _check_row_pointer(ptr, name)
+        last = int(ptr[-1])
+        if total is not None and total != last:
+            raise ValueError(
+                f"pointops: total is {total} but {name} ends at {last}; total is the number of rows, "
+                f"{name}[-1] (or leave it None)"
+            )
+        total = last
+    elif total is None:
+        ok, last = torch.stack([_is_row_pointer(ptr).long(), ptr[-1]]).tolist()
+        if not ok:
+            _check_row_pointer(ptr.cpu(), name)
+        total = last
+    rows = torch.arange(total, device=ptr.device)
+    batch = torch.searchsorted(ptr[1:], rows, right=True)  # clouds whose end is <= the row
+    if ptr.is_cuda and not symbolic:
+        batch = _poisoned(batch, _is_row_pointer(ptr) & (ptr[-1] == total))
+    return batch
 
 
 # ---------------------------------------------------------------------------------------------

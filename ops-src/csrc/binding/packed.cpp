@@ -21,10 +21,10 @@ void check_packed_points(const Tensor& t, const char* name) {
   float_dtype(t, name);
 }
 
-// A row pointer of B + 1 int64 entries on points' device: 0, nondecreasing, ending at `rows`
-// (values checked here on CPU).
+// A row pointer of B + 1 int64 entries on points' device: 0, nondecreasing, ending at `rows`,
+// and no cloud above max_count when that is > 0 (values checked here on CPU).
 Tensor prepare_row_pointer(const Tensor& ptr, const char* name, const Tensor& points, const char* points_name,
-                           int64_t rows) {
+                           int64_t rows, int64_t max_count = 0) {
   check_index(ptr, name);
   check_same_device(points, points_name, ptr, name);
   STD_TORCH_CHECK(ptr.dim() == 1 && ptr.size(0) >= 1, "pointops: ", name,
@@ -37,6 +37,9 @@ Tensor prepare_row_pointer(const Tensor& ptr, const char* name, const Tensor& po
     for (int64_t i = 1; i < n; ++i) {
       STD_TORCH_CHECK(p[i] >= p[i - 1], "pointops: ", name, " decreases at entry ", i, " (", p[i - 1], " -> ",
                       p[i], "); a row pointer never decreases");
+      STD_TORCH_CHECK(max_count <= 0 || p[i] - p[i - 1] <= max_count, "pointops: cloud ", i - 1, " of ", name,
+                      " has ", p[i] - p[i - 1], " rows, more than max_points = ", max_count,
+                      "; pass a bound >= every cloud's size (or none)");
     }
     STD_TORCH_CHECK(p[n - 1] == rows, "pointops: ", name, " ends at ", p[n - 1], " but ", points_name,
                     " has ", rows, " rows; the last entry is the number of rows");
@@ -89,7 +92,6 @@ std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tens
   PackedPair in = prepare_pair(xyz, ptr, query, query_ptr, k);
   Tensor dist2 = empty_like_shape(in.xyz, {in.Q, k}, in.xyz.scalar_type());
   Tensor idx = empty_like_shape(in.xyz, {in.Q, k}, ScalarType::Long);
-  if (in.Q == 0) return {dist2, idx};
   int64_t* idx_p = static_cast<int64_t*>(idx.mutable_data_ptr());
   if (in.xyz.is_cpu()) {
     raise_on_error(
@@ -101,7 +103,8 @@ std::tuple<Tensor, Tensor> knn_packed(Tensor xyz, Tensor ptr, Tensor query, Tens
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(in.xyz);
   AsyncValueChecks checks(CheckedOp::KnnPacked, in.xyz, cuda.stream);
-  queue_pair_checks(checks, in);
+  queue_pair_checks(checks, in);  // with no queries too: a bad row pointer is reported all the same
+  if (in.Q == 0) return {dist2, idx};
   const CudaPlan plan = knn_packed_cuda_plan(in.dt, in.B, in.P, in.Q, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
   raise_on_error(knn_packed_cuda(plan, in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P,
@@ -123,7 +126,6 @@ std::tuple<Tensor, Tensor, Tensor> ball_query_packed(Tensor xyz, Tensor ptr, Ten
   Tensor count = empty_like_shape(in.xyz, {in.Q}, ScalarType::Long);
   Tensor dist2 = return_dist2 ? empty_like_shape(in.xyz, {in.Q, k}, in.xyz.scalar_type())
                               : empty_like_shape(in.xyz, {0}, in.xyz.scalar_type());
-  if (in.Q == 0) return {idx, count, dist2};
   void* d2 = return_dist2 ? dist2.mutable_data_ptr() : nullptr;
   int64_t* idx_p = static_cast<int64_t*>(idx.mutable_data_ptr());
   int64_t* count_p = static_cast<int64_t*>(count.mutable_data_ptr());
@@ -137,7 +139,8 @@ std::tuple<Tensor, Tensor, Tensor> ball_query_packed(Tensor xyz, Tensor ptr, Ten
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(in.xyz);
   AsyncValueChecks checks(CheckedOp::BallQueryPacked, in.xyz, cuda.stream);
-  queue_pair_checks(checks, in);
+  queue_pair_checks(checks, in);  // with no queries too: a bad row pointer is reported all the same
+  if (in.Q == 0) return {idx, count, dist2};
   const CudaPlan plan = ball_query_packed_cuda_plan(in.dt, in.B, in.P, in.Q, k);
   auto ws = workspace_for(in.xyz, plan.workspace_bytes);
   raise_on_error(ball_query_packed_cuda(plan, in.dt, in.xyz.const_data_ptr(), rows_of(in.ptr), in.P,
@@ -155,7 +158,7 @@ Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, i
   STD_TORCH_CHECK(samples >= 0, "pointops: samples must be >= 0, got ", samples);
   xyz = as_contiguous(xyz);
   const int64_t P = xyz.size(0);
-  Tensor p = prepare_row_pointer(ptr, "ptr", xyz, "xyz", P);
+  Tensor p = prepare_row_pointer(ptr, "ptr", xyz, "xyz", P, max_points);
   Tensor idx = empty_like_shape(xyz, {samples}, ScalarType::Long);
   check_index(sample_ptr, "sample_ptr");
   check_same_device(xyz, "xyz", sample_ptr, "sample_ptr");
@@ -164,7 +167,6 @@ Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, i
                   " clouds but sample_ptr ", sp.size(0) - 1, "; both need one entry per cloud, plus one");
   const int64_t B = p.size(0) - 1;
   check_finite_cpu(xyz, "xyz");
-  if (samples == 0 || B == 0) return idx;
   const Dtype dt = float_dtype(xyz, "xyz");
   int64_t* out = static_cast<int64_t*>(idx.mutable_data_ptr());
   if (xyz.is_cpu()) {
@@ -183,14 +185,13 @@ Tensor furthest_point_sample_packed(Tensor xyz, Tensor ptr, Tensor sample_ptr, i
   checks.row_pointer(p, CheckedArg::Ptr, P, bound);
   checks.row_pointer(sp, CheckedArg::SamplePtr, samples);
   checks.run();
+  if (samples == 0 || B == 0) return idx;  // after the checks: a bad row pointer is reported all the same
   const CudaPlan plan = furthest_point_sample_packed_cuda_plan(dt, B, P, bound);
   auto ws = workspace_for(xyz, plan.workspace_bytes);
   raise_on_error(furthest_point_sample_packed_cuda(plan, dt, xyz.const_data_ptr(), rows_of(p), P, rows_of(sp),
                                                    samples, B, out, workspace_ptr(ws), cuda.stream),
                  "furthest_point_sample_packed");
   checks.poison({&idx});
-#else
-  (void)max_points;
 #endif
   return idx;
 }
