@@ -42,23 +42,40 @@ except RuntimeError as error:
 _PROBE_EXPECTED = "idx holds index 7"
 
 
-def static_libstdcxx_sign(linker: list[str]) -> str | None:
-    """The part of the link line that links libstdc++ statically, or None (also when the
-    driver cannot be asked)."""
+def _run(command: list[str]) -> str | None:
     try:
-        out = subprocess.run(
-            [*linker, "-###", "-shared", "-o", "probe.so", "probe.o"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    text = out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def _libstdcxx_found_first(linker: list[str]) -> Path | None:
+    """The file `-lstdc++` resolves to: as ld does, the first library directory holding
+    libstdc++.so or libstdc++.a, the shared one first within a directory."""
+    text = _run([*linker, "-print-search-dirs"]) or ""
+    found = re.search(r"^libraries: =(.*)$", text, flags=re.MULTILINE)
+    for directory in found.group(1).split(os.pathsep) if found else []:
+        for name in ("libstdc++.so", "libstdc++.a"):
+            if directory and (Path(directory) / name).exists():
+                return Path(directory) / name
+    return None
+
+
+def static_libstdcxx_sign(linker: list[str]) -> str | None:
+    """What shows that this linker links libstdc++ statically, or None (also when the driver
+    cannot be asked): a static flag in its dry-run link line, or a libstdc++.a found before any
+    libstdc++.so on its library path (a toolchain that ships only the archive)."""
+    text = _run([*linker, "-###", "-shared", "-o", "probe.so", "probe.o"])
+    if text is None:
+        return None
     for sign in _STATIC_LINK_SIGNS:
         found = sign.search(text)
         if found:
             return found.group(0).replace('"', "")
+    first = _libstdcxx_found_first(linker)
+    if first is not None and first.suffix == ".a":
+        return f"-lstdc++ finds {first} before any libstdc++.so"
     return None
 
 
@@ -87,20 +104,24 @@ def shared_runtime_compilers(exclude: str) -> list[str]:
     ]
 
 
-def static_link_message(linker: list[str], sign: str, description: str) -> str:
-    program = linker[0]
-    where = shutil.which(program) or program
+def compiler_fix(program: str) -> str:
+    """The fix for a compiler whose C++ runtime is not torch's: the checked alternatives."""
     alternatives = shared_runtime_compilers(program)
     if alternatives:
-        fix = (
+        return (
             f"Build with one that links the shared runtime, e.g. `CXX={alternatives[0]}` before the same "
             f"pip command (checked: {', '.join(alternatives)})."
         )
-    else:
-        fix = (
-            "Build with a compiler that links the shared runtime: set CXX to the system g++ (the one "
-            "torch was built to run with), or drop -static-libstdc++ from the wrapper."
-        )
+    return (
+        "Build with a compiler that links the shared runtime: set CXX to the system g++ (the one "
+        "torch was built to run with), or drop -static-libstdc++ from the wrapper."
+    )
+
+
+def static_link_message(linker: list[str], sign: str, description: str) -> str:
+    program = linker[0]
+    where = shutil.which(program) or program
+    fix = compiler_fix(program)
     return (
         f"the C++ compiler `{' '.join(linker)}` ({where}; {description}) links libstdc++ statically "
         f"(its link line has `{sign}`). The extension would carry a private C++ runtime beside the "
@@ -144,7 +165,8 @@ def load_problem(library: str) -> str | None:
         )
     if _PROBE_EXPECTED in out.stdout:
         return None
-    detail = (out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or ["no output"])[-1]
+    lines = out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or ["no output"]
+    detail = " ".join(line.strip() for line in lines[-3:])
     if "GLIBCXX" in detail or "CXXABI" in detail:
         return (
             f"it needs a newer libstdc++ than the one torch's process loads ({detail}): build with the "

@@ -319,10 +319,11 @@ class BuildPointops(build_ext):
         problem = checks.load_problem(library)
         if problem is not None:
             os.remove(library)  # never leave a library behind that crashes its user
+            linker = getattr(self.compiler, "linker_so_cxx", None) or self.compiler.linker_so
             _fail(
                 f"the built library {library} is not usable: {problem}. Compiler: "
-                f"{self._cxx_description()}. (POINTOPS_LOAD_CHECK=0 skips this check, e.g. where torch "
-                "cannot be imported during the build.)"
+                f"{self._cxx_description()}. {checks.compiler_fix(linker[0])} (POINTOPS_LOAD_CHECK=0 skips "
+                "this check, e.g. where torch cannot be imported during the build.)"
             )
 
     def _cxx_description(self) -> str:

@@ -26,11 +26,24 @@ def _checks():
     return module
 
 
-def _static_wrapper(folder: Path) -> Path:
-    """A `g++` that always links libstdc++ statically, first on a PATH."""
+def _static_wrapper(folder: Path, kind: str = "flag") -> Path:
+    """A `g++`, first on a PATH, that links libstdc++ statically: by adding -static-libstdc++
+    ("flag"), or by a -B toolchain folder that holds only libstdc++.a ("archive-only", the shape
+    of the GPU host's /opt/gcc wrapper)."""
     folder.mkdir(parents=True, exist_ok=True)
+    gxx = shutil.which("g++")
+    if kind == "flag":
+        extra = "-static-libstdc++"
+    else:
+        archive = subprocess.run([gxx, "-print-file-name=libstdc++.a"], capture_output=True, text=True)
+        if "/" not in archive.stdout:
+            pytest.skip("this g++ has no libstdc++.a")
+        toolchain = folder / "toolchain"
+        toolchain.mkdir()
+        (toolchain / "libstdc++.a").symlink_to(archive.stdout.strip())
+        extra = f"-B{toolchain}/"
     wrapper = folder / "g++"
-    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} -static-libstdc++ "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {gxx} {extra} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 
@@ -41,11 +54,20 @@ def test_the_system_compiler_links_the_shared_runtime():
 
 
 @needs_gxx
-def test_a_static_libstdcxx_wrapper_is_recognised(tmp_path):
-    wrapper = _static_wrapper(tmp_path / "bin")
+@pytest.mark.parametrize("kind", ["flag", "archive-only"])
+def test_a_static_libstdcxx_wrapper_is_recognised(tmp_path, kind):
+    wrapper = _static_wrapper(tmp_path / "bin", kind)
     checks = _checks()
     sign = checks.static_libstdcxx_sign([str(wrapper), "-shared"])
     assert sign is not None and "stdc++" in sign
+    # the sign is right: a library it links carries no libstdc++.so.6 entry
+    (tmp_path / "t.cpp").write_text(
+        "#include <sstream>\nstd::string f(int x) { std::ostringstream o; o << x; return o.str(); }\n"
+    )
+    subprocess.run(
+        [str(wrapper), "-shared", "-fPIC", str(tmp_path / "t.cpp"), "-o", str(tmp_path / "t.so")], check=True
+    )
+    assert b"libstdc++.so.6" not in (tmp_path / "t.so").read_bytes()
     message = checks.static_link_message([str(wrapper), "-shared"], sign, "g++ (wrapper)")
     assert "links libstdc++ statically" in message
     # the fix names a compiler that was itself checked, never the wrapper
@@ -53,8 +75,9 @@ def test_a_static_libstdcxx_wrapper_is_recognised(tmp_path):
 
 
 @needs_gxx
-def test_setup_refuses_the_wrapper_before_compiling(tmp_path):
-    wrapper = _static_wrapper(tmp_path / "bin")
+@pytest.mark.parametrize("kind", ["flag", "archive-only"])
+def test_setup_refuses_the_wrapper_before_compiling(tmp_path, kind):
+    wrapper = _static_wrapper(tmp_path / "bin", kind)
     source = tmp_path / "ops-src"
     shutil.copytree(OPS_SRC, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
     env = dict(os.environ, PATH=f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}", POINTOPS_CUDA="0")

@@ -3,6 +3,7 @@ a fresh virtual environment, and the test environment's own (>= 77, where the li
 SPDX License-Expression). Only the metadata is built (setup.py egg_info): the extension build is
 the same code for every setuptools and is exercised by the install of the test environment."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -59,6 +60,8 @@ def test_metadata_builds_with_the_oldest_admitted_setuptools(tmp_path):
         text=True,
         timeout=600,
     )
+    if install.returncode != 0 and "(from versions: none)" in install.stderr and not os.environ.get("CI"):
+        pytest.skip("the package index is unreachable from here (the GPU host has no network); CI runs it")
     assert install.returncode == 0, install.stdout + install.stderr
     version = subprocess.run(
         [str(python), "-c", "import setuptools; print(setuptools.__version__)"],
