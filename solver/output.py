@@ -25,6 +25,7 @@ anything the user had.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import re
@@ -32,6 +33,7 @@ import secrets
 import stat
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from solver.errors import OutputError, UsageError
 
@@ -40,6 +42,23 @@ from solver.errors import OutputError, UsageError
 class Destination:
     flag: str  # the flag that named it ("-o", "--explicit", "--lock"), for messages
     path: str  # as the user typed it
+
+
+def path_argument(text: str) -> Path:
+    """argparse `type` of a path flag: an empty name would be taken as the current directory (an
+    index, a build or a wheel landing there), so it is a usage error, as is a NUL character."""
+    if text == "":
+        raise argparse.ArgumentTypeError("needs a path, not an empty string")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: a path cannot contain a NUL character")
+    return Path(text)
+
+
+def text_argument(text: str) -> str:
+    """argparse `type` of a name or URL flag (--channel, --owner): not empty, not blank."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give a value")
+    return text
 
 
 def _identity(path: str) -> tuple:

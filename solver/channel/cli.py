@@ -34,6 +34,7 @@ from solver.channel.recipe import RECIPE_ENV, find_recipe
 from solver.channel.render import PLATFORMS, RenderedBuild, render_platform, render_with_solve
 from solver.channel.upload import upload_channel
 from solver.errors import UsageError
+from solver.output import path_argument, text_argument
 
 DEFAULT_CHANNELS = ("https://conda.anaconda.org/conda-forge",)
 DEFAULT_OUTPUT = Path("out") / "channel"
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--recipe",
-        type=Path,
+        type=path_argument,
         help=f"recipes/pointops (or its recipe.yaml) of a pointops source tree "
         f"(default: ${RECIPE_ENV}, else found from the current directory)",
     )
@@ -59,10 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     render.add_argument(
         "--solve", action="store_true", help="resolve build/host envs to show the final run requirements"
     )
-    render.add_argument("--channel", action="append", help="channel for --solve (default: conda-forge)")
+    render.add_argument(
+        "--channel", action="append", type=text_argument, help="channel for --solve (default: conda-forge)"
+    )
 
     build = sub.add_parser("build", help="rattler-build the variants of one platform and index the result")
-    build.add_argument("--channel", action="append", help="dependency channel (default: conda-forge)")
+    build.add_argument(
+        "--channel", action="append", type=text_argument, help="dependency channel (default: conda-forge)"
+    )
     build.add_argument(
         "--target-platform",
         choices=PLATFORMS,
@@ -72,7 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant", action="append", help="only these variants, e.g. cpu or cuda129 (repeatable)"
     )
     build.add_argument(
-        "--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)"
+        "--output",
+        type=path_argument,
+        default=DEFAULT_OUTPUT,
+        help="channel directory (default: %(default)s)",
     )
     build.add_argument("--no-test", action="store_true", help="skip the recipe's tests")
 
@@ -80,8 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "package-local", help="offline: package a pointops built here into a .conda and index it"
     )
     source = local.add_mutually_exclusive_group()
-    source.add_argument("--wheel", type=Path, help="a pointops wheel built here (abi3)")
-    source.add_argument("--source", type=Path, help="build a wheel from this ops-src directory (default)")
+    source.add_argument("--wheel", type=path_argument, help="a pointops wheel built here (abi3)")
+    source.add_argument(
+        "--source", type=path_argument, help="build a wheel from this ops-src directory (default)"
+    )
     source.add_argument(
         "--from-installed", action="store_true", help="use the pointops installed in this Python"
     )
@@ -89,24 +99,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant", default="cpu", help="recipe variant whose metadata to use (default: %(default)s)"
     )
     local.add_argument(
-        "--output", type=Path, default=DEFAULT_OUTPUT, help="channel directory (default: %(default)s)"
+        "--output",
+        type=path_argument,
+        default=DEFAULT_OUTPUT,
+        help="channel directory (default: %(default)s)",
     )
 
     index = sub.add_parser("index", help="write repodata for a channel directory")
-    index.add_argument("directory", type=Path)
+    index.add_argument("directory", type=path_argument)
 
     upload = sub.add_parser(
         "upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)"
     )
-    upload.add_argument("directory", type=Path)
-    upload.add_argument("--owner", default="pointops", help="anaconda.org channel (default: %(default)s)")
+    upload.add_argument("directory", type=path_argument)
+    upload.add_argument(
+        "--owner", default="pointops", type=text_argument, help="anaconda.org channel (default: %(default)s)"
+    )
 
     feedstock = sub.add_parser("feedstock", help="write the conda-forge recipe folder of a release")
     feedstock.add_argument("--url", required=True, help="https address of the release sdist")
     feedstock.add_argument("--homepage", required=True, help="the project's home (its repository)")
     feedstock.add_argument("--maintainer", action="append", required=True, help="GitHub handle (repeatable)")
-    feedstock.add_argument("--sdist", type=Path, help="the release sdist (default: build one from ops-src)")
-    feedstock.add_argument("--output", type=Path, required=True, help="folder for recipe/ (and the sdist)")
+    feedstock.add_argument(
+        "--sdist", type=path_argument, help="the release sdist (default: build one from ops-src)"
+    )
+    feedstock.add_argument(
+        "--output", type=path_argument, required=True, help="folder for recipe/ (and the sdist)"
+    )
 
 
 def _print_matrix(builds: list[RenderedBuild]) -> None:

@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from solver.errors import SolverError, UsageError
+from solver.output import path_argument
 from solver.vocabulary import PLATFORMS
 
 DEFAULT_OUTPUT = Path("out") / "wheels"
@@ -27,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     build = sub.add_parser("build", help="build one distribution's wheel for this machine")
     build.add_argument("distribution", help="pointops, pointops-cu12 or pointops-cu13")
-    build.add_argument("--source", type=Path, default=Path("ops-src"), help="default: %(default)s")
-    build.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="default: %(default)s")
+    build.add_argument("--source", type=path_argument, default=Path("ops-src"), help="default: %(default)s")
+    build.add_argument("--output", type=path_argument, default=DEFAULT_OUTPUT, help="default: %(default)s")
     build.add_argument("--jobs", type=int, help="parallel compile jobs (MAX_JOBS; default: all cores)")
     check = sub.add_parser("check", help="audit built wheels")
-    check.add_argument("wheels", nargs="+", type=Path)
+    check.add_argument("wheels", nargs="+", type=path_argument)
 
 
 def _list(platform: str | None) -> int:

@@ -61,6 +61,25 @@ USAGE_ERRORS = [
     (["wheels", "build", "pointops", "--jobs", "0"], "--jobs 0"),
     (["wheels", "build", "pointops", "--jobs", "x"], "'x'"),
     (["wheels", "check"], "wheels"),
+    # an empty path would be the current directory: a wheel, an index or a build landing there
+    (["wheels", "build", "pointops", "--output", ""], "--output: needs a path, not an empty string"),
+    (["wheels", "build", "pointops", "--source", ""], "--source: needs a path"),
+    (["wheels", "check", ""], "needs a path"),
+    (["channel", "--recipe", "", "render"], "--recipe: needs a path"),
+    (["channel", "index", ""], "needs a path"),
+    (["channel", "upload", ""], "needs a path"),
+    (["channel", "upload", "/nonexistent/channel", "--owner", " "], "--owner: ' ' is empty"),
+    (["channel", "render", "--solve", "--channel", ""], "--channel: '' is empty"),
+    (["channel", "build", "--channel", ""], "--channel: '' is empty"),
+    (["channel", "build", "--output", ""], "--output: needs a path"),
+    (["channel", "package-local", "--source", ""], "--source: needs a path"),
+    (["channel", "package-local", "--wheel", ""], "--wheel: needs a path"),
+    (["channel", "package-local", "--from-installed", "--output", "a\0b"], "NUL"),
+    (
+        ["channel", "feedstock", "--url", "u", "--homepage", "h", "--maintainer", "m", "--output", ""],
+        "--output",
+    ),
+    (["channel", "feedstock", *FEEDSTOCK_OK, "--url", "u", "--output", "o", "--sdist", ""], "--sdist"),
     # channel
     (["channel"], "choose an action"),
     (["channel", "bogus"], "'bogus'"),
@@ -103,11 +122,13 @@ USAGE_ERRORS = [
     ("argv", "named"), USAGE_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else None
 )
 def test_a_malformed_flag_exits_2_with_one_line(capsys, tmp_path, monkeypatch, argv, named):
-    monkeypatch.chdir(REPO)  # `solver channel` finds the recipe from here
+    monkeypatch.chdir(tmp_path)  # whatever a regression writes to the current directory lands here
+    monkeypatch.setenv("POINTOPS_RECIPE", str(REPO / "recipes" / "pointops"))  # `solver channel`'s recipe
     code, out, err = run_cli(capsys, *argv)
     line = one_line(err)
     assert code == 2, line
     assert "internal error" not in line and named in line and line.startswith(f"solver {argv[0]}: error: ")
+    assert out == "" and list(tmp_path.iterdir()) == []
 
 
 # -- solver channel without py-rattler-build ------------------------------------------------------
