@@ -8,7 +8,10 @@ they index `feat[idx]` directly.
 
 Other layouts convert to `ptr`: Pointcept's `offset` (cumulative ends, no leading 0), PyG's
 `batch` (cloud id per row, sorted), per-cloud counts (mmcv/OpenPCDet "stack" ops) and Open3D's
-`row_splits` (which is `ptr`).
+`row_splits` (which is `ptr`). The converters check their input: on CPU a bad one raises
+ValueError naming the argument; on CUDA they do not wait for the device, and a bad input gives
+a result starting with -1, which every op refuses (the error then comes from that op, raised by
+a later pointops call or pointops.check_errors()).
 """
 
 from __future__ import annotations

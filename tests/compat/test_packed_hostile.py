@@ -236,7 +236,7 @@ def test_k_must_be_a_positive_int(device, op):
             call(bad)
     with pytest.raises(ValueError, match="allocating an output tensor"):
         call(2**60)  # more than memory holds: a clear error, not a raw allocator one
-    assert call(2**20)[0].shape == (5, 2**20)  # more than the cloud: padded with -1 / +inf
+    assert call(4096)[0].shape == (5, 4096)  # more than the cloud: padded with -1 / +inf
 
 
 def test_radius_must_be_a_finite_number_at_least_0(device):

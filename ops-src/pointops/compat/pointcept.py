@@ -24,11 +24,17 @@ Deliberate differences from Pointcept's CUDA library (docs/ops.md, "Pointcept co
   runs float32 only. Backward passes are deterministic. attention_relation_step returns the
   gradient of `weight` (Pointcept computes it and drops it).
 - Outputs of the queries carry no gradient (as in Pointcept, whose queries have no backward).
+- Bad input is refused with ValueError/TypeError naming the argument (offsets not >= 0,
+  nondecreasing and ending at the row count; new_xyz without new_offset or the reverse; radii
+  outside 0 <= min_radius < max_radius; an unsorted batch vector in batch2offset; index -1 in
+  the attention steps; mismatched shapes), where Pointcept reads out of bounds or returns
+  garbage.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -67,16 +73,17 @@ def _checks_on(t: Tensor) -> bool:
 
 
 def _points(t, name: str) -> Tensor:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
+    t = ops._float_tensor(t, name)
     if t.dim() != 2 or t.shape[1] != 3:
         raise ValueError(f"pointops: {name} must have shape [n, 3], got {list(t.shape)}")
     return t.contiguous()
 
 
-def _ptr(offset, rows: int, name: str, rows_name: str) -> Tensor:
-    """Pointcept's offset -> ptr, checking (when value checks are on) that it is nondecreasing
-    and ends at the row count of its point set."""
+def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Tensor:
+    """Pointcept's offset -> ptr. Its entries must be >= 0 and nondecreasing (checked by
+    packed.ptr_from_offset on CPU) and end at the rows of `points` when that is given; on CUDA
+    these are checked when value checks are on, with one read of the device (Pointcept's own
+    library reads its offsets on the host too)."""
     if not isinstance(offset, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(offset).__name__}")
     if offset.dim() != 1 or offset.numel() == 0:
@@ -84,22 +91,33 @@ def _ptr(offset, rows: int, name: str, rows_name: str) -> Tensor:
             f"pointops: {name} must be a non-empty 1-D tensor of cumulative cloud ends "
             f"(Pointcept's offset), got shape {list(offset.shape)}"
         )
-    ptr = packed.ptr_from_offset(offset)
-    if _checks_on(ptr):
-        steps = ptr[1:] - ptr[:-1]
-        low, last = torch.stack([steps.min(), ptr[-1]]).tolist()
-        if low < 0 or last != rows:
-            raise ValueError(
-                f"pointops: {name} must be nondecreasing and end at {rows} (the rows of "
-                f"{rows_name}), got {offset.tolist() if offset.numel() <= 16 else '...'}"
-            )
+    if points is not None:
+        ops._same_device(points, points_name, offset, name)
+    ptr = packed.ptr_from_offset(offset, name)
+    if ptr.is_cuda and not _checks_on(ptr):
+        return ptr  # the op's own row-pointer check refuses a bad one
+    steps = ptr[1:] - ptr[:-1]
+    first, low, last = torch.stack([ptr[0], steps.min(), ptr[-1]]).tolist()
+    rows = None if points is None else points.shape[0]
+    if first != 0 or low < 0 or (rows is not None and last != rows):
+        end = f" and end at {rows} (the rows of {points_name})" if rows is not None else ""
+        raise ValueError(
+            f"pointops: {name} must be nondecreasing{end}, its entries >= 0, got "
+            f"{offset.tolist() if offset.numel() <= 16 else '...'}"
+        )
     return ptr
 
 
 def _pair(xyz, offset, new_xyz, new_offset):
     xyz = _points(xyz, "xyz")
-    ptr = _ptr(offset, xyz.shape[0], "offset", "xyz")
-    if new_xyz is None or new_offset is None:
+    ptr = _ptr(offset, xyz, "offset", "xyz")
+    if (new_xyz is None) != (new_offset is None):
+        raise ValueError(
+            "pointops: give new_xyz and new_offset together (or neither, to query xyz itself); "
+            f"got new_xyz {'None' if new_xyz is None else 'set'} and new_offset "
+            f"{'None' if new_offset is None else 'set'}"
+        )
+    if new_xyz is None:
         return xyz, ptr, xyz, ptr
     new_xyz = _points(new_xyz, "new_xyz")
     if new_xyz.dtype != xyz.dtype or new_xyz.device != xyz.device:
@@ -107,7 +125,7 @@ def _pair(xyz, offset, new_xyz, new_offset):
             f"pointops: new_xyz ({new_xyz.dtype}, {new_xyz.device}) must match xyz "
             f"({xyz.dtype}, {xyz.device})"
         )
-    new_ptr = _ptr(new_offset, new_xyz.shape[0], "new_offset", "new_xyz")
+    new_ptr = _ptr(new_offset, new_xyz, "new_offset", "new_xyz")
     if new_ptr.shape != ptr.shape:
         raise ValueError(
             f"pointops: offset has {ptr.numel() - 1} clouds but new_offset has "
@@ -122,18 +140,32 @@ def _positive(n, name: str) -> int:
     return n
 
 
-def _rows(idx, n: int, name: str = "idx", gathered: bool = False) -> Tensor:
-    """An index tensor into n rows: int32/int64, values -1..n-1 (checked when checks are on).
-    gathered: only packed.gather reads it, whose CUDA kernel checks the values itself without
-    waiting for the device, so the check here (a sync) is left to it, and reads int32 as it is
-    (no conversion copy)."""
+def _radii(max_radius, min_radius, op: str) -> None:
+    """Pointcept's ball: min_radius <= d < max_radius; numbers with 0 <= min_radius < max_radius
+    (max_radius may be inf: every point)."""
+    for value, name in ((max_radius, "max_radius"), (min_radius, "min_radius")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"pointops: {op}'s {name} must be a number, got {type(value).__name__}")
+    if not (math.isfinite(min_radius) and 0 <= min_radius < max_radius):
+        raise ValueError(
+            f"pointops: {op} needs 0 <= min_radius < max_radius (min_radius finite), got "
+            f"{min_radius} and {max_radius}"
+        )
+
+
+def _rows(idx, n: int, name: str = "idx", gathered: bool = False, lowest: int = -1) -> Tensor:
+    """An index tensor into n rows: int32/int64, values lowest..n-1 (-1 = no point where lowest
+    is -1; checked when checks are on). gathered: only packed.gather reads it, whose CUDA kernel
+    checks the values itself without waiting for the device, so the check here (a sync) is left
+    to it, and reads int32 as it is (no conversion copy)."""
     if not isinstance(idx, Tensor) or idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"pointops: {name} must be an int32 or int64 tensor")
     if idx.numel() and not (gathered and idx.is_cuda) and _checks_on(idx):
         low, high = torch.stack(torch.aminmax(idx)).tolist()
-        if low < -1 or high >= n:
+        if low < lowest or high >= n:
+            meaning = " (-1 = no point)" if lowest == -1 else ""
             raise ValueError(
-                f"pointops: {name} values must lie in -1..{n - 1} (-1 = no point), got {low}..{high}"
+                f"pointops: {name} values must lie in {lowest}..{n - 1}{meaning}, got {low}..{high}"
             )
     return idx if gathered else idx.long()
 
@@ -239,10 +271,7 @@ def ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None, new_o
     spaced ones (positions floor(i * count / nsample) in float32). (idx int32 [m, nsample],
     dist [m, nsample] Euclidean), missing -1 / inf."""
     nsample = _positive(nsample, "nsample")
-    if not min_radius < max_radius:
-        raise ValueError(
-            f"pointops: ball_query needs min_radius < max_radius, got {min_radius} and {max_radius}"
-        )
+    _radii(max_radius, min_radius, "ball_query")
     xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
     m = new_xyz.shape[0]
     idx_out = torch.full((m, nsample), -1, dtype=torch.int64, device=xyz.device)
@@ -269,10 +298,7 @@ def random_ball_query(nsample, max_radius, min_radius, xyz, offset, new_xyz=None
     """Pointcept's random ball query: up to nsample points of the same ball as ball_query, taken
     in a random order of each cloud (torch's generator); missing -1 / inf."""
     nsample = _positive(nsample, "nsample")
-    if not min_radius < max_radius:
-        raise ValueError(
-            f"pointops: random_ball_query needs min_radius < max_radius, got {min_radius} and {max_radius}"
-        )
+    _radii(max_radius, min_radius, "random_ball_query")
     xyz, ptr, new_xyz, new_ptr = _pair(xyz, offset, new_xyz, new_offset)
     m = new_xyz.shape[0]
     if m == 0 or xyz.shape[0] == 0:
@@ -298,17 +324,13 @@ def farthest_point_sampling(xyz, offset, new_offset):
     """Farthest point sampling of each cloud from its first point: int32 global rows
     [new_offset[-1]]; cloud b gets new_offset[b] - new_offset[b-1] picks."""
     xyz = _points(xyz, "xyz")
-    ptr = _ptr(offset, xyz.shape[0], "offset", "xyz")
+    ptr = _ptr(offset, xyz, "offset", "xyz")
     if not isinstance(new_offset, Tensor) or new_offset.shape != offset.shape:
         raise ValueError("pointops: new_offset must be a tensor with one entry per cloud, like offset")
-    sample_ptr = packed.ptr_from_offset(new_offset)
-    if _checks_on(sample_ptr) and bool(((sample_ptr[1:] - sample_ptr[:-1]) < 0).any()):
-        raise ValueError("pointops: new_offset must be nondecreasing (cumulative sample counts)")
+    sample_ptr = _ptr(new_offset, None, "new_offset")  # its end is the output size
     # one read of the device for the output size and the largest cloud (Pointcept's library
     # reads offsets on the host too), so the kernels can plan for the real cloud sizes
-    total, largest = (
-        torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist() if ptr.shape[0] > 1 else (0, 1)
-    )
+    total, largest = torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist()
     idx = packed.furthest_point_sample(xyz, ptr, sample_ptr, num_samples=total, max_points=max(largest, 1))
     # past a cloud's size Pointcept's kernel repeats the cloud's first point
     cloud = packed.batch_from_ptr(sample_ptr, idx.shape[0])
@@ -323,20 +345,41 @@ def farthest_point_sampling(xyz, offset, new_offset):
 
 
 def _feat(feat, name: str = "feat") -> Tensor:
-    if not isinstance(feat, Tensor) or feat.dim() != 2:
-        raise ValueError(f"pointops: {name} must be a 2-D tensor [n, c]")
+    """Rows [n, c] for the packed gathers, in a dtype their kernels take on feat's device."""
+    feat = ops._float_tensor(feat, name)
+    if feat.dim() != 2:
+        raise ValueError(f"pointops: {name} must be a 2-D tensor [n, c], got shape {list(feat.shape)}")
     return feat
+
+
+def _shape(t: Tensor, name: str, expected: tuple, layout: str) -> None:
+    """ValueError unless t's shape is `expected` (None: any size); `layout` names the sizes."""
+    if t.dim() != len(expected) or any(
+        e is not None and e != n for e, n in zip(expected, t.shape, strict=True)
+    ):
+        raise ValueError(f"pointops: {name} must have shape {layout}, got {list(t.shape)}")
+
+
+def _neighbours(idx, n: int, name: str = "idx") -> Tensor:
+    """Pointcept's neighbour index [m, nsample] into n rows, for the packed gathers."""
+    idx = _rows(idx, n, name, gathered=True)
+    _shape(idx, name, (None, None), "[m, nsample]")
+    return idx
 
 
 def grouping(idx, feat, xyz, new_xyz=None, with_xyz=False):
     """feat rows at idx: [m, nsample, c] (-1 gives zeros); with_xyz prepends the neighbours'
     offsets xyz[idx] - new_xyz (0 for -1 slots): [m, nsample, 3 + c]. Differentiable."""
     feat = _feat(feat)
-    idx = _rows(idx, feat.shape[0], gathered=True)
+    idx = _neighbours(idx, feat.shape[0])
     grouped = packed.gather(feat, idx)
     if not with_xyz:
         return grouped
-    new_xyz = xyz if new_xyz is None else new_xyz
+    xyz = _points(xyz, "xyz")
+    _shape(xyz, "xyz", (feat.shape[0], 3), f"[n, 3] with n = {feat.shape[0]} (the rows of feat)")
+    name = "new_xyz" if new_xyz is not None else "xyz (new_xyz is None)"
+    new_xyz = xyz if new_xyz is None else _points(new_xyz, "new_xyz")
+    _shape(new_xyz, name, (idx.shape[0], 3), f"[m, 3] with m = {idx.shape[0]} (the rows of idx)")
     rel = packed.gather(xyz, idx) - new_xyz.unsqueeze(1)
     rel = rel * (idx >= 0).unsqueeze(-1).to(rel.dtype)
     return torch.cat((rel, grouped), -1)
@@ -345,7 +388,7 @@ def grouping(idx, feat, xyz, new_xyz=None, with_xyz=False):
 def grouping2(input, idx):  # noqa: A002  (Pointcept's argument name)
     """input rows at idx: [m, nsample, c]; -1 gives zeros. Differentiable w.r.t. input."""
     input = _feat(input, "input")  # noqa: A001
-    return packed.gather(input, _rows(idx, input.shape[0], gathered=True))
+    return packed.gather(input, _neighbours(idx, input.shape[0]))
 
 
 def _inverse_distance_weights(dist: Tensor) -> Tensor:
@@ -357,7 +400,10 @@ def _inverse_distance_weights(dist: Tensor) -> Tensor:
 def interpolation(xyz, new_xyz, feat, offset, new_offset, k=3):
     """Inverse-distance weighted mean of the features of the k nearest xyz rows of each new_xyz
     row: [n, c]. Differentiable w.r.t. feat."""
+    k = _positive(k, "k")
     feat = _feat(feat)
+    xyz = _points(xyz, "xyz")
+    _shape(feat, "feat", (xyz.shape[0], None), f"[n, c] with n = {xyz.shape[0]} (the rows of xyz)")
     idx, dist = knn_query(k, xyz, offset, new_xyz, new_offset)
     return packed.interpolate(feat, idx.long(), _inverse_distance_weights(dist))
 
@@ -412,6 +458,8 @@ def query_and_group(
         new_xyz = xyz
     if idx is None:
         nsample = _positive(nsample, "nsample")
+        if isinstance(dilation, bool) or not isinstance(dilation, int) or dilation < 0:
+            raise ValueError(f"pointops: dilation must be an int >= 0, got {dilation!r}")
         total = 1 + (nsample - 1) * (dilation + 1)
         wide, _ = knn_query(total, xyz, offset, new_xyz, new_offset)
         ptr = packed.ptr_from_offset(offset)
@@ -436,30 +484,52 @@ def query_and_group(
 
 
 def offset2batch(offset):
-    """Cloud id of each row (int64), from Pointcept's offset."""
-    return packed.batch_from_ptr(packed.ptr_from_offset(offset))
+    """Cloud id of each row (int64), from Pointcept's offset (>= 0, nondecreasing: ValueError
+    otherwise)."""
+    if isinstance(offset, Tensor) and offset.dim() == 1 and offset.numel() == 0:
+        return torch.empty(0, dtype=torch.int64, device=offset.device)  # no clouds, no rows
+    return packed.batch_from_ptr(_ptr(offset, None, "offset"))
 
 
 def batch2offset(batch):
-    """Pointcept's offset (int32 cumulative counts) from a batch vector."""
-    return torch.cumsum(batch.bincount(), dim=0).int()
+    """Pointcept's offset (int32 cumulative counts) from a batch vector, which must be sorted:
+    ids >= 0, nondecreasing (packed.ptr_from_batch's rule; ValueError otherwise). Ids with no
+    rows are empty clouds."""
+    return packed.offset_from_ptr(packed.ptr_from_batch(batch, name="batch"))
 
 
 # ---------------------------------------------------------------------------------------------
 # Point Transformer (v1) helpers, in plain differentiable torch
 
 
+def _float_array(t, name: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"pointops: {name} has dtype {t.dtype}; use a floating-point dtype")
+    return t
+
+
 def subtraction(input1, input2, idx):
     """out[n, s] = input1[n] - input2[idx[n, s]]: [n, nsample, c]; -1 reads zeros."""
-    idx = _rows(idx, input2.shape[0], gathered=True)
+    input1, input2 = _feat(input1, "input1"), _feat(input2, "input2")
+    idx = _neighbours(idx, input2.shape[0])
+    n, c = input1.shape
+    _shape(idx, "idx", (n, None), f"[n, nsample] with n = {n} (the rows of input1)")
+    _shape(input2, "input2", (None, c), f"[m, c] with c = {c} (the channels of input1)")
     return input1.unsqueeze(1) - packed.gather(input2, idx)
 
 
 def aggregation(input, position, weight, idx):  # noqa: A002
     """out[n, c] = sum_s (input[idx[n, s], c] + position[n, s, c]) * weight[n, s, c % w_c]."""
-    idx = _rows(idx, input.shape[0], gathered=True)
-    c, w_c = input.shape[1], weight.shape[-1]
-    if c % w_c:
+    input = _feat(input, "input")  # noqa: A001
+    idx = _neighbours(idx, input.shape[0])
+    position, weight = _float_array(position, "position"), _float_array(weight, "weight")
+    (n, s), c = idx.shape, input.shape[1]
+    _shape(position, "position", (n, s, c), f"[n, nsample, c] = [{n}, {s}, {c}] (idx's and input's)")
+    _shape(weight, "weight", (n, s, None), f"[n, nsample, w_c] with [n, nsample] = [{n}, {s}] (idx's)")
+    w_c = weight.shape[-1]
+    if w_c == 0 or c % w_c:
         raise ValueError(
             f"pointops: aggregation needs the channel count {c} to be a multiple of "
             f"weight's last dimension {w_c}"
@@ -468,21 +538,35 @@ def aggregation(input, position, weight, idx):  # noqa: A002
     return ((packed.gather(input, idx) + position) * w).sum(1)
 
 
+def _relation_indices(index_target, index_refer, targets: int, refers: int) -> tuple[Tensor, Tensor]:
+    t = _rows(index_target, targets, "index_target", lowest=0)  # torch would read -1 as the last row
+    f = _rows(index_refer, refers, "index_refer", lowest=0)
+    if t.dim() != 1 or t.shape != f.shape:
+        raise ValueError(
+            f"pointops: index_target and index_refer must be 1-D of one length (one entry per "
+            f"relation), got shapes {list(t.shape)} and {list(f.shape)}"
+        )
+    return t, f
+
+
 def attention_relation_step(query, key, weight, index_target, index_refer):
     """out[r, g] = sum_c query[t[r], g, c] * key[f[r], g, c] * weight[c]: [m, g]."""
-    t, f = (
-        _rows(index_target, query.shape[0], "index_target"),
-        _rows(index_refer, key.shape[0], "index_refer"),
-    )
+    query, key = _float_array(query, "query"), _float_array(key, "key")
+    weight = _float_array(weight, "weight")
+    _shape(query, "query", (None, None, None), "[n, g, c]")
+    g, c = query.shape[1:]
+    _shape(key, "key", (None, g, c), f"[n, g, c] = [n, {g}, {c}] (query's g and c)")
+    _shape(weight, "weight", (c,), f"[c] = [{c}] (query's c)")
+    t, f = _relation_indices(index_target, index_refer, query.shape[0], key.shape[0])
     return (query[t] * key[f] * weight).sum(-1)
 
 
 def attention_fusion_step(weight, value, index_target, index_refer):
     """out[n] = sum over r with t[r] = n of weight[r, g] * value[f[r], g, c]: [n, g, c]."""
-    t, f = (
-        _rows(index_target, value.shape[0], "index_target"),
-        _rows(index_refer, value.shape[0], "index_refer"),
-    )
+    weight, value = _float_array(weight, "weight"), _float_array(value, "value")
+    _shape(value, "value", (None, None, None), "[n, g, c]")
+    t, f = _relation_indices(index_target, index_refer, value.shape[0], value.shape[0])
+    _shape(weight, "weight", (t.shape[0], value.shape[1]), f"[m, g] = [{t.shape[0]}, {value.shape[1]}]")
     contrib = weight.unsqueeze(-1) * value[f]
     return torch.zeros_like(value).index_add(0, t, contrib)
 
