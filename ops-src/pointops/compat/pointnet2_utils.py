@@ -60,14 +60,32 @@ def _int32(idx: Tensor, may_miss: bool = True) -> Tensor:
     return (idx.clamp_min(0) if may_miss else idx).to(torch.int32)
 
 
+def _count(value, name: str) -> int:
+    """A sample count (npoint, nsample): an int >= 0 (0 gives an empty result, as in pointnet2_ops)."""
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
+        raise TypeError(f"pointops: {name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"pointops: {name} must be >= 0, got {value}")
+    return value
+
+
+def _features(features) -> Tensor:
+    return ops._features(features, "features")
+
+
 def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
     """xyz [B, N, 3] -> int32 indices [B, npoint], starting at point 0."""
+    npoint = _count(npoint, "npoint")
+    if npoint == 0:
+        xyz = ops._points(xyz, "xyz")
+        return xyz.new_empty((xyz.shape[0], 0), dtype=torch.int32)
     idx = ops.furthest_point_sample(xyz, npoint)
     return _int32(idx, may_miss=npoint > xyz.shape[1])  # -1 only past the cloud's size
 
 
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     """features [B, C, N], idx [B, npoint] -> [B, C, npoint]."""
+    _index_beside(idx, _features(features))
     return ops.gather_points(features, idx)
 
 
@@ -78,31 +96,65 @@ def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
     As in pointnet2_ops, the distances carry no gradient: the usual interpolation weights
     1 / (dist + eps) would otherwise send NaN into xyz's gradient (the derivative of the square
     root at a known point that coincides with an unknown one)."""
+    known, unknown = ops._pair_structure(known, unknown, ("known", "unknown"))
     dist2, idx = ops.three_nn(unknown.detach(), known.detach())
     return torch.sqrt(dist2), _int32(idx, may_miss=known.shape[1] < 3)
 
 
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """features [B, C, m], idx [B, n, 3], weight [B, n, 3] -> [B, C, n]."""
+    features = _features(features)
+    _index_beside(idx, features)
+    weight = ops._float_tensor(weight, "weight")
+    ops._same_device(features, "features", weight, "weight")
+    if weight.dtype != features.dtype:
+        raise TypeError(f"pointops: weight has dtype {weight.dtype} but features has {features.dtype}")
     return ops.three_interpolate(features, idx, weight)
 
 
 def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     """features [B, C, N], idx [B, npoint, nsample] -> [B, C, npoint, nsample]."""
+    _index_beside(idx, _features(features))
     return ops.group_points(features, idx)
+
+
+def _index_beside(idx, features: Tensor) -> None:
+    """idx is an index tensor on the device of features (the native API names those `feat`)."""
+    ops._index(idx, "idx", features, "features")
+
+
+def _checked_radius(radius, where: str = "pointops") -> float:
+    """A ball radius of the pointnet2 layers: a number >= 0, inf included (every point); negative
+    and nan radii are refused whatever the dtype. `where` names the caller in the errors."""
+    if torch.compiler.is_compiling() and isinstance(radius, torch.SymFloat):
+        return radius  # a module attribute under dynamic=True; the graph specializes on its value
+    if isinstance(radius, bool) or not isinstance(radius, (int, float)):
+        raise TypeError(f"{where}: radius must be a number, got {type(radius).__name__}")
+    if not radius >= 0:  # nan fails too
+        raise ValueError(f"{where}: radius must be a number >= 0 (inf takes every point), got {radius}")
+    return float(radius)
 
 
 def _pointnet2_radius(radius: float, dtype: torch.dtype) -> float:
     """The radius to give the native op so that its r^2 (radius * radius in double, rounded once
     to the accumulation type) equals pointnet2_ops' float32 r^2 = fl(fl(r) * fl(r)). The two
     roundings differ by an ulp for many radii (r = 0.2: 0.040000003 against 0.039999999), which
-    moves points at that distance in or out of the ball. float64 inputs keep r * r in double."""
+    moves points at that distance in or out of the ball. float64 inputs keep r * r in double.
+
+    Where r^2 overflows (r >= about 1.8e19 in float32, inf), pointnet2_ops' test d^2 < inf takes
+    every point; the native op takes finite radii only, so such a radius becomes one whose
+    square exceeds every squared distance of coordinates within pointops.coordinate_limit
+    (at most 12 limit^2) and stays finite: sqrt(14) * limit."""
     if dtype == torch.float64:
-        return radius
-    r = _float32(radius)
-    r2 = _float32(r * r)  # the double product of two float32 values is exact: one rounding, as in float32
-    # sqrt(r2)^2 in double is within 2 double ulps of r2, so it rounds back to the float32 r2 exactly
-    return math.sqrt(r2) if r2 < math.inf else radius
+        if radius * radius < math.inf:
+            return radius
+    else:
+        r = _float32(radius)
+        r2 = _float32(r * r)  # the double product of two float32 values is exact: one rounding, as in float32
+        if r2 < math.inf:
+            # sqrt(r2)^2 in double is within 2 double ulps of r2, so it rounds back to the float32 r2 exactly
+            return math.sqrt(r2)
+    return math.sqrt(14.0) * ops.coordinate_limit(dtype)
 
 
 def _float32(x: float) -> float:
@@ -136,10 +188,11 @@ def _native_ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor
     """ball_query's int64 indices, -1 for an empty ball."""
     names = ("xyz", "new_xyz")
     xyz, new_xyz = ops._pair_structure(xyz, new_xyz, names)
-    if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not radius >= 0:
-        raise ValueError(f"pointops: radius must be a number >= 0, got {radius!r}")
-    nsample = ops._positive_int(nsample, "nsample")
-    radius = _pointnet2_radius(float(radius), xyz.dtype)
+    radius = _checked_radius(radius)
+    nsample = _count(nsample, "nsample")
+    if nsample == 0:
+        return xyz.new_empty((xyz.shape[0], new_xyz.shape[1], 0), dtype=torch.int64)
+    radius = _pointnet2_radius(radius, xyz.dtype)
     idx, _, _ = ops._call(
         _ops.ball_query.default,
         (xyz, new_xyz, radius, nsample, None, None, False, False),
@@ -164,6 +217,8 @@ def _use_channels_last(xyz: Tensor, features: Tensor | None) -> bool:
     transforms (the row gather has no vmap rule), nor for features of another dtype."""
     setting = CHANNELS_LAST
     if setting is False or not isinstance(xyz, Tensor) or (setting is None and not xyz.is_cuda):
+        return False
+    if xyz.dim() != 3 or xyz.shape[1] == 0:  # no rows to gather (an empty cloud groups zeros)
         return False
     if features is not None and (not isinstance(features, Tensor) or features.dtype != xyz.dtype):
         return False
@@ -241,7 +296,11 @@ class QueryAndGroup(nn.Module):
             if features is not None:
                 _check_features(features, xyz)
             return _group_channels_last(xyz, new_xyz, features, idx, self.use_xyz)
-        idx = ball_query(self.radius, self.nsample, xyz, new_xyz)
+        idx = _native_ball_query(self.radius, self.nsample, xyz, new_xyz)
+        if xyz.shape[1] > 0:  # an empty ball groups point 0, as in pointnet2_ops (no points: zeros)
+            idx = idx.clamp_min(0)
+        if features is not None:
+            _check_features(features, xyz)
         grouped_xyz = grouping_operation(xyz.transpose(1, 2), idx)
         grouped_xyz = grouped_xyz - new_xyz.transpose(1, 2).unsqueeze(-1)
         if features is None:
@@ -261,11 +320,12 @@ class GroupAll(nn.Module):
         self.use_xyz = use_xyz
 
     def forward(self, xyz: Tensor, new_xyz: Tensor | None = None, features: Tensor | None = None) -> Tensor:
+        xyz = ops._points(xyz, "xyz")
         grouped_xyz = xyz.transpose(1, 2).unsqueeze(2)
         if features is None:
             return grouped_xyz
+        _check_features(features, xyz)
         if self.use_xyz and _use_channels_last(xyz, features):
-            _check_features(features, xyz)
             # [B, N, 3 + C] rows seen as [B, 3 + C, 1, N]: channels_last memory
             return torch.cat([xyz, features.transpose(1, 2)], dim=2).unsqueeze(1).permute(0, 3, 1, 2)
         grouped_features = features.unsqueeze(2)
