@@ -364,6 +364,11 @@ def furthest_point_sample(
     sample_ptr = _row_pointer(sample_ptr, "sample_ptr", xyz, "xyz")
     if num_samples is None:
         num_samples = int(sample_ptr[-1])
+        if num_samples < 0:
+            raise ValueError(
+                f"pointops: sample_ptr ends at {num_samples}; a row pointer ends at the number of "
+                f"samples, >= 0"
+            )
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0:
         raise ValueError(f"pointops: num_samples must be an int >= 0, got {num_samples!r}")
     if max_points is not None and (

@@ -141,6 +141,10 @@ def test_fps_sizes_are_checked(device):
             packed.furthest_point_sample(xyz, ptr, sample_ptr, max_points=bad)
     with pytest.raises(ValueError, match="allocating an output tensor"):
         packed.furthest_point_sample(xyz, ptr, row_pointer([2**50], device), num_samples=2**50)
+    with pytest.raises(
+        ValueError, match="sample_ptr ends at -1; a row pointer ends at the number of samples"
+    ):
+        packed.furthest_point_sample(xyz, ptr, torch.tensor([0, -1], device=device))
     # num_samples other than sample_ptr[-1]: the result would not fit the pointer
     with raises_bad_value(device, "sample_ptr ends at 2 but the output", NOT_A_ROW_POINTER):
         packed.furthest_point_sample(xyz, ptr, sample_ptr, num_samples=3)

@@ -181,6 +181,8 @@ def test_offsets_on_another_device():
         pc.knn_query(2, xyz, offset, xyz, offset.cpu())
     with pytest.raises(ValueError, match="new_xyz .* must match xyz"):
         pc.knn_query(2, xyz, offset, xyz.cpu(), offset)
+    with pytest.raises(ValueError, match="new_offset is on cpu but xyz is on cuda"):
+        pc.farthest_point_sampling(xyz, offset, offset.cpu())
 
 
 @pytest.mark.parametrize(

@@ -327,6 +327,7 @@ def farthest_point_sampling(xyz, offset, new_offset):
     ptr = _ptr(offset, xyz, "offset", "xyz")
     if not isinstance(new_offset, Tensor) or new_offset.shape != offset.shape:
         raise ValueError("pointops: new_offset must be a tensor with one entry per cloud, like offset")
+    ops._same_device(xyz, "xyz", new_offset, "new_offset")
     sample_ptr = _ptr(new_offset, None, "new_offset")  # its end is the output size
     # one read of the device for the output size and the largest cloud (Pointcept's library
     # reads offsets on the host too), so the kernels can plan for the real cloud sizes
