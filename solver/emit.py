@@ -19,6 +19,9 @@ from solver import __version__
 from solver.plan import Plan
 
 _WANTED_IN_HEADER = ("python", "pytorch", "libtorch", "cuda-version", "pointops")
+# Every file make-env writes carries this in its header: make-env replaces only files that do (or
+# that are not a project's own, such as an env.yml), never a pyproject.toml someone else wrote.
+MADE_BY = "Made by `solver make-env"
 
 
 @dataclass
@@ -91,7 +94,7 @@ def env_yml(outcome: Outcome) -> str:
     plan = outcome.plan
     lines = [
         f"# Environment for {_comment(describe_target(plan))}",
-        f"# Made by `solver make-env` (pointops-solver {__version__}) on "
+        f"# {MADE_BY}` (pointops-solver {__version__}) on "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.",
         f"# {'Verified' if outcome.verified else 'NOT verified'} by a solve: {_comment(outcome.status)}",
         "# Why:",

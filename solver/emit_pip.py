@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 
 from solver import __version__
-from solver.emit import _comment, describe_target, target_fields
+from solver.emit import MADE_BY, _comment, describe_target, target_fields
 from solver.pip_plan import MARKERS, PipPlan
 
 
@@ -24,7 +24,7 @@ def _line(text: str) -> str:
 def _header(plan: PipPlan, fmt: str) -> list[str]:
     lines = [
         f"# {'Requirements' if fmt == 'pip' else 'uv project'} for {_line(describe_target(plan))}",
-        f"# Made by `solver make-env --format {fmt}` (pointops-solver {__version__}) on "
+        f"# {MADE_BY} --format {fmt}` (pointops-solver {__version__}) on "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; from the solver's tables, "
         "no index was contacted.",
         "# Why:",

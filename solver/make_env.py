@@ -76,9 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write env.yml to FILE instead of stdout (a symlink is written through, a FIFO or "
-        "device written to, a regular file replaced whole; /dev/stdout, /dev/fd/N are written "
-        "to the open descriptor, so `>> log` appends)",
+        help="write the output (env.yml, requirements.txt or pyproject.toml, as --format says) to FILE "
+        "instead of stdout (a symlink is written through, a FIFO or device written to, a regular file "
+        "replaced whole, but never a pyproject.toml that make-env did not write; /dev/stdout, "
+        "/dev/fd/N are written to the open descriptor, so `>> log` appends)",
     )
     parser.add_argument(
         "--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)"
@@ -167,6 +168,43 @@ def _destinations(args) -> list:
     return [Destination(flag, path) for flag, path in named if path is not None]
 
 
+def _is_project_file(path: str) -> bool:
+    names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}
+    return "pyproject.toml" in names
+
+
+def _written_by_make_env(path: str) -> bool:
+    """True when the regular file at `path` carries make-env's header (or cannot be read: the
+    output's own checks name that problem)."""
+    from solver.emit import MADE_BY
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return True
+    return MADE_BY.encode() in head
+
+
+def refuse_foreign_project_files(args) -> None:
+    """A pyproject.toml that make-env did not write is a project's own (the README's uv command,
+    run in a checkout, once replaced this repository's): refuse it before any work, exit 1."""
+    from solver.output import own_descriptor
+
+    for dest in _destinations(args):
+        path = dest.path
+        if not _is_project_file(path) or own_descriptor(path) is not None or not os.path.isfile(path):
+            continue
+        if not _written_by_make_env(path):
+            raise SolverError(
+                f"{path} is a pyproject.toml that `solver make-env` did not write (it lacks make-env's "
+                "header), so replacing it would lose that project's own settings; nothing was written",
+                "write the uv project into a new folder (mkdir pointops-env && solver make-env --format uv "
+                "... -o pointops-env/pyproject.toml && cd pointops-env && uv sync), or print it without -o "
+                "and merge its [project] dependencies and [tool.uv] tables into this file",
+            )
+
+
 def _detector(args):
     """For --gpu auto: detect once, and refuse a broken driver instead of planning a CPU environment."""
     if args.gpu.strip().lower() != "auto":
@@ -194,6 +232,7 @@ def make_env(args) -> int:
 
     check_flags(args)
     read_overrides(os.environ)  # a malformed CONDA_OVERRIDE_* is a usage error, here and everywhere
+    refuse_foreign_project_files(args)
     notes = _Notes(args.quiet)
     channels = list(args.channel or DEFAULT_CHANNELS)
     try:
