@@ -257,6 +257,8 @@ def make_env(args) -> int:
             kb, gpu=args.gpu, driver=args.driver, platform=args.platform, detector=_detector(args)
         )
         outcome.plan = make_plan(kb, outcome.target, python=args.python, torch=args.torch, cuda=args.cuda)
+        if args.torch is None:
+            _say_which_source_limits(kb, outcome.plan)
         _verify_by_solve(args, kb, outcome, notes)
     except SolverError as exc:
         if args.json:
@@ -281,6 +283,21 @@ def make_env(args) -> int:
         else:
             files.append((dest, outcome.solution.lock))
     return _deliver(args, notes, files, text, lambda: json_document(outcome), plan.reasons, outcome.warnings)
+
+
+def _say_which_source_limits(kb, plan) -> None:
+    """The pip plan of the same machine may give a newer torch: say that conda-forge is the limit."""
+    from solver.knowledge import KnowledgeError
+    from solver.pytorch_wheels import load_wheels
+    from solver.sources import conda_release_note
+
+    try:
+        table = load_wheels()
+    except KnowledgeError:
+        return  # the conda plan does not need the wheel table; --format pip reports it broken
+    note = conda_release_note(kb, table, plan.target.platform, plan.pytorch_minor)
+    if note:
+        plan.reasons.append(note)
 
 
 def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, warnings) -> int:

@@ -39,6 +39,7 @@ from solver.plan import (
     refuse_cuda_without_gpu,
 )
 from solver.pytorch_wheels import WheelChoice, WheelIndex, WheelTable
+from solver.sources import wheel_release_note
 from solver.target import Target
 from solver.vocabulary import os_word, parse_version
 
@@ -126,6 +127,10 @@ def make_pip_plan(
     else:
         plan = _gpu_plan(kb, table, target, releases, cuda)
     plan.python = python
+    if torch is None:
+        note = wheel_release_note(kb, target.platform, plan.torch)
+        if note:
+            plan.reasons.append(note)
     plan.torch_exact = torch if torch is not None and len(parse_version(torch)) > 2 else None
     if plan.torch_exact:
         plan.reasons.append(f"torch {plan.torch_exact}: as asked (--torch)")
@@ -210,7 +215,7 @@ def _cpu_plan(kb: Knowledge, table: WheelTable, target: Target, releases: list[s
         python_min=kb.pointops["python_min"],
     )
     plan.reasons.extend(target.notes)
-    plan.reasons.append(f"torch {torch} {where}; newest release pointops supports")
+    plan.reasons.append(f"torch {torch} {where}; the newest release there that pointops supports")
     plan.reasons.append(f"{wheel.distribution} {plan.pointops_version}: the CPU wheel for {target.platform}")
     return plan
 
