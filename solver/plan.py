@@ -102,7 +102,7 @@ class _Rejection:
 
 def check_torch_floor(kb: Knowledge, torch: str, package: str) -> None:
     """--torch below pointops' stable-ABI floor, for any format (`package`: pytorch or torch)."""
-    floor = kb.pointops["torch_min"]
+    floor = kb.pointops.torch_min
     if parse_version(torch)[:2] < parse_version(floor):
         raise PlanError(
             f"pointops needs {package} >= {floor} (its stable-ABI floor); --torch {torch} is older. "
@@ -122,7 +122,7 @@ def refuse_cuda_without_gpu(cuda: str | None) -> None:
 
 def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
     """One release per pytorch minor (newest patch), >= pointops' minimum, matching --torch."""
-    minimum = parse_version(kb.pointops["torch_min"])
+    minimum = parse_version(kb.pointops.torch_min)
     known = [r for r in kb.pytorch_releases if parse_version(r.version)[:2] >= minimum]
     if torch is not None:
         check_torch_floor(kb, torch, "pytorch")
@@ -145,7 +145,7 @@ def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
 
 
 def _python_for(release: PytorchRelease, python: str | None, kb: Knowledge) -> str | None:
-    allowed = [p for p in release.pythons if parse_version(p) >= parse_version(kb.pointops["python_min"])]
+    allowed = [p for p in release.pythons if parse_version(p) >= parse_version(kb.pointops.python_min)]
     if python is None:
         return max(allowed, key=parse_version) if allowed else None
     return python if python in allowed else None
@@ -190,7 +190,7 @@ def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
             pytorch_version=release.version,
             variant="cpu",
             cuda_version=None,
-            pointops_version=kb.pointops["version"],
+            pointops_version=kb.pointops.version,
         )
         plan.reasons.extend(target.notes)
         plan.reasons.append(
@@ -203,7 +203,7 @@ def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
         return plan
     if python is not None:
         raise _no_python(python, releases)
-    raise PlanError(f"conda-forge has no CPU pytorch >= {kb.pointops['torch_min']} for {target.platform}.")
+    raise PlanError(f"conda-forge has no CPU pytorch >= {kb.pointops.torch_min} for {target.platform}.")
 
 
 def _describe_gpu(kb: Knowledge, target: Target) -> str:
@@ -604,7 +604,7 @@ def _gpu_result(
         pytorch_version=release.version,
         variant=variant,
         cuda_version=cuda_version,
-        pointops_version=kb.pointops["version"],
+        pointops_version=kb.pointops.version,
         driver_mode=mode,
         coverage={"pytorch": torch_cov, "pointops": ops_cov},
         arm_variant=torch_build.arm_variant,

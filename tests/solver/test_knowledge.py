@@ -527,7 +527,7 @@ def test_pointops_build_matrix(kb):
     }
     expected |= {("win-64", "cuda128", "12.8", None)}
     assert matrix == expected
-    assert kb.pointops["torch_min"] == "2.10" and kb.pointops["python_min"] == "3.10"
+    assert kb.pointops.torch_min == "2.10" and kb.pointops["python_min"] == "3.10"
 
 
 def test_pointops_runs_wherever_its_pytorch_runs(kb):
@@ -664,3 +664,38 @@ def test_unreadable_file(tmp_path):
     (directory / "gpus.yaml").write_text("gpus: [unclosed\n")
     with pytest.raises(KnowledgeError, match="not valid YAML"):
         read_raw(directory)
+
+
+def test_pointops_package_is_a_frozen_record(kb):
+    """pointops_builds.yaml's package fields are attributes of a frozen record; the older
+    `kb.pointops["torch_min"]` spelling still reads them, and nothing can change them."""
+    import dataclasses
+
+    info = kb.pointops
+    assert (info.package, info.version, info.torch_min, info.python_min) == (
+        "pointops",
+        "0.1.0",
+        "2.10",
+        "3.10",
+    )
+    assert info["version"] == info.version and list(info["wheels"]) == [
+        "pointops",
+        "pointops-cu12",
+        "pointops-cu13",
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.torch_min = "2.9"
+    with pytest.raises(KeyError):
+        info["platforms"]
+
+
+def test_each_table_has_its_own_module():
+    """Loader and queries of one table sit side by side: which driver a GPU needs is in gpus.py."""
+    from solver.knowledge import drivers, gpus, jetson, pointops, pytorch, toolkits
+
+    assert callable(drivers.parse_drivers) and hasattr(drivers.DriverTable, "runs_cuda")
+    assert callable(gpus.parse_gpus) and hasattr(gpus.GpuTable, "driver_floor")
+    assert callable(jetson.parse_jetson) and callable(pytorch.parse_pytorch)
+    assert callable(pointops.parse_pointops) and callable(toolkits.parse_toolkits)
+    init = (KNOWLEDGE_DIR / "__init__.py").read_text()
+    assert len(init.splitlines()) < 300 and "def _parse" not in init
