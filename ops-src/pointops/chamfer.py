@@ -7,9 +7,15 @@ pointops.knn (D = 3) or an exact chunked search (any D), under L1 by an exact ch
 (the nearest point under L1 is not the nearest under L2). Equal distances go to the lower index.
 The distances are then recomputed from the matched coordinates in torch, so gradients flow to
 both x and y (and to nothing through the matching, which is piecewise constant).
+
+One value rule for every norm and dimension: x and y must be finite (padding included) and
+small enough for finite distances (pointops.coordinate_limit for D <= 3, halved per factor 4
+of D / 3 beyond); weights finite and >= 0.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +31,7 @@ _BATCH_REDUCTIONS = ("mean", "sum", None)
 
 
 def _cloud(t, lengths, name: str):
+    """Checks a padded cloud and its lengths; returns the lengths (int64 [N], on t's device)."""
     if not isinstance(t, Tensor):
         raise TypeError(
             f"pointops: {name} must be a tensor [N, P, D] (pytorch3d Pointclouds objects "
@@ -35,6 +42,7 @@ def _cloud(t, lengths, name: str):
         raise ValueError(f"pointops: {name} must have shape [N, P, D], got {list(t.shape)}")
     if not t.is_floating_point():
         raise TypeError(f"pointops: {name} must be a floating-point tensor, got {t.dtype}")
+    ops._tensor(t, name)  # CPU or CUDA (with kernels)
     N, P = t.shape[0], t.shape[1]
     if lengths is None:
         return torch.full((N,), P, dtype=torch.int64, device=t.device)
@@ -50,17 +58,49 @@ def _cloud(t, lengths, name: str):
     return lengths
 
 
+def _uses_knn(x: Tensor, norm: int) -> bool:
+    """Whether the matching runs on pointops.knn (L2 in 3-D, a dtype its kernels take)."""
+    return (
+        norm == 2
+        and x.shape[2] == 3
+        and x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+        and (x.is_cuda or x.dtype in (torch.float32, torch.float64))
+    )
+
+
+def _coordinate_limit(dtype: torch.dtype, dims: int) -> float:
+    """The largest coordinate magnitude whose distances in `dims` dimensions stay finite: the
+    3-D limit of the kernels (12 limit^2 fits), halved per factor 4 of dims / 3 beyond 3."""
+    halvings = math.ceil(math.log2(dims / 3) / 2) if dims > 3 else 0
+    return ops.coordinate_limit(dtype) / 2.0**halvings
+
+
+def _check_coordinates(x: Tensor, y: Tensor) -> None:
+    """x and y hold finite coordinates within _coordinate_limit (one read of device data)."""
+    named = [(name, ops._plain(t.detach())) for name, t in (("x", x), ("y", y)) if t.numel()]
+    if not named:
+        return
+    magnitudes = torch.stack([t.abs().amax().to(torch.float64) for _, t in named]).tolist()  # nan stays nan
+    limit = _coordinate_limit(x.dtype, x.shape[2])
+    for (name, _), magnitude in zip(named, magnitudes, strict=True):
+        if not math.isfinite(magnitude):
+            raise ValueError(ops._not_finite_message(name))
+        if magnitude > limit:
+            raise ValueError(
+                f"pointops: {name} holds a coordinate of magnitude {magnitude:.4g}, above {limit:.4g}, "
+                f"the largest for which distances in {x.shape[2]} dimensions stay finite ({x.dtype}); "
+                "scale the points down"
+            )
+
+
 def _nearest(x: Tensor, x_len: Tensor, y: Tensor, y_len: Tensor, norm: int) -> Tensor:
     """Index [N, P1] (into y's second dimension) of the nearest valid y point of each x point
     under L2 (norm 2) or L1 (norm 1); -1 where the x point is padding or its y cloud is empty."""
     N, P1, D = x.shape
+    if N == 0 or P1 == 0 or y.shape[1] == 0:
+        return torch.full((N, P1), -1, dtype=torch.int64, device=x.device)
     with torch.no_grad():
-        if (
-            norm == 2
-            and D == 3
-            and x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-            and (x.is_cuda or x.dtype in (torch.float32, torch.float64))
-        ):
+        if _uses_knn(x, norm):
             _, idx = ops.knn(y.detach(), x.detach(), 1, lengths=y_len, query_lengths=x_len)
             return idx[..., 0]
         # exact brute force over packed clouds
@@ -76,7 +116,7 @@ def _nearest(x: Tensor, x_len: Tensor, y: Tensor, y_len: Tensor, norm: int) -> T
             1,
             "l2" if norm == 2 else "l1",
         )
-        cloud = packed.batch_from_ptr(x_ptr, flat.shape[0])
+        cloud = torch.arange(N, device=x.device)[:, None].expand(N, P1)[x_mask]
         local = torch.where(flat[:, 0] >= 0, flat[:, 0] - y_ptr[:-1][cloud], -1)
         idx = torch.full((N, P1), -1, dtype=torch.int64, device=x.device)
         idx[x_mask] = local
@@ -101,13 +141,13 @@ def _one_direction(
     idx = _nearest(x, x_len, y, y_len, norm)
     found = idx >= 0
     safe = idx.clamp_min(0)
-    near = y.gather(1, safe[..., None].expand(-1, -1, y.shape[2]))
+    near = _matched(y, safe)
     cham = torch.where(
         found, _distance(x, near, norm, squared), torch.zeros((), dtype=x.dtype, device=x.device)
     )
     cham_norm = None
     if x_normals is not None and y_normals is not None:
-        near_n = y_normals.gather(1, safe[..., None].expand(-1, -1, y_normals.shape[2]))
+        near_n = _matched(y_normals, safe)
         cos = F.cosine_similarity(x_normals, near_n, dim=2, eps=1e-6)
         cham_norm = 1 - (cos.abs() if abs_cosine else cos)
         cham_norm = torch.where(found, cham_norm, torch.zeros((), dtype=cham_norm.dtype, device=x.device))
@@ -116,7 +156,7 @@ def _one_direction(
         if cham_norm is not None:
             cham_norm = cham_norm * weights.view(N, 1)
     if point_reduction == "max":
-        cham = cham.max(1).values if P1 else cham.new_zeros(N)
+        cham = cham.max(1).values if P1 else cham.sum(1)  # an empty sum: 0, still in the graph
     elif point_reduction is not None:
         cham = cham.sum(1)
         cham_norm = cham_norm.sum(1) if cham_norm is not None else None
@@ -125,6 +165,15 @@ def _one_direction(
             cham = cham / div
             cham_norm = cham_norm / div if cham_norm is not None else None
     return cham, cham_norm
+
+
+def _matched(y: Tensor, safe: Tensor) -> Tensor:
+    """y's rows at safe [N, P1] (0 where nothing matched): [N, P1, D]. An empty y (P2 = 0)
+    matches nothing; its stand-in rows are zeros (y's sum over no points, which keeps y in the
+    graph: its gradient is a zero tensor, not None), masked out by the caller."""
+    if y.shape[1] == 0:
+        return y.sum(1, keepdim=True).expand(-1, safe.shape[1], -1)
+    return y.gather(1, safe[..., None].expand(-1, -1, y.shape[2]))
 
 
 def _batch_reduce(value, weights, batch_reduction):
@@ -168,7 +217,11 @@ def chamfer_distance(
     x_len = _cloud(x, x_lengths, "x")
     y_len = _cloud(y, y_lengths, "y")
     _check_partners(x, y, x_normals, y_normals, weights)
-    if weights is not None and float(weights.sum()) == 0.0:  # pytorch3d: a zero loss that keeps the graph
+    # the knn kernels check their inputs on CUDA without a sync; everything else is read here
+    if ops.value_checks_enabled() and not torch.compiler.is_compiling():
+        if not (x.is_cuda and _uses_knn(x, norm) and x.shape[1] and y.shape[1]):
+            _check_coordinates(x, y)
+    if weights is not None and _checked_weights_sum(weights) == 0.0:  # pytorch3d: a zero loss, graph kept
         zero = (x.sum((1, 2)) * weights) * 0.0
         return (zero.sum(), zero.sum()) if batch_reduction is not None else (zero, zero)
 
@@ -188,7 +241,7 @@ def chamfer_distance(
 
 def _checked_options(norm, squared, point_reduction, batch_reduction, x_normals, y_normals) -> bool:
     """Validates the options; returns `squared` with its default (True for norm=2) filled in."""
-    if norm not in (1, 2):
+    if isinstance(norm, bool) or norm not in (1, 2):
         raise ValueError(f"pointops: chamfer_distance supports norm=1 (L1) or norm=2 (L2), got {norm!r}")
     if squared is None:
         squared = norm == 2
@@ -217,13 +270,39 @@ def _check_partners(x, y, x_normals, y_normals, weights) -> None:
     if y.dtype != x.dtype or y.device != x.device:
         raise ValueError(f"pointops: y ({y.dtype}, {y.device}) must match x ({x.dtype}, {x.device})")
     for name, n, ref in (("x_normals", x_normals, x), ("y_normals", y_normals, y)):
-        if n is not None and (not isinstance(n, Tensor) or n.shape != ref.shape):
-            raise ValueError(f"pointops: {name} must have the shape of its points {list(ref.shape)}")
+        if n is not None:
+            _like_x(n, name, x)
+            if n.shape != ref.shape:
+                raise ValueError(f"pointops: {name} must have the shape of its points {list(ref.shape)}")
     if weights is not None:
-        if not isinstance(weights, Tensor) or weights.shape != (N,):
-            raise ValueError(f"pointops: weights must have shape [{N}]")
-        if bool((weights < 0).any()):
-            raise ValueError("pointops: weights cannot be negative")
+        _like_x(weights, "weights", x)
+        if weights.shape != (N,):
+            raise ValueError(f"pointops: weights must have shape [{N}], got {list(weights.shape)}")
+
+
+def _like_x(t, name: str, x: Tensor) -> None:
+    """t is a tensor of x's dtype on x's device."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"pointops: {name} must be a tensor, got {type(t).__name__}")
+    if t.device != x.device:
+        raise ValueError(
+            f"pointops: {name} is on {t.device} but x is on {x.device}; move them to the same device"
+        )
+    if t.dtype != x.dtype:
+        raise TypeError(f"pointops: {name} has dtype {t.dtype} but x has {x.dtype}")
+
+
+def _checked_weights_sum(weights: Tensor) -> float:
+    """weights.sum(), after checking that the weights are finite and >= 0 (one device read)."""
+    if weights.numel() == 0:
+        return 0.0
+    plain = ops._plain(weights.detach())
+    low, high, total = torch.stack([plain.amin(), plain.amax(), plain.sum()]).tolist()
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError("pointops: weights contain nan or inf; they must be finite and >= 0")
+    if low < 0:
+        raise ValueError(f"pointops: weights cannot be negative, got {low}")
+    return total
 
 
 def _both_directions(cham_x, norm_x, cham_y, norm_y, point_reduction):
