@@ -15,6 +15,7 @@ enum class CheckedOp : int32_t {
   BallQueryPacked,
   FurthestPointSamplePacked,
   GatherRows,
+  GridCluster,
   Count,
 };
 
@@ -27,6 +28,10 @@ enum class CheckedArg : int32_t {
   Ptr,
   QueryPtr,
   SamplePtr,
+  Pos,
+  Size,
+  Start,
+  End,
   Count,
 };
 
@@ -34,6 +39,7 @@ enum class Problem : int32_t {
   NotFinite = 1,  // nan, inf, or beyond the coordinate limit
   OutOfRange,
   BadRowPointer,
+  Overflow,  // a result that does not fit its integer type
   Count,
 };
 
@@ -54,6 +60,7 @@ inline const char* op_name(CheckedOp op) {
     case CheckedOp::BallQueryPacked: return "packed.ball_query";
     case CheckedOp::FurthestPointSamplePacked: return "packed.furthest_point_sample";
     case CheckedOp::GatherRows: return "packed.gather";
+    case CheckedOp::GridCluster: return "grid_cluster";
     default: return "an operator";
   }
 }
@@ -68,6 +75,10 @@ inline const char* arg_name(CheckedArg arg) {
     case CheckedArg::Ptr: return "ptr";
     case CheckedArg::QueryPtr: return "query_ptr";
     case CheckedArg::SamplePtr: return "sample_ptr";
+    case CheckedArg::Pos: return "pos";
+    case CheckedArg::Size: return "size";
+    case CheckedArg::Start: return "start";
+    case CheckedArg::End: return "end";
     default: return "an argument";
   }
 }

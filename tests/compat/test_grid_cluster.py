@@ -1,9 +1,11 @@
 """pointops.compat.torch_cluster.grid_cluster and the native op behind it, pointops::grid_cluster:
 the same ids as the plain-torch formula (torch_cluster's) for D = 1..5, given and missing
-start / end, negative coordinates, float32 / float64, empty input; the torch fallback for other
-dtypes; bad values (ValueError on CPU, INT64_MIN ids on CUDA); opcheck, torch.compile and
-TorchScript."""
+start / end, negative coordinates, float32 / float64, empty input; other dtypes computed in
+float32 / float64; bad values (ValueError on CPU; on CUDA INT64_MIN ids and the error raised by
+pointops.check_errors()); opcheck, torch.compile and TorchScript. Hostile inputs of every kind:
+tests/compat/test_torch_cluster_hostile.py."""
 
+import pointops
 import pointops._tuning
 import pytest
 import torch
@@ -104,11 +106,21 @@ def test_pos_of_more_than_two_dimensions_is_flattened(device):
     assert torch.equal(tc.grid_cluster(line, size[:1]), reference(line.view(-1, 1), size[:1]))
 
 
-def test_int64_products_wrap_as_torch_does(device):
-    # 10^7 cells per dimension: the stride of the last dimension overflows int64
+def test_ids_beyond_int64_raise(device):
+    # 10^7 cells per dimension: 10^28 cells, more than int64 ids number (torch's formula wraps)
     pos = cloud(200, 4, torch.float64, device, seed=6, low=0.0, high=1.0)
     size = torch.full((4,), 1e-7, dtype=torch.float64)
-    assert torch.equal(both(pos, size), reference(pos, size))
+    match = "more cells than int64 ids can number"
+    if device == "cpu":
+        with pytest.raises(ValueError, match=match):
+            tc.grid_cluster(pos, size)
+    else:
+        assert tc.grid_cluster(pos, size.to(device)).tolist() == [INT64_MIN] * 200
+        with pytest.raises(ValueError, match=match):
+            pointops.check_errors()
+    # the largest grid that fits: 2^62 cells, and ids up to 2^62 - 1
+    pos = torch.tensor([[0.0, 0.0], [2.0**31 - 1, 2.0**31 - 1]], dtype=torch.float64, device=device)
+    assert both(pos, torch.ones(2, dtype=torch.float64)).tolist() == [0, 2**62 - 1]
 
 
 def test_empty_input(device):
@@ -125,18 +137,23 @@ def test_no_dimensions_gives_id_zero(device):
     assert op(pos, torch.empty(0, device=device), None, None).tolist() == [0, 0, 0, 0]
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.int32])
-def test_other_dtypes_take_the_torch_formula(device, dtype):
-    pos = (cloud(80, 3, torch.float32, device, seed=7) * 4).to(dtype)
+@pytest.mark.parametrize(
+    "dtype, work",
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.int64, torch.float64),
+        (torch.int32, torch.float64),
+        (torch.uint8, torch.float64),
+    ],
+)
+def test_other_dtypes_are_computed_in_float32_or_float64(device, dtype, work):
+    pos = (cloud(80, 3, torch.float32, device, seed=7) * 4).abs().to(dtype)
     size = torch.tensor([1.5, 2.0, 3.0])
-    # the formula without conversions (size stays float32: integer pos is divided in float)
-    p = pos.view(pos.size(0), -1)
-    start, end = torch.min(p, 0)[0], torch.max(p, 0)[0]
-    s = size.to(device)
-    cells = torch.true_divide(end - start, s).to(torch.long) + 1
-    stride = torch.cat([torch.ones(1, dtype=torch.long, device=device), torch.cumprod(cells, 0)[:-1]])
-    expected = (torch.true_divide(p - start, s).to(torch.long) * stride).sum(1)
-    assert torch.equal(tc.grid_cluster(pos, size), expected)
+    start = torch.tensor([-1.0, 0.5, 0.0])
+    for args in [(size,), (size, start), (size, None, torch.tensor([80.0, 80, 80]))]:
+        got = tc.grid_cluster(pos, *args)
+        assert torch.equal(got, reference(pos.to(work), *args))
 
 
 def test_argument_errors():
@@ -170,7 +187,9 @@ def test_argument_errors():
         ([1.0, float("inf"), 1.0], None, None, r"size\[1\] = inf"),
         ([1.0, 1.0, 1.0], [0.0, float("-inf"), 0.0], None, r"start\[1\] = -inf; grid bounds must be finite"),
         ([1.0, 1.0, 1.0], None, [0.0, 0.0, float("nan")], r"end\[2\] = nan; grid bounds must be finite"),
-        ([1e-300, 1.0, 1.0], None, None, "does not fit in int64 along some dimension"),
+        ([1e-300, 1.0, 1.0], None, None, "more cells than int64 ids can number"),
+        ([1.0, 1.0, 1.0], [9.0, 0.0, 0.0], None, "end is below start along some dimension"),
+        ([1.0, 1.0, 1.0], None, [0.0, -9.0, 0.0], "end is below start along some dimension"),
     ],
 )
 def test_bad_grid_values_raise_on_cpu(size, start, end, match):
@@ -186,36 +205,58 @@ def test_bad_grid_values_raise_on_cpu(size, start, end, match):
 def test_bad_coordinates_raise_on_cpu(given, bad):
     pos = torch.tensor([[1.0, 2.0], [3.0, bad], [0.5, 0.5]])
     box = (torch.zeros(2), torch.tensor([4.0, 4.0])) if given else (None, None)
-    if bad == 1e30 and not given:
-        match = "does not fit in int64 along some dimension"  # the extent itself
+    if bad == 1e30:  # the extent itself, or the point's id
+        match = "voxel id does not fit in int64" if given else "more cells than int64 ids can number"
     else:
-        match = "pos holds a non-finite coordinate, or one whose cell index"
+        match = "pos holds nan or inf"
     with pytest.raises(ValueError, match=match):
         tc.grid_cluster(pos, torch.tensor([0.5, 0.5]), *box)
 
 
-def test_bad_values_give_int64_min_on_cuda(device):
+def test_bad_values_on_cuda_are_recorded(device):
+    # values on the GPU: the kernels give the affected points INT64_MIN and record the problem,
+    # which the next pointops call or pointops.check_errors() raises (no sync in the call)
     if device != "cuda":
         pytest.skip("CUDA only: the CPU op raises (test_bad_grid_values_raise_on_cpu)")
     pos = torch.tensor([[1.0, 2.0], [3.0, float("nan")], [0.5, 0.5]], device=device)
-    size = torch.tensor([0.5, 0.5])
-    box = torch.zeros(2), torch.tensor([4.0, 4.0])
-    # a bad coordinate with the grid given: only its point
-    assert tc.grid_cluster(pos, size, *box).tolist() == [2 + 4 * 9, INT64_MIN, 1 + 1 * 9]
+    size = torch.tensor([0.5, 0.5], device=device)
+    box = torch.zeros(2, device=device), torch.tensor([4.0, 4.0], device=device)
+    # a bad coordinate with the grid given: its point (the others may be poisoned too, as every
+    # output is while a problem is recorded)
+    assert tc.grid_cluster(pos, size, *box)[1] == INT64_MIN
+    with pytest.raises(ValueError, match="grid_cluster call on this GPU was given bad values: pos held nan"):
+        pointops.check_errors()
     # a bad coordinate in the grid's bounds (the minimum of pos): every point
     assert tc.grid_cluster(pos, size).tolist() == [INT64_MIN] * 3
+    with pytest.raises(ValueError, match="pos held nan or inf"):
+        pointops.check_errors()
     good = pos.nan_to_num(0.0)
     for bad_size in ([0.0, 0.5], [0.5, -1.0], [float("nan"), 0.5], [0.5, float("inf")]):
-        assert tc.grid_cluster(good, torch.tensor(bad_size)).tolist() == [INT64_MIN] * 3
-    assert tc.grid_cluster(good, size, torch.tensor([0.0, float("-inf")])).tolist() == [INT64_MIN] * 3
+        assert tc.grid_cluster(good, torch.tensor(bad_size, device=device)).tolist() == [INT64_MIN] * 3
+        with pytest.raises(ValueError, match="size held a value that is not finite and > 0"):
+            tc.grid_cluster(good, size)  # the next call raises it
+        assert tc.grid_cluster(good, size).tolist() == tc.grid_cluster(good.cpu(), size.cpu()).tolist()
+    bad_start = torch.tensor([0.0, float("-inf")], device=device)
+    assert tc.grid_cluster(good, size, bad_start).tolist() == [INT64_MIN] * 3
+    with pytest.raises(ValueError, match="start held nan or inf"):
+        pointops.check_errors()
+    # CPU-made values (from Python) are checked before the call, for free
+    for bad_size in ([0.0, 0.5], [0.5, -1.0], [float("nan"), 0.5]):
+        with pytest.raises(ValueError, match=r"size\[\d\] = .*; cell sizes must be finite and > 0"):
+            tc.grid_cluster(good, torch.tensor(bad_size))
+    with pytest.raises(ValueError, match=r"end\[1\] = inf; grid bounds must be finite"):
+        tc.grid_cluster(good, size.cpu(), None, torch.tensor([1.0, float("inf")]))
+    pointops.check_errors()  # nothing recorded by those
 
 
-def test_many_dimensions_on_cuda_take_the_torch_formula(device):
+def test_many_dimensions_on_cuda_run_on_the_cpu(device):
     if device != "cuda":
         pytest.skip("CUDA only")
     pos = cloud(20, 1100, torch.float32, device, low=0.0, high=1.0)
     size = torch.ones(1100)
     assert torch.equal(tc.grid_cluster(pos, size), torch.zeros(20, dtype=torch.long, device=device))
+    with pytest.raises(ValueError, match="pos holds nan or inf"):  # checked there, at once
+        tc.grid_cluster(torch.cat([pos, pos[:1] * float("nan")]), size)
     with pytest.raises(RuntimeError, match="on CUDA takes at most 1024 dimensions"):
         op(pos, size.to(device), None, None)
 
@@ -255,7 +296,7 @@ def test_torchscript(device):
         (pos, size),
         (pos, size, start),
         (pos.half(), size),
-        (pos.view(60, 3, 1), size, None, start),
+        (pos.view(60, 3, 1), size, None, -start),
     ]:
         assert torch.equal(scripted(*args), tc.grid_cluster(*args))
 
@@ -270,7 +311,8 @@ def test_bounds_held_in_the_ids_or_a_workspace(device, dtype, n, dim, two_kernel
     # kernel up to 8 dimensions, else or with the knob two kernels) and in a workspace when the
     # cloud is too small for them; the rows that held them must come out like every other row.
     pos = cloud(n, dim, dtype, device, seed=n + dim)
-    size = torch.linspace(0.2, 0.6, dim, dtype=dtype, device=device)
+    # (for 40 dimensions at most 2 cells each: 2^40 cells, fewer than int64 ids number)
+    size = torch.linspace(0.2, 0.6, dim, dtype=dtype, device=device) if dim <= 12 else torch.full((dim,), 5.0)
     with pointops._tuning.override(GRID_CLUSTER_TWO_KERNELS=two_kernels):
         assert torch.equal(both(pos, size), reference(pos, size))
         end = pos.max(0)[0] + 1

@@ -121,7 +121,7 @@ def test_nearest_and_its_errors():
     y = torch.tensor([[-1.0, 0], [1, 0], [-2, 0], [2, 0]])
     bx, by = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]), torch.tensor([0, 0, 1, 1])
     assert tc.nearest(x, y, bx, by).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
-    with pytest.raises(ValueError, match="not sorted"):
+    with pytest.raises(ValueError, match="batch_x must hold cloud ids >= 0 in nondecreasing order"):
         tc.nearest(x, y, torch.tensor([0, 0, 1, 0, 0, 0, 0, 0]), by)
     with pytest.raises(ValueError, match="do not occur"):
         tc.nearest(x, y, bx, torch.tensor([0, 0, 0, 0]))

@@ -1,8 +1,10 @@
 // grid_cluster: pos [N, D] (+ size, start, end: D values each) -> int64 voxel ids [N], the op
 // behind pointops.compat.torch_cluster.grid_cluster. One dispatcher call, and on CUDA at most two
 // launches and no sync. Grid values (size > 0 and finite, finite start / end) are checked here
-// on CPU, with the offending entry named; on CUDA the kernels write kPoisonIndex instead
-// (kernels.h), as reading the values would wait for the device.
+// on CPU, with the offending entry named, and the CPU kernel refuses the rest (end < start, ids
+// beyond int64, nan in pos). On CUDA, where reading the values would wait for the device, the
+// kernels record each problem (value_checks.h, raised by the next pointops call or
+// pointops.check_errors()) and write kPoisonIndex for every point it affects.
 #include <cmath>
 
 #include "checks.h"
@@ -10,6 +12,14 @@
 #include "value_checks.h"
 
 namespace pointops {
+
+#ifdef POINTOPS_WITH_CUDA
+// grid_cluster_cuda of kernels.h, recording what it finds where `checks` says (null: nowhere).
+Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
+                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace,
+                         const InKernelChecks* checks, void* stream);
+#endif
+
 namespace binding {
 namespace {
 
@@ -69,15 +79,17 @@ Tensor grid_cluster(Tensor pos, Tensor size, std::optional<Tensor> start, std::o
   if (start.has_value()) lo = prepare_grid_vector(*start, "start", pos, D);
   if (end.has_value()) hi = prepare_grid_vector(*end, "end", pos, D);
   Tensor ids = empty_like_shape(pos, {N}, ScalarType::Long);
-  if (N == 0) return ids;
-  pos = as_contiguous(pos);
-  int64_t* out = static_cast<int64_t*>(ids.mutable_data_ptr());
   if (pos.is_cpu()) {
     if (dt == Dtype::Float64) {
       check_grid_cpu<double>(size, lo, hi);
     } else {
       check_grid_cpu<float>(size, lo, hi);
     }
+  }
+  if (N == 0) return ids;
+  pos = as_contiguous(pos);
+  int64_t* out = static_cast<int64_t*>(ids.mutable_data_ptr());
+  if (pos.is_cpu()) {
     raise_on_error(grid_cluster_cpu(dt, pos.const_data_ptr(), size.const_data_ptr(), optional_ptr(lo),
                                     optional_ptr(hi), N, D, out),
                    "grid_cluster");
@@ -85,11 +97,13 @@ Tensor grid_cluster(Tensor pos, Tensor size, std::optional<Tensor> start, std::o
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(pos);
-  raise_recorded_problem(pos.get_device_index(), cuda.stream, "grid_cluster");
+  // raises a problem recorded by an earlier call; the kernels record this call's (their own codes)
+  const InKernelChecks checks = in_kernel_checks(CheckedOp::GridCluster, CheckedArg::Pos, pos, cuda.stream);
   const CudaPlan plan = grid_cluster_cuda_plan(dt, N, D, !lo.has_value() || !hi.has_value());
   auto ws = workspace_for(pos, plan.workspace_bytes);
   raise_on_error(grid_cluster_cuda(plan, dt, pos.const_data_ptr(), size.const_data_ptr(), optional_ptr(lo),
-                                   optional_ptr(hi), N, D, out, workspace_ptr(ws), cuda.stream),
+                                   optional_ptr(hi), N, D, out, workspace_ptr(ws),
+                                   checks.device_code != nullptr ? &checks : nullptr, cuda.stream),
                  "grid_cluster");
 #endif
   return ids;

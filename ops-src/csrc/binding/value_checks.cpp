@@ -27,29 +27,46 @@ double coordinate_limit(Dtype dt) {
 #ifdef POINTOPS_WITH_CUDA
 namespace {
 
-std::string describe(int32_t code, const char* calling_op) {
-  const CheckedOp op = code_op(code);
-  const CheckedArg arg = code_arg(code);
-  std::string what;
-  switch (code_problem(code)) {
+// grid_cluster's problems (its kernels record them: cuda/grid_cluster.cu).
+std::string describe_grid(CheckedArg arg, Problem problem) {
+  if (arg == CheckedArg::Size && problem == Problem::OutOfRange)
+    return "size held a value that is not finite and > 0 (cell sizes must be positive)";
+  if (arg == CheckedArg::Size && problem == Problem::Overflow)
+    return "the grid had more cells than int64 ids can number (the product over the dimensions of "
+           "trunc((end - start) / size) + 1 exceeded 2^63 - 1); use a larger size";
+  if (arg == CheckedArg::End && problem == Problem::OutOfRange)
+    return "end was below start along some dimension (start and end default to the minimum and maximum "
+           "of pos); the grid needs end >= start";
+  if (arg == CheckedArg::Pos && problem == Problem::Overflow)
+    return "a point's voxel id did not fit in int64 (a point far outside the grid from start to end)";
+  return std::string(arg_name(arg)) + " held nan or inf";
+}
+
+// The problem of the other ops' checks (the check kernel's, the gathers').
+std::string describe_problem(CheckedArg arg, Problem problem) {
+  switch (problem) {
     case Problem::NotFinite:
-      what = std::string(arg_name(arg)) +
+      return std::string(arg_name(arg)) +
              " held nan, inf or a coordinate too large for its squared distances to be finite "
              "(|x| > 2**62 in float32/float16/bfloat16, > 2**510 in float64)";
-      break;
     case Problem::OutOfRange:
-      what = std::string(arg_name(arg)) + " held a value outside its range (" +
+      return std::string(arg_name(arg)) + " held a value outside its range (" +
              (arg == CheckedArg::Idx ? "-1 .. the size of the indexed dimension - 1"
                                      : "0 .. the size of the point dimension") +
              ")";
-      break;
     case Problem::BadRowPointer:
-      what = std::string(arg_name(arg)) +
+      return std::string(arg_name(arg)) +
              " was not a row pointer (it must start at 0, never decrease, and end at the number of rows; for "
              "packed.furthest_point_sample no cloud may exceed max_points)";
-      break;
-    default: what = "an argument held invalid values";
+    default: return "an argument held invalid values";
   }
+}
+
+std::string describe(int32_t code, const char* calling_op) {
+  const CheckedOp op = code_op(code);
+  const std::string what = op == CheckedOp::GridCluster
+                               ? describe_grid(code_arg(code), code_problem(code))
+                               : describe_problem(code_arg(code), code_problem(code));
   return std::string("pointops.") + calling_op + ": an earlier pointops." + op_name(op) +
          " call on this GPU was given bad values: " + what +
          ". This was found on the GPU after that call returned; its outputs, and those of every pointops "

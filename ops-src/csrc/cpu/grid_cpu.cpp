@@ -1,11 +1,12 @@
 // grid_cluster on CPU (kernels.h): the per-dimension bounds of pos when start or end is missing
 // (row chunks in parallel, then a serial merge of the chunks), the grid's strides, then the ids.
 // The arithmetic is the torch expression the op replaces, element by element: subtract and
-// divide in pos's dtype, truncate toward zero, int64 products and sums wrapping (done in uint64,
-// where wrapping is defined).
+// divide in pos's dtype, truncate toward zero, int64 products and sums; where an int64 result
+// would wrap (too many cells, a point far outside the grid) the op fails instead.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "common.h"
@@ -16,16 +17,21 @@ namespace pointops {
 namespace {
 
 constexpr int64_t kRowGrain = 16384;
+constexpr uint64_t kMaxId = static_cast<uint64_t>(INT64_MAX);
 
 constexpr const char* kBadSize =
     "size holds a value that is not finite and > 0 (cell sizes must be positive)";
-constexpr const char* kBadBounds = "start or end holds a non-finite value";
-constexpr const char* kBadPos =
-    "pos holds a non-finite coordinate, or one whose cell index (pos - start) / size does not fit "
-    "in int64";
+constexpr const char* kBadStart = "start holds nan or inf";
+constexpr const char* kBadEnd = "end holds nan or inf";
+constexpr const char* kPosNotFinite = "pos holds nan or inf";
+constexpr const char* kEndBelowStart =
+    "end is below start along some dimension (start and end default to the minimum and maximum of "
+    "pos); the grid needs end >= start";
 constexpr const char* kTooManyCells =
-    "(end - start) / size does not fit in int64 along some dimension (size is too small for the "
-    "extent of the grid)";
+    "the grid has more cells than int64 ids can number (the product over the dimensions of "
+    "trunc((end - start) / size) + 1 exceeds 2^63 - 1); use a larger size";
+constexpr const char* kIdOverflow =
+    "a point's voxel id does not fit in int64 (a point far outside the grid from start to end)";
 
 // torch.min / torch.max: a NaN wins.
 template <class T>
@@ -37,16 +43,26 @@ inline T nan_max(T a, T b) {
   return (b > a || std::isnan(b)) ? b : a;
 }
 
-// trunc(q) as int64 (then uint64 for the wrapping arithmetic), like torch's .to(torch.long);
-// false for NaN, +-inf and |q| >= 2^63, where the C++ cast would be undefined.
+// trunc(q) as int64, like torch's .to(torch.long); false for NaN, +-inf and |q| >= 2^63, where
+// the C++ cast would be undefined.
 template <class T>
-inline bool truncate_to_int64(T q, uint64_t* out) {
+inline bool truncate_to_int64(T q, int64_t* out) {
   const T limit = static_cast<T>(9223372036854775808.0);  // 2^63, exact in float and double
   if (!(q >= -limit && q < limit)) {
     *out = 0;
     return false;
   }
-  *out = static_cast<uint64_t>(static_cast<int64_t>(q));
+  *out = static_cast<int64_t>(q);
+  return true;
+}
+
+// id += cell * stride; false where the term or the sum would leave [-(2^63 - 1), 2^63 - 1]
+// (INT64_MIN stays free: it is the CUDA kernels' poison). bound = kMaxId / stride.
+inline bool add_cell(int64_t cell, int64_t stride, int64_t bound, int64_t* id) {
+  if (cell > bound || cell < -bound) return false;
+  const int64_t term = cell * stride;
+  if (term > 0 ? *id > INT64_MAX - term : *id < -INT64_MAX - term) return false;
+  *id += term;
   return true;
 }
 
@@ -81,43 +97,63 @@ void column_bounds(const T* pos, int64_t N, int64_t D, std::vector<T>* lo, std::
   }
 }
 
+// Origin and x-fastest strides of the grid (and each stride's bound for add_cell), or the
+// problem that leaves it without one.
 template <class T>
-Status grid_ids(const T* pos, const T* size, const T* start, const T* end, int64_t N, int64_t D,
-                int64_t* out) {
+Status grid_strides(const T* pos, const T* size, const T* start, const T* end, int64_t N, int64_t D,
+                    std::vector<T>* origin, std::vector<int64_t>* stride, std::vector<int64_t>* bound) {
   std::vector<T> lo, hi;
   if (start == nullptr || end == nullptr) column_bounds(pos, N, D, &lo, &hi);
-  std::vector<T> origin(static_cast<size_t>(D));
-  std::vector<uint64_t> stride(static_cast<size_t>(D));
-  uint64_t step = 1;
+  uint64_t cells_so_far = 1;
   for (int64_t d = 0; d < D; ++d) {
     if (!(size[d] > 0 && std::isfinite(size[d]))) return kBadSize;
+    if (start != nullptr && !std::isfinite(start[d])) return kBadStart;
+    if (end != nullptr && !std::isfinite(end[d])) return kBadEnd;
     const T a = start != nullptr ? start[d] : lo[d];
     const T b = end != nullptr ? end[d] : hi[d];
     // computed bounds are non-finite only where pos is
-    if (!std::isfinite(a) || !std::isfinite(b))
-      return start != nullptr && end != nullptr ? kBadBounds : kBadPos;
-    uint64_t cells = 0;
+    if (!std::isfinite(a) || !std::isfinite(b)) return kPosNotFinite;
+    if (b < a) return kEndBelowStart;
+    int64_t cells = 0;
     if (!truncate_to_int64((b - a) / size[d], &cells)) return kTooManyCells;
-    origin[d] = a;
-    stride[d] = step;
-    step *= cells + 1;
+    const uint64_t count = static_cast<uint64_t>(cells) + 1;  // <= 2^63
+    if (count > kMaxId / cells_so_far) return kTooManyCells;
+    (*origin)[d] = a;
+    (*stride)[d] = static_cast<int64_t>(cells_so_far);
+    (*bound)[d] = static_cast<int64_t>(kMaxId / cells_so_far);
+    cells_so_far *= count;
   }
-  std::atomic<bool> bad{false};
+  return nullptr;
+}
+
+template <class T>
+Status grid_ids(const T* pos, const T* size, const T* start, const T* end, int64_t N, int64_t D,
+                int64_t* out) {
+  std::vector<T> origin(static_cast<size_t>(D));
+  std::vector<int64_t> stride(static_cast<size_t>(D)), bound(static_cast<size_t>(D));
+  if (const Status st = grid_strides(pos, size, start, end, N, D, &origin, &stride, &bound)) return st;
+  constexpr int kNotFinite = 1, kOverflow = 2;
+  std::atomic<int> problems{0};
   cpu::parallel_for(0, N, kRowGrain, [&](int64_t r0, int64_t r1) {
-    bool ok = true;
+    int found = 0;
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = pos + r * D;
-      uint64_t id = 0;
+      int64_t id = 0;
       for (int64_t d = 0; d < D; ++d) {
-        uint64_t cell = 0;
-        ok = truncate_to_int64((row[d] - origin[d]) / size[d], &cell) && ok;
-        id += cell * stride[d];
+        int64_t cell = 0;
+        if (!truncate_to_int64((row[d] - origin[d]) / size[d], &cell)) {
+          found |= std::isfinite(row[d]) ? kOverflow : kNotFinite;
+        } else if (!add_cell(cell, stride[d], bound[d], &id)) {
+          found |= kOverflow;
+        }
       }
-      out[r] = static_cast<int64_t>(id);
+      out[r] = id;
     }
-    if (!ok) bad.store(true, std::memory_order_relaxed);
+    if (found != 0) problems.fetch_or(found, std::memory_order_relaxed);
   });
-  return bad.load() ? kBadPos : nullptr;
+  const int found = problems.load();
+  if (found & kNotFinite) return kPosNotFinite;
+  return found != 0 ? kIdOverflow : nullptr;
 }
 
 }  // namespace

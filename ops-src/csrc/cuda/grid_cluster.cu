@@ -12,11 +12,15 @@
 // first rows, which every id block skips and the block that reads them last writes, or, for
 // clouds too small to hold them, a workspace.
 // Subtraction and division round as torch's do (no fast math), so the ids equal those of the
-// torch expression the op replaces.
+// torch expression the op replaces. Bad values (size not finite and > 0, non-finite bounds or
+// coordinates, end < start, a grid or an id beyond int64) are recorded for the host (kernels.h's
+// InKernelChecks, one code per problem) and give kPoisonIndex for every point they affect; while
+// a problem is recorded, by this call or an earlier one, ids may all be kPoisonIndex.
 #include <cooperative_groups.h>
 
 #include <atomic>
 
+#include "../value_check_codes.h"
 #include "common.cuh"
 
 namespace pointops {
@@ -39,17 +43,39 @@ __device__ __forceinline__ T nan_max(T a, T b) {
   return (b > a || b != b) ? b : a;
 }
 
-// trunc(q) as int64 like torch's .to(torch.long) (cvt.rzi), as uint64 for the wrapping
-// arithmetic; false for NaN, +-inf and |q| >= 2^63.
+// trunc(q) as int64 like torch's .to(torch.long) (cvt.rzi); false for NaN, +-inf and
+// |q| >= 2^63.
 template <class T>
-__device__ __forceinline__ bool truncate_to_int64(T q, uint64_t* out) {
+__device__ __forceinline__ bool truncate_to_int64(T q, int64_t* out) {
   const T limit = static_cast<T>(9223372036854775808.0);  // 2^63, exact in float and double
   if (!(q >= -limit && q < limit)) {
     *out = 0;
     return false;
   }
-  *out = static_cast<uint64_t>(static_cast<int64_t>(q));
+  *out = static_cast<int64_t>(q);
   return true;
+}
+
+// id += cell * stride (stride in 1 .. 2^63 - 1); false where the term or the sum would leave
+// [-(2^63 - 1), 2^63 - 1] (INT64_MIN stays the poison).
+__device__ __forceinline__ bool add_cell(int64_t cell, uint64_t stride, int64_t* id) {
+  const uint64_t magnitude = cell < 0 ? 0 - static_cast<uint64_t>(cell) : static_cast<uint64_t>(cell);
+  const uint64_t product = magnitude * stride;
+  if (__umul64hi(magnitude, stride) != 0 || product > static_cast<uint64_t>(INT64_MAX)) return false;
+  const int64_t term = cell < 0 ? -static_cast<int64_t>(product) : static_cast<int64_t>(product);
+  if (term > 0 ? *id > INT64_MAX - term : *id < -INT64_MAX - term) return false;
+  *id += term;
+  return true;
+}
+
+constexpr int32_t grid_code(CheckedArg arg, Problem problem) {
+  return check_code(CheckedOp::GridCluster, arg, problem);
+}
+
+// Records `code` (checks.device_code null: checks off) like the check kernel does.
+__device__ __forceinline__ void report_grid(KernelChecks checks, int32_t code) {
+  checks.code = code;
+  checks.report();
 }
 
 // A block's threads as a [lanes, width] matrix over a chunk of `width` columns: each thread
@@ -173,39 +199,61 @@ __device__ void merge_partials(const GridShared<T>& g, const T* part_lo, const T
 }
 
 // Origin, cell size and x-fastest strides into g from start / end (or the merged bounds where
-// they are null); whether the grid is good (sizes finite and > 0, finite bounds, cell counts
-// that fit int64). Every thread of the block calls it; ticket: taken by thread 0 after the
-// block has read everything it needs from global memory, *last set when it was the final one.
+// they are null); whether the grid is good (sizes finite and > 0, finite bounds, end >= start,
+// fewer cells than 2^63) and no problem was recorded before: when not, every id is poison. The
+// block's first problem is recorded. Every thread of the block calls it; ticket: taken by thread
+// 0 after the block has read everything it needs from global memory, *last set when it was the
+// final one.
 template <class T>
 __device__ bool derive_grid(const GridShared<T>& g, const T* __restrict__ size, const T* __restrict__ start,
-                            const T* __restrict__ end, int64_t D, unsigned int* ticket, bool* last) {
-  __shared__ int bad_s;
-  if (threadIdx.x == 0) bad_s = 0;
+                            const T* __restrict__ end, int64_t D, const KernelChecks& checks,
+                            unsigned int* ticket, bool* last) {
+  __shared__ int problem_s;  // 0, or the code of a problem of the grid
+  __shared__ bool poison_s;
+  if (threadIdx.x == 0) {
+    problem_s = 0;
+    poison_s = checks.recorded();  // an earlier call's problem: every output is poison
+  }
   __syncthreads();
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     const T a = start != nullptr ? start[d] : g.origin[d];
     const T b = end != nullptr ? end[d] : g.extent[d];
     const T cell = size[d];
-    uint64_t cells = 0;
-    const bool ok =
-        cell > 0 && isfinite(cell) && isfinite(a) && isfinite(b) && truncate_to_int64((b - a) / cell, &cells);
-    if (!ok) bad_s = 1;
+    int64_t cells = 0;
+    int32_t problem = 0;
+    if (!(cell > 0 && isfinite(cell))) {
+      problem = grid_code(CheckedArg::Size, Problem::OutOfRange);
+    } else if (!isfinite(a)) {  // computed bounds are non-finite only where pos is
+      problem = grid_code(start != nullptr ? CheckedArg::Start : CheckedArg::Pos, Problem::NotFinite);
+    } else if (!isfinite(b)) {
+      problem = grid_code(end != nullptr ? CheckedArg::End : CheckedArg::Pos, Problem::NotFinite);
+    } else if (b < a) {
+      problem = grid_code(CheckedArg::End, Problem::OutOfRange);
+    } else if (!truncate_to_int64((b - a) / cell, &cells)) {
+      problem = grid_code(CheckedArg::Size, Problem::Overflow);
+    }
+    if (problem != 0) problem_s = problem;  // any one of them
     g.origin[d] = a;
     g.size[d] = cell;
-    g.stride[d] = cells + 1;
+    g.stride[d] = static_cast<uint64_t>(cells) + 1;
   }
   __syncthreads();
   if (threadIdx.x == 0) {  // exclusive prefix product, x fastest (D is small: serial is fine)
     uint64_t step = 1;
     for (int64_t d = 0; d < D; ++d) {
-      const uint64_t cells = g.stride[d];
+      const uint64_t count = g.stride[d];
       g.stride[d] = step;
-      step *= cells;
+      if (count > static_cast<uint64_t>(INT64_MAX) / step) {
+        if (problem_s == 0) problem_s = grid_code(CheckedArg::Size, Problem::Overflow);
+        break;
+      }
+      step *= count;
     }
+    if (problem_s != 0) report_grid(checks, problem_s);
     *last = ticket != nullptr && atomicAdd(ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  return bad_s == 0;
+  return problem_s == 0 && !poison_s;
 }
 
 // Bytes before the partial arrays in the ids' first rows or a workspace (the ticket).
@@ -214,32 +262,41 @@ constexpr size_t kTicketBytes = 16;
 // Rows each thread of the id kernels has in flight at once.
 constexpr int kRowsPerPass = 4;
 
-// The id of one row of pos; ok: whether the grid is good. kD > 0: D known when compiling (the
-// loop unrolls), 0: D as given.
+// The id of one row of pos (a problem of the row is recorded); ok: whether the grid is good.
+// kD > 0: D known when compiling (the loop unrolls), 0: D as given.
 template <int kD, class T>
 __device__ __forceinline__ int64_t voxel_id(const T* __restrict__ row, int64_t D, const GridShared<T>& g,
-                                            bool ok) {
+                                            bool ok, const KernelChecks& checks) {
   const int64_t dims = kD > 0 ? kD : D;
-  uint64_t id = 0;
+  int64_t id = 0;
+  bool fits = true, finite = true;
 #pragma unroll
   for (int64_t d = 0; d < dims; ++d) {
-    uint64_t cell = 0;
-    ok = truncate_to_int64((row[d] - g.origin[d]) / g.size[d], &cell) && ok;
-    id += cell * g.stride[d];
+    const T v = row[d];
+    int64_t cell = 0;
+    if (truncate_to_int64((v - g.origin[d]) / g.size[d], &cell)) {
+      fits = add_cell(cell, g.stride[d], &id) && fits;
+    } else {
+      finite = finite && isfinite(v);
+      fits = false;
+    }
   }
-  return ok ? static_cast<int64_t>(id) : kPoisonIndex;
+  if (ok && !fits)  // (a bad grid was recorded once per block)
+    report_grid(checks, grid_code(CheckedArg::Pos, finite ? Problem::Overflow : Problem::NotFinite));
+  return ok && fits ? id : kPoisonIndex;
 }
 
 // out[i] for the rows first, first + step, ... in [begin, end), kRowsPerPass of them in flight.
 template <int kD, class T>
 __device__ void write_ids(const T* __restrict__ pos, int64_t D, const GridShared<T>& g, bool ok,
-                          int64_t begin, int64_t end, int64_t first, int64_t step, int64_t* out) {
+                          const KernelChecks& checks, int64_t begin, int64_t end, int64_t first, int64_t step,
+                          int64_t* out) {
   for (int64_t base = first; base < end; base += kRowsPerPass * step) {
     int64_t ids[kRowsPerPass];
 #pragma unroll
     for (int r = 0; r < kRowsPerPass; ++r) {
       const int64_t i = base + r * step;
-      ids[r] = i < end ? voxel_id<kD>(pos + i * D, D, g, ok) : 0;
+      ids[r] = i < end ? voxel_id<kD>(pos + i * D, D, g, ok, checks) : 0;
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerPass; ++r) {
@@ -257,15 +314,16 @@ template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     grid_ids_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
                     const T* __restrict__ start, const T* __restrict__ end, const T* part_lo,
-                    const T* part_hi, int64_t parts, unsigned int* ticket, int64_t reserved, int64_t* out) {
+                    const T* part_hi, int64_t parts, unsigned int* ticket, int64_t reserved, int64_t* out,
+                    KernelChecks checks) {
   const GridShared<T> g(D);
   __shared__ bool last_s;
   if (start == nullptr || end == nullptr) merge_partials(g, part_lo, part_hi, parts, D);
-  const bool ok = derive_grid(g, size, start, end, D, ticket, &last_s);
+  const bool ok = derive_grid(g, size, start, end, D, checks, ticket, &last_s);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  write_ids<kD>(pos, D, g, ok, reserved, N, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, step,
-                out);
-  if (last_s) write_ids<kD>(pos, D, g, ok, 0, reserved, threadIdx.x, blockDim.x, out);
+  write_ids<kD>(pos, D, g, ok, checks, reserved, N,
+                static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, step, out);
+  if (last_s) write_ids<kD>(pos, D, g, ok, checks, 0, reserved, threadIdx.x, blockDim.x, out);
 }
 
 // Bounds and ids in one cooperative launch (D <= kFusedMaxDims, all blocks co-resident): each
@@ -277,8 +335,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int kD, class T>
 __global__ void __launch_bounds__(kThreads)
     grid_fused_kernel(const T* __restrict__ pos, int64_t N, int64_t D, const T* __restrict__ size,
-                      const T* __restrict__ start, const T* __restrict__ end, int64_t reserved,
-                      int64_t* out) {
+                      const T* __restrict__ start, const T* __restrict__ end, int64_t reserved, int64_t* out,
+                      KernelChecks checks) {
   const GridShared<T> g(D);
   unsigned int* ticket = reinterpret_cast<unsigned int*>(out);
   T* part_lo = reinterpret_cast<T*>(reinterpret_cast<char*>(out) + kTicketBytes);
@@ -288,16 +346,16 @@ __global__ void __launch_bounds__(kThreads)
   cooperative_groups::this_grid().sync();
   merge_partials(g, part_lo, part_hi, gridDim.x, D);
   __shared__ bool unused;
-  const bool ok = derive_grid(g, size, start, end, D, ticket, &unused);
+  const bool ok = derive_grid(g, size, start, end, D, checks, ticket, &unused);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  write_ids<kD>(pos, D, g, ok, reserved, N, first, step, out);
+  write_ids<kD>(pos, D, g, ok, checks, reserved, N, first, step, out);
   if (static_cast<int64_t>(blockIdx.x) * blockDim.x >= reserved) return;  // no reserved rows here
   if (threadIdx.x == 0) {
     while (atomicAdd(ticket, 0u) < gridDim.x) __nanosleep(64);
   }
   __syncthreads();
-  write_ids<kD>(pos, D, g, ok, 0, reserved < N ? reserved : N, first, step, out);
+  write_ids<kD>(pos, D, g, ok, checks, 0, reserved < N ? reserved : N, first, step, out);
 }
 
 // How the bounds are found (CudaPlan::path).
@@ -349,7 +407,8 @@ void plan_two_kernels(int64_t N, int64_t D, size_t elem, int64_t max_parts, Cuda
 
 template <int kD, class T>
 Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                          int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
+                          int64_t N, int64_t D, int64_t* out, void* workspace, KernelChecks checks,
+                          cudaStream_t s) {
   const int64_t parts = plan.shape[1];
   T* part_lo = nullptr;
   T* part_hi = nullptr;
@@ -365,7 +424,7 @@ Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, con
   }
   grid_ids_kernel<kD, T>
       <<<static_cast<unsigned int>(plan.shape[0]), kThreads, grid_ids_smem_bytes<T>(D), s>>>(
-          pos, N, D, size, start, end, part_lo, part_hi, parts, ticket, plan.shape[3], out);
+          pos, N, D, size, start, end, part_lo, part_hi, parts, ticket, plan.shape[3], out, checks);
   return launch_status();
 }
 
@@ -374,9 +433,9 @@ Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, con
 // grid). The planner left room in the ids for the two kernels' partials, so no workspace.
 template <int kD, class T>
 Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                    int64_t N, int64_t D, int64_t* out, cudaStream_t s) {
+                    int64_t N, int64_t D, int64_t* out, KernelChecks checks, cudaStream_t s) {
   int64_t reserved = plan.shape[3];
-  void* args[] = {&pos, &N, &D, &size, &start, &end, &reserved, &out};
+  void* args[] = {&pos, &N, &D, &size, &start, &end, &reserved, &out, &checks};
   const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_fused_kernel<kD, T>),
                                                       dim3(static_cast<unsigned int>(plan.shape[0])),
                                                       dim3(kThreads), args, grid_ids_smem_bytes<T>(D), s);
@@ -392,21 +451,23 @@ Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* 
   const int64_t most = 4 * int64_t{current_device_sm_count()};
   plan_two_kernels(N, D, sizeof(T), fit < most ? fit : most, &fallback);
   if (fallback.path != kPartialsInIds) return "grid_cluster: the cooperative launch was refused";
-  return launch_two_kernels<kD>(fallback, pos, size, start, end, N, D, out, nullptr, s);
+  return launch_two_kernels<kD>(fallback, pos, size, start, end, N, D, out, nullptr, checks, s);
 }
 
 template <int kD, class T>
 Status launch_grid_path(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                        int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
-  if (plan.path == kFused) return launch_fused<kD>(plan, pos, size, start, end, N, D, out, s);
-  return launch_two_kernels<kD>(plan, pos, size, start, end, N, D, out, workspace, s);
+                        int64_t N, int64_t D, int64_t* out, void* workspace, KernelChecks checks,
+                        cudaStream_t s) {
+  if (plan.path == kFused) return launch_fused<kD>(plan, pos, size, start, end, N, D, out, checks, s);
+  return launch_two_kernels<kD>(plan, pos, size, start, end, N, D, out, workspace, checks, s);
 }
 
 template <class T>
 Status launch_grid_cluster(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                           int64_t N, int64_t D, int64_t* out, void* workspace, cudaStream_t s) {
-  if (D == 3) return launch_grid_path<3>(plan, pos, size, start, end, N, D, out, workspace, s);
-  return launch_grid_path<0>(plan, pos, size, start, end, N, D, out, workspace, s);
+                           int64_t N, int64_t D, int64_t* out, void* workspace, KernelChecks checks,
+                           cudaStream_t s) {
+  if (D == 3) return launch_grid_path<3>(plan, pos, size, start, end, N, D, out, workspace, checks, s);
+  return launch_grid_path<0>(plan, pos, size, start, end, N, D, out, workspace, checks, s);
 }
 
 // Blocks of grid_fused_kernel that can be resident at once on the current device (0: none, or
@@ -479,21 +540,29 @@ CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds
 }
 
 Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
-                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace, void* stream) {
+                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace,
+                         const InKernelChecks* checks, void* stream) {
   if (N <= 0) return nullptr;
   if (D > kGridClusterMaxCudaDims) return "grid_cluster on CUDA takes at most 1024 dimensions";
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const KernelChecks recording = KernelChecks::from(checks);
   switch (dt) {
     case Dtype::Float32:
       return launch_grid_cluster(plan, static_cast<const float*>(pos), static_cast<const float*>(size),
                                  static_cast<const float*>(start), static_cast<const float*>(end), N, D, out,
-                                 workspace, s);
+                                 workspace, recording, s);
     case Dtype::Float64:
       return launch_grid_cluster(plan, static_cast<const double*>(pos), static_cast<const double*>(size),
                                  static_cast<const double*>(start), static_cast<const double*>(end), N, D,
-                                 out, workspace, s);
+                                 out, workspace, recording, s);
     default: return "grid_cluster takes float32 or float64 on CUDA";
   }
+}
+
+// kernels.h's declaration (no recording: the binding calls the overload above).
+Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
+                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace, void* stream) {
+  return grid_cluster_cuda(plan, dt, pos, size, start, end, N, D, out, workspace, nullptr, stream);
 }
 
 }  // namespace pointops

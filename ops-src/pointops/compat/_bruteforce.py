@@ -5,7 +5,9 @@ Brute force over packed clouds (row pointers as in pointops.packed), chunked ove
 that one chunk holds about _CHUNK_ELEMENTS candidate coordinates. Results follow the kernels'
 order: ascending distance, equal distances by ascending row. Missing slots are -1 / +inf.
 Distances are computed as sum_d f(x_d - y_d) (never the |x|^2 + |y|^2 - 2xy expansion, which
-cancels), so they are the exact per-pair values of the input dtype.
+cancels), so they are the exact per-pair values of the input dtype. The cosine distance is
+1 - u.v of the rows scaled to unit length; a zero row stays zero, so its cosine distance to every
+row is 1 (similarity 0), and its neighbours are the first rows of its cloud in index order.
 """
 
 from __future__ import annotations
@@ -20,22 +22,32 @@ _CHUNK_ELEMENTS = 1 << 24
 METRICS = ("l2", "l1", "cosine")
 
 
+def unit_rows(t: Tensor) -> Tensor:
+    """The rows of t [n, D] scaled to unit length (zero rows stay zero). Each row is divided by
+    its largest magnitude first, so that the norm neither overflows nor underflows."""
+    scale = t.abs().amax(1, keepdim=True) if t.shape[1] else t.new_zeros(t.shape[0], 1)
+    t = t / torch.where(scale > 0, scale, 1)
+    norm = t.norm(dim=1, keepdim=True)
+    return t / torch.where(norm > 0, norm, 1)
+
+
 def pair_distances(query: Tensor, cand: Tensor, metric: str) -> Tensor:
-    """query [m, D], cand [m, L, D] -> [m, L]: squared L2, L1 or cosine distance (1 - cos)."""
+    """query [m, D], cand [m, L, D] -> [m, L]: squared L2, L1 or cosine distance 1 - u.v (for
+    "cosine" the rows must already be unit_rows)."""
     if metric == "l2":
         diff = cand - query[:, None, :]
         return (diff * diff).sum(-1)
     if metric == "l1":
         return (cand - query[:, None, :]).abs().sum(-1)
-    dot = (cand * query[:, None, :]).sum(-1)
-    norms = cand.norm(dim=-1) * query.norm(dim=-1)[:, None]
-    return 1 - dot / norms
+    return 1 - (cand * query[:, None, :]).sum(-1)
 
 
 def smallest_k(dist: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k smallest entries of each row of dist [m, L] in (value, column) order: (values [m, k],
-    columns [m, k]). Exact for ties: equal values keep the lower column."""
+    columns [m, k]). Exact for ties: equal values keep the lower column; NaN counts as +inf, so
+    the k columns are always distinct."""
     m, L = dist.shape
+    dist = dist.nan_to_num(nan=float("inf"), posinf=float("inf"), neginf=float("-inf"))
     kth = torch.topk(dist, k, dim=1, largest=False).values[:, -1:]
     below = dist < kth
     at = dist == kth
@@ -79,6 +91,8 @@ def knn(x: Tensor, ptr_x: Tensor, y: Tensor, ptr_y: Tensor, k: int, metric: str 
     """The k nearest rows of x (same cloud) of each row of y: (dist [M, k], idx [M, k] int64),
     dist squared for "l2". x [N, D], y [M, D] with the same D."""
     M = y.shape[0]
+    if metric == "cosine":
+        x, y = unit_rows(x), unit_rows(y)
     dist = y.new_full((M, k), float("inf"))
     idx = torch.full((M, k), -1, dtype=torch.int64, device=y.device)
     for q0, q1, starts, lengths, L in _chunks(ptr_x, ptr_y, M, x.shape[1]):
@@ -97,17 +111,20 @@ def radius(
     ptr_x: Tensor,
     y: Tensor,
     ptr_y: Tensor,
-    r2: Tensor,
+    r2: float,
     max_neighbors: int,
     ignore_same_index: bool,
 ) -> tuple[Tensor, Tensor]:
-    """The first max_neighbors rows of x (ascending) with squared distance < r2 of each row of y:
-    (query rows, x rows) of every pair, ordered by query row then x row."""
+    """The first max_neighbors rows of x (ascending) with squared distance < r2 of each row of y
+    (r2 = inf: every row of the cloud, whatever the distance): (query rows, x rows) of every
+    pair, ordered by query row then x row."""
     M = y.shape[0]
     out_q, out_x = [], []
     for q0, q1, starts, lengths, L in _chunks(ptr_x, ptr_y, M, x.shape[1]):
         rows, valid = _candidates(x, starts, lengths, L)
-        hit = valid & (pair_distances(y[q0:q1], x[rows], "l2") < r2)
+        hit = valid
+        if r2 != float("inf"):
+            hit = hit & (pair_distances(y[q0:q1], x[rows], "l2") < r2)
         if ignore_same_index:
             hit &= rows != torch.arange(q0, q1, device=y.device)[:, None]
         hit &= hit.cumsum(1) <= max_neighbors
