@@ -470,6 +470,20 @@ def test_batch_size_above_the_ids_adds_empty_clouds(device, mode):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_strided_points_and_batch_vectors(device, mode):
+    wide, batch2 = two_clouds(5, 6, 6, seed=17, device=device, dtype=torch.float32)
+    x = wide[:, ::2]
+    batch = torch.stack([batch2, batch2], 1)[:, 0]
+    assert not x.is_contiguous() and not batch.is_contiguous()
+    dense, dense_batch = x.contiguous(), batch.contiguous()
+    assert edges(api("knn", mode)(x, x, 3, batch, batch)) == ref_knn(
+        dense, dense, 3, dense_batch, dense_batch
+    )
+    assert torch.equal(api("fps", mode)(x, batch, 0.5, False), tc.fps(dense, dense_batch, 0.5, False))
+    assert torch.equal(api("grid_cluster", mode)(x, torch.ones(3)), tc.grid_cluster(dense, torch.ones(3)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_batch_vectors_of_the_wrong_length_or_missing(device, mode):
     x, batch = two_clouds(5, 5, 3, seed=9, device=device, dtype=torch.float32)
     with raises(mode, ValueError, match=r"pointops: batch_x must have one entry per row \(10\), got 4"):

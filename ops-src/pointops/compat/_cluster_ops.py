@@ -149,6 +149,7 @@ def ptr_from_batch(batch: Tensor, rows: int, batch_size: int | None, name: str) 
         raise ValueError(f"pointops: {name} must have one entry per row ({rows}), got {batch.numel()}")
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"pointops: batch_size must be >= 1 (or None), got {batch_size}")
+    batch = batch.contiguous()  # (searchsorted warns about a strided one)
     if batch_size is not None and batch.is_cuda and batch_size <= rows:
         return packed.ptr_from_batch(batch, batch_size, name)
     ptr = packed.ptr_from_batch(batch, None, name)

@@ -336,6 +336,11 @@ def _grid_dtype(pos: Tensor) -> torch.dtype:
     return torch.float32 if pos.is_floating_point() else torch.float64
 
 
+@torch.jit.unused
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
 def _grid_vector(t: Tensor, name: str, dims: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """size / start / end: one real value per dimension, in the computation's dtype, on its
     device. A CPU tensor (typically made in Python) for a GPU computation is checked here, where
@@ -347,7 +352,7 @@ def _grid_vector(t: Tensor, name: str, dims: int, dtype: torch.dtype, device: to
     t = t.reshape(-1).to(dtype)
     if t.device == device:
         return t
-    if t.is_cpu:
+    if t.is_cpu and (torch.jit.is_scripting() or not _compiling()):  # (torch.compile: values unknown)
         bad = ~torch.isfinite(t)
         if name == "size":
             bad = bad | (t <= 0)
