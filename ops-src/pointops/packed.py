@@ -72,8 +72,8 @@ def _row_pointer_vector(ptr, name: str) -> Tensor:
 
 def _reads_values(t: Tensor) -> bool:
     """Whether the converters check values at once: on CPU, where reading them costs nothing
-    (not while torch.compile traces, where values are unknown)."""
-    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+    (not while torch.compile or torch.jit.trace traces, where values are not fixed)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling() and not torch.jit.is_tracing()
 
 
 def _first_decrease(values: Tensor) -> int | None:
@@ -227,7 +227,7 @@ def batch_from_ptr(ptr: Tensor, total: int | None = None, name: str = "ptr") -> 
     batch[0] = -1, and rows past ptr[-1] get the id B; ptr_from_batch(batch, num_clouds=B)
     and the ops refuse both (memory safe either way: rows are found by binary search)."""
     ptr = _row_pointer_vector(ptr, name)
-    symbolic = isinstance(total, torch.SymInt)
+    symbolic = isinstance(total, (torch.SymInt, Tensor))  # a size while compiling or tracing
     if (
         total is not None
         and not symbolic
