@@ -15,6 +15,13 @@ squared distances, a missing neighbour (fewer than 3 points) is index 0 at dista
 gradient functions add into the given (zeroed) gradient tensor. Differences: no skipped bounds
 checks (index values are checked), deterministic gradient sums, and `temp` (FPS scratch) is
 left untouched.
+
+Bad input raises TypeError/ValueError naming the function and the argument. Out-parameters must
+have exactly the expected shape, int32 (indices) or the inputs' float dtype, the inputs' device,
+no two elements at one address and no memory shared with an input; non-contiguous ones are
+written in place, without autograd (as the compiled original writes raw memory). The ball query
+radius is a number >= 0 for every dtype; one whose float32 square overflows, inf included,
+takes every point (openpoints' r^2 is then inf).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ Deliberate differences (pointnet2_ops behaviour we do not reproduce):
 - three_interpolate has a real gradient w.r.t. the weights (pointnet2_ops returns zeros).
 - CPU tensors and float64 work; CUDA also takes float16/bfloat16.
 - Backward passes are deterministic (no float atomics).
+- Bad input raises TypeError/ValueError naming pointnet2_ops' argument. radius: a number >= 0 for
+  every dtype (one whose square overflows, inf included, takes every point, as pointnet2_ops'
+  r^2 = inf does); npoint / nsample: ints >= 0, 0 giving an empty result. An empty ball in a
+  cloud with no points groups zeros.
 - On CUDA, QueryAndGroup and GroupAll return their [B, C, npoint, nsample] groups in
   channels_last memory (same values and shape; `.contiguous()` gives pointnet2_ops' layout).
   Their consumer, a shared MLP of 1x1 convolutions and batch norms, runs on that layout without
