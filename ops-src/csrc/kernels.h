@@ -244,16 +244,18 @@ Status synchronize_stream(void* stream);
 // like torch.min / torch.max. In pos's dtype, with trunc toward zero to int64:
 //   cells[d] = trunc((end[d] - start[d]) / size[d]) + 1,  stride[0] = 1,
 //   stride[d] = stride[d-1] * cells[d-1],  out[i] = sum_d trunc((pos[i,d] - start[d]) / size[d]) * stride[d]
-// with int64 products and sums wrapping as torch's do. Bad values (size not finite and > 0,
-// non-finite start/end, a quotient outside the int64 range): the CPU kernel returns an error, the
-// CUDA kernels (which never synchronize) write kPoisonIndex for every point they affect.
+// computed exactly in int64. Bad values (size not finite and > 0, non-finite start/end/pos, end
+// below start, more cells than int64 ids can number, a point whose id does not fit in int64):
+// the CPU kernel returns an error; the CUDA kernels (which never synchronize) record the problem
+// where `checks` says (null: nowhere) and write kPoisonIndex for every point they affect.
 // On CUDA, D is at most kGridClusterMaxCudaDims (the grid's parameters live in shared memory).
 constexpr int64_t kGridClusterMaxCudaDims = 1024;
 Status grid_cluster_cpu(Dtype dt, const void* pos, const void* size, const void* start, const void* end,
                         int64_t N, int64_t D, int64_t* out);
 CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds);
 Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
-                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace, void* stream);
+                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace,
+                         const InKernelChecks* checks, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // What the CUDA part of this binary was built with (filled in by csrc/cuda/build_info.cu from

@@ -13,13 +13,6 @@
 
 namespace pointops {
 
-#ifdef POINTOPS_WITH_CUDA
-// grid_cluster_cuda of kernels.h, recording what it finds where `checks` says (null: nowhere).
-Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
-                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace,
-                         const InKernelChecks* checks, void* stream);
-#endif
-
 namespace binding {
 namespace {
 

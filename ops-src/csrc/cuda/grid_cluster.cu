@@ -559,10 +559,4 @@ Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const 
   }
 }
 
-// kernels.h's declaration (no recording: the binding calls the overload above).
-Status grid_cluster_cuda(const CudaPlan& plan, Dtype dt, const void* pos, const void* size, const void* start,
-                         const void* end, int64_t N, int64_t D, int64_t* out, void* workspace, void* stream) {
-  return grid_cluster_cuda(plan, dt, pos, size, start, end, N, D, out, workspace, nullptr, stream);
-}
-
 }  // namespace pointops
