@@ -77,9 +77,14 @@ else:
         """A size argument (b, n, m, c, npoints, nsample): an int >= 0."""
         if torch.compiler.is_compiling():
             return value  # symbolic under dynamic=True; the shape checks compare it to the tensors
-        if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise TypeError(f"{_where(function)}: {name} must be an int, got {type(value).__name__}")
-        value = operator.index(value)
+        try:  # ints, numpy ints, and the 0-d int tensors that sizes are under torch.jit.trace
+            if isinstance(value, bool):
+                raise TypeError
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(
+                f"{_where(function)}: {name} must be an int, got {type(value).__name__}"
+            ) from None
         if value < 0:
             raise ValueError(f"{_where(function)}: {name} must be >= 0, got {value}")
         return value

@@ -552,6 +552,7 @@ def test_size_arguments_must_be_ints_at_least_zero_and_match_the_tensors(fn):
             (True, TypeError, f"{name} must be an int, got bool"),
             ("2", TypeError, f"{name} must be an int, got str"),
             (None, TypeError, f"{name} must be an int, got NoneType"),
+            (torch.tensor(2.0), TypeError, f"{name} must be an int, got Tensor"),
             (args[name] + 1, ValueError, "must have shape"),
         ]:
             args[name] = bad
