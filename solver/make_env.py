@@ -85,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--explicit", metavar="FILE", help="also write a CEP 23 explicit file (needs a solve)"
     )
     parser.add_argument("--lock", metavar="FILE", help="also write a rattler lock file (needs a solve)")
+    from solver import create
+
+    create.add_arguments(parser)  # --create PREFIX, --force
 
 
 class _Notes:
@@ -231,6 +234,10 @@ def make_env(args) -> int:
     from solver.target import build_target, check_overrides
 
     check_flags(args)
+    if args.create is not None or args.force:
+        from solver.create import check_flags as check_create_flags
+
+        check_create_flags(args)
     read_overrides(os.environ)  # a malformed CONDA_OVERRIDE_* is a usage error, here and everywhere
     refuse_foreign_project_files(args)
     notes = _Notes(args.quiet)
@@ -267,6 +274,10 @@ def make_env(args) -> int:
             _print_json(json_document(outcome))
         raise
 
+    if args.create is not None:
+        from solver.create import create_environment
+
+        return create_environment(args, outcome, notes)
     plan = outcome.plan
     if outcome.solution is None and (args.explicit is not None or args.lock is not None):
         raise SolverError(
