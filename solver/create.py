@@ -374,6 +374,7 @@ def _install(staging: Path, prefix: Path, outcome, cache_dirs: list[str], progre
 def _check(staging: Path, prefix: Path, outcome, extras: list[str]) -> list[str]:
     """Run solver/create_check.py with the new environment's python; the lines of what passed, or
     a SolverError naming what failed."""
+    from solver.create_check import MARKER
     from solver.create_run import run_child
 
     python = python_of(staging)
@@ -388,10 +389,8 @@ def _check(staging: Path, prefix: Path, outcome, extras: list[str]) -> list[str]
     results: list[dict] = []
 
     def on_line(line: str) -> None:
-        try:
-            results.append(json.loads(line))
-        except ValueError:
-            pass  # a package printing on stdout while imported
+        if line.startswith(MARKER):  # other lines: what the imported packages print
+            results.append(json.loads(line[len(MARKER) :]))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     cmd = [str(python), "-I", "-B", str(script), json.dumps(request)]
@@ -401,8 +400,8 @@ def _check(staging: Path, prefix: Path, outcome, extras: list[str]) -> list[str]
         raise SolverError(
             f"the new environment failed its check: {'; '.join(r['detail'] for r in failed)}; it was "
             f"removed, nothing was left at {prefix}",
-            "run `solver doctor` in an environment made from the same env.yml for the fix, or report "
-            "it with the command line used",
+            "run `solver doctor` to check this machine's driver and GPU, or report it with the "
+            "command line used",
         )
     if not results or results[-1].get("check") != "done":
         last = results[-1]["detail"] if results else "before its first check"

@@ -4,8 +4,9 @@ and what the environment holds) before `solver make-env --create` calls the envi
     python -I -B create_check.py '{"gpu": false, "extras": [{"package": "mmcv", "module": "mmcv.ops",
                                    "op": "mmcv.ops.nms(...)"}]}'
 
-Prints one JSON object per line: {"check": "python" | "torch" | "gpu" | "pointops" | <package>,
-"ok": bool, "detail": str}, then {"check": "done"}. A check whose prerequisite failed is not run.
+Prints one line per check, MARKER and a JSON object: {"check": "python" | "torch" | "gpu" |
+"pointops" | <package>, "ok": bool, "detail": str}, then {"check": "done"} (the marker keeps what
+the imported packages print apart). A check whose prerequisite failed is not run.
 Each line is flushed as soon as it is known, so when the child dies (a crashing extension) the
 parent still has the lines before it.
 """
@@ -14,9 +15,11 @@ import json
 import platform
 import sys
 
+MARKER = "solver-create-check: "
+
 
 def report(check, ok, detail):
-    sys.stdout.write(json.dumps({"check": check, "ok": bool(ok), "detail": str(detail)}) + "\n")
+    sys.stdout.write(MARKER + json.dumps({"check": check, "ok": bool(ok), "detail": str(detail)}) + "\n")
     sys.stdout.flush()
 
 
@@ -103,7 +106,7 @@ def main(request):
         check_pointops(torch, device)
         for extra in request.get("extras", []):
             check_extra(torch, device, extra)
-    sys.stdout.write(json.dumps({"check": "done"}) + "\n")
+    sys.stdout.write(MARKER + json.dumps({"check": "done"}) + "\n")
     sys.stdout.flush()
 
 

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,6 +34,7 @@ from recipe_stub_channels import index  # noqa: E402
 
 from solver import create  # noqa: E402
 from solver.create_install import describe_install_failure  # noqa: E402
+from solver.errors import SolverError  # noqa: E402
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 ON_LINUX_64 = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
@@ -540,8 +542,6 @@ def test_install_failures_become_one_line_with_the_fix():
 
 
 def test_with_packages_are_read_from_their_specs():
-    from types import SimpleNamespace
-
     args = SimpleNamespace(**{"with": ["mmcv<2.2", "conda-forge::timm >=1", "mmcv"]})
     assert create.with_packages(args) == ["mmcv", "timm"]
     assert create.with_packages(SimpleNamespace()) == []
@@ -559,7 +559,8 @@ def _run_check(tmp_path: Path, torch_stub: str, request: dict) -> list[dict]:
         [sys.executable, "-B", str(script), json.dumps(request)],
         capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path / "stub")},
     )  # fmt: skip
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    marker = "solver-create-check: "
+    return [json.loads(line[len(marker) :]) for line in done.stdout.splitlines() if line.startswith(marker)]
 
 
 _TORCH_STUB = """
@@ -596,3 +597,46 @@ def test_check_reports_a_torch_that_does_not_import(tmp_path):
     results = _run_check(tmp_path, "raise OSError('libtorch_cpu.so: cannot open shared object file')", {})
     torch = next(r for r in results if r["check"] == "torch")
     assert torch["ok"] is False and "OSError: libtorch_cpu.so" in torch["detail"]
+
+
+def _venv_prefix(root: Path, modules: dict[str, str]) -> Path:
+    """A prefix whose python is this interpreter (venv-style) and whose site-packages holds
+    `modules` ({name: source}), as the check sees a new environment."""
+    base = Path(sys._base_executable)
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").symlink_to(base)
+    (root / "pyvenv.cfg").write_text(f"home = {base.parent}\ninclude-system-site-packages = false\n")
+    site = root / "lib" / f"python{PY}" / "site-packages"
+    site.mkdir(parents=True)
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(source)
+    return root
+
+
+_CPU_OUTCOME = SimpleNamespace(plan=SimpleNamespace(target=SimpleNamespace(has_gpu=False, source="flags")))
+_POINTOPS_STUB = "def furthest_point_sample(xyz, k):\n    return xyz\n__version__ = 'stub'\n"
+_TORCH_PRINTS = (
+    "print('1'); print('{\"check\": 1}'); print('[]')\n"
+    + _TORCH_STUB.format(cuda=None, available=False)
+    + "def tensor(data, device=None):\n    return Rows(data)\nclass Rows(list):\n    def cpu(self):\n        return self\n    def tolist(self):\n        return [[0, 3]]\n"
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a venv-style prefix with bin/python")
+def test_check_ignores_what_packages_print_and_names_the_crash(tmp_path):
+    from solver.create import _check
+
+    prefix = _venv_prefix(tmp_path / "ok", {"torch": _TORCH_PRINTS, "pointops": _POINTOPS_STUB})
+    passed = _check(prefix, tmp_path / "final", _CPU_OUTCOME, [])
+    assert passed[-1] == "pointops stub ran furthest_point_sample on cpu"
+
+    crashing = {
+        "torch": _TORCH_PRINTS,
+        "pointops": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    }
+    prefix = _venv_prefix(tmp_path / "crash", crashing)
+    with pytest.raises(SolverError) as caught:
+        _check(prefix, tmp_path / "final", _CPU_OUTCOME, [])
+    message = caught.value.one_line()
+    assert "python stopped (signal 11 (SIGSEGV)) after: torch 2.13.0 (CUDA none) imports" in message
+    assert f"nothing was left at {tmp_path / 'final'}" in message
