@@ -12,6 +12,11 @@ CONDA_OVERRIDE_CUDA_ARCH replaces the compute capability; a malformed value is r
     info = detect()                   # -> Detection (a plain dataclass), never raises
     parse_nvidia_smi_csv(text)        # -> list[GpuInfo] from `--query-gpu ... --format=csv`
     parse_nvidia_smi_cuda(text)       # -> "13.0" from plain `nvidia-smi` or `nvidia-smi -q`
+    is_wsl_kernel(text)               # -> True for /proc/version of a WSL kernel
+
+Under WSL2 the driver is the Windows host's: nvidia-smi prints its Windows number ("Driver
+Version: 537.13" beside "NVIDIA-SMI 535.103"); `Detection.wsl` says so, and the planner compares
+that number with Windows minimums.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class Detection:
     notes: list[str] = field(default_factory=list)  # why a step failed or what was overridden
     problem: str = ""  # the driver is there but broken: "nvidia-smi does not answer ..."
     override_error: str = ""  # a malformed CONDA_OVERRIDE_* (then no override was applied)
+    wsl: bool = False  # Linux under WSL: driver_version is the Windows host driver's number
 
     @property
     def min_compute_capability(self) -> str | None:
@@ -82,6 +88,30 @@ def host_glibc() -> str | None:
         return None
     match = re.search(r"glibc (\d+\.\d+)", text)
     return match.group(1) if match else None
+
+
+# WSL's kernel names itself in /proc/version ("...-microsoft-standard-WSL2 ..."), and WSL mounts the
+# Windows driver's user-mode libraries and nvidia-smi at /usr/lib/wsl/lib.
+PROC_VERSION = "/proc/version"
+WSL_LIB_DIR = "/usr/lib/wsl/lib"
+
+
+def is_wsl_kernel(proc_version: str) -> bool:
+    """Whether /proc/version's text is that of a WSL kernel."""
+    text = proc_version.lower()
+    return "microsoft" in text or "wsl" in text
+
+
+def host_is_wsl() -> bool:
+    """Whether this Linux runs under WSL: nvidia-smi and NVML there report the Windows host's
+    driver, numbered as Windows drivers are (537.13 beside NVIDIA-SMI 535.103)."""
+    try:
+        with open(PROC_VERSION, encoding="utf-8", errors="replace") as handle:
+            if is_wsl_kernel(handle.read(4096)):
+                return True
+    except OSError:
+        pass
+    return os.path.isdir(WSL_LIB_DIR)
 
 
 def _is_version(text: str) -> bool:
@@ -306,6 +336,7 @@ def detect(
     if info.platform.startswith("osx"):
         info.notes.append("macOS has no CUDA driver")
     else:
+        info.wsl = info.platform.startswith("linux") and host_is_wsl()
         found = _from_nvml(nvidia_smi_timeout) if use_nvml else _Failure("NVML not tried")
         if isinstance(found, tuple):
             info.driver_version, info.driver_cuda, info.gpus = found

@@ -220,29 +220,31 @@ def _driver_text(target: Target) -> str:
     return "the driver"
 
 
-def _min_driver_text(minimum: str, os_name: str, gpu: str | None = None) -> str:
-    """'570.26' -> ' (570.26 or later on Linux)'; a bare branch ('615') needs no parenthesis; with
-    `gpu`, the minimum is that GPU's own."""
+def _min_driver_text(minimum: str, os_name: str) -> str:
+    """'570.26' -> ' (570.26 or later on Linux)'; a bare branch ('615') needs no parenthesis."""
     if "." not in minimum:
         return ""
-    own = f": NVIDIA's minimum for the {gpu}" if gpu else ""
-    return f" ({minimum} or later on {os_word(os_name)}{own})"
+    return f" ({minimum} or later on {os_word(os_name)})"
 
 
 def _driver_floor(kb: Knowledge, target: Target) -> DriverFloor | None:
-    """The minimum driver NVIDIA names for the target's GPU product, if it has one (a name given
-    with another compute capability is not that product)."""
-    floor = kb.gpu_driver_floor(target.gpu_name) if target.gpu_name else None
-    if floor is None or kb.gpu_compute_capability(floor.gpu) != target.compute_capability:
+    """The first drivers of the target's GPU product, later than its generation's branch (a name
+    given with another compute capability is not that product; a compute capability alone takes
+    the floor all its products share)."""
+    if not target.compute_capability:
         return None
-    return floor
+    return kb.driver_floor(target.gpu_name, target.compute_capability)
+
+
+def _branch_of(kb: Knowledge, target: Target):
+    return kb.driver_branch(target.driver_version) if target.driver_version else None
 
 
 def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
     """Refuse GPUs the driver does not know yet or no longer supports, and GPUs no CUDA 12+ build targets."""
     cc = target.compute_capability
     arch = kb.architecture(cc) if cc else None
-    floor = _driver_floor(kb, target)
+    os_name = target.driver_os
     if target.driver_version and arch and arch.last_branch:
         branch = kb.driver_branch(target.driver_version)
         if branch and branch.branch > arch.last_branch:
@@ -252,52 +254,16 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
                 f"({arch.last_branch}.xx) driver, or pass --gpu none for a CPU environment."
             )
     if target.driver_cuda is None:
-        minimum = kb.mvc_min_driver(12, target.os)
+        minimum = kb.mvc_min_driver(12, os_name)
         raise PlanError(
             f"driver {target.driver_version} is older than every driver branch the solver knows (R450+); "
-            f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word(target.os)}. "
+            f"pointops' GPU builds need CUDA 12, i.e. driver >= {minimum} on {os_word(os_name)}. "
             "Upgrade the driver, or pass --gpu none for a CPU environment."
         )
-    # A generation first known to CUDA 12.x/13.x needs that release's driver branch; older ones are
-    # driven by any driver new enough for CUDA 12, which the checks below ask for anyway.
-    if (
-        arch
-        and arch.first_cuda
-        and cc
-        and kb.is_compute_capability(cc)
-        and parse_version(arch.first_cuda)[:2] > (12, 0)
-        and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]
-    ):
-        first = kb.first_branch_for_cuda(arch.first_cuda)
-        minimum = kb.cuda_min_driver(arch.first_cuda, target.os)
-        install = first.branch
-        own = floor.minimum(target.os) if floor else None
-        if own is not None:  # the GPU's own minimum replaces the branch's first build
-            minimum, install = own, max(first.branch, kb.driver_branch(own).branch)
-        branch = kb.driver_branch(target.driver_version) if target.driver_version else None
-        which = (
-            f"{_driver_text(target)} (R{branch.branch})"
-            if branch
-            else f"{_driver_text(target)} (CUDA {target.driver_cuda})"
-        )
-        raise PlanError(
-            f"{which} cannot drive {_describe_gpu(kb, target)}: compute capability {cc} first appears in CUDA "
-            f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{install} or "
-            f"newer driver{_min_driver_text(minimum, target.os, floor.gpu if own else None)}, "
-            "or pass --gpu none for a CPU environment."
-        )
-    own = floor.minimum(target.os) if floor else None
-    if (
-        own is not None
-        and target.driver_version
-        and parse_version(target.driver_version) < parse_version(own)
-    ):
-        branch = kb.driver_branch(target.driver_version)
-        raise PlanError(
-            f"driver {target.driver_version} (R{branch.branch}) is too old for {_describe_gpu(kb, target)}: "
-            f"NVIDIA names driver {own} or later for it on {os_word(target.os)} ({floor.source}). Install "
-            f"driver {own} or later, or pass --gpu none for a CPU environment."
-        )
+    floor = _driver_floor(kb, target)
+    if floor is not None:
+        _check_product_drivers(kb, target, floor)
+    _check_generation_branch(kb, target, arch, floor)
     if cc and parse_version(cc) < (5, 0):
         family = arch.family if arch else "This"
         raise PlanError(
@@ -305,6 +271,95 @@ def _check_driver_supports_gpu(kb: Knowledge, target: Target) -> None:
             f"(and driver R{arch.last_branch if arch and arch.last_branch else 470} or older), while pointops' "
             "GPU builds need CUDA 12 or newer. Pass --gpu none for a CPU environment."
         )
+
+
+def _install_text(floor: DriverFloor, os_name: str) -> str:
+    """What to install for a GPU with first drivers of its own: numbers of this OS, or on an OS
+    NVIDIA names none for, the branch of the other OS's first driver."""
+    if floor.minimum(os_name) is not None:
+        return f"driver {floor.advice(os_name)}"
+    other = "windows" if os_name != "windows" else "linux"
+    return (
+        f"an R{floor.first_branch(os_name)} or newer {os_word(os_name)} driver that lists it (NVIDIA names "
+        f"none by number for {os_word(os_name)}; {floor.advice(other)})"
+    )
+
+
+def _branch_reporting(kb: Knowledge, cuda: str | None):
+    """The one driver branch that reports this CUDA version (12.8 -> R570), for a driver known only by
+    the CUDA version it reports; None when no branch reports exactly it."""
+    if not cuda:
+        return None
+    wanted = parse_version(cuda)[:2]
+    return next((b for b in kb.branches if parse_version(b.max_cuda)[:2] == wanted), None)
+
+
+def _check_product_drivers(kb: Knowledge, target: Target, floor: DriverFloor) -> None:
+    """A GPU product driven by later drivers than its generation's first branch (RTX PRO 6000
+    Blackwell Server Edition: 575.57.08; B300: 580.82.07): refuse a driver that does not drive it.
+    A driver known only by the CUDA version it reports is refused when its branch is too old; a
+    build of a branch that drives the product from some build on is left to a warning."""
+    os_name, branch = target.driver_os, _branch_of(kb, target)
+    if branch is not None:
+        runs = floor.runs(target.driver_version, branch.branch, os_name)
+        if runs is None:  # no numbers for this OS: its branch must be that of the other OS's first driver
+            runs = branch.branch >= floor.first_branch(os_name)
+        which = f"driver {target.driver_version} (R{branch.branch})"
+    else:
+        branch = _branch_reporting(kb, target.driver_cuda)
+        runs = branch is None or branch.branch >= floor.first_branch(os_name)
+        which = (
+            f"the driver (it reports CUDA {target.driver_cuda}: an R{branch.branch} driver)" if branch else ""
+        )
+    if runs:
+        return
+    own = [s for s in floor.starts(os_name) if s.branch == branch.branch]
+    verb = "cannot drive" if own and own[0].first is None else "is too old for"
+    own_number = floor.minimum(os_name)
+    listed = (
+        f"NVIDIA's {os_word(os_name)} drivers list it from {own_number} (R{floor.first_branch(os_name)})"
+        if own_number
+        else f"NVIDIA's drivers list it from R{floor.first_branch(os_name)}"
+    )
+    raise PlanError(
+        f"{which} {verb} {_describe_gpu(kb, target)}: {listed}, per {floor.source}. Install "
+        f"{_install_text(floor, os_name)}, or pass --gpu none for a CPU environment."
+    )
+
+
+def _check_generation_branch(kb: Knowledge, target: Target, arch, floor: DriverFloor | None) -> None:
+    """A generation first known to CUDA 12.x/13.x needs that release's driver branch; older ones are
+    driven by any driver new enough for CUDA 12, which the plan asks for anyway. Here the driver is
+    known by the CUDA version it reports (its version may be unknown)."""
+    cc = target.compute_capability
+    if not (
+        arch
+        and arch.first_cuda
+        and cc
+        and kb.is_compute_capability(cc)
+        and parse_version(arch.first_cuda)[:2] > (12, 0)
+        and parse_version(target.driver_cuda)[:2] < parse_version(arch.first_cuda)[:2]
+    ):
+        return
+    first = kb.first_branch_for_cuda(arch.first_cuda)
+    branch = _branch_of(kb, target)
+    which = (
+        f"{_driver_text(target)} (R{branch.branch})"
+        if branch
+        else f"{_driver_text(target)} (CUDA {target.driver_cuda})"
+    )
+    if floor is not None:
+        raise PlanError(
+            f"{which} cannot drive {_describe_gpu(kb, target)}: NVIDIA's drivers list it from "
+            f"R{floor.first_branch(target.driver_os)}, per {floor.source}. Install "
+            f"{_install_text(floor, target.driver_os)}, or pass --gpu none for a CPU environment."
+        )
+    minimum = kb.cuda_min_driver(arch.first_cuda, target.driver_os)
+    raise PlanError(
+        f"{which} cannot drive {_describe_gpu(kb, target)}: compute capability {cc} first appears in CUDA "
+        f"{arch.first_cuda}, and only R{first.branch} and newer drivers know it. Install an R{first.branch} or "
+        f"newer driver{_min_driver_text(minimum, target.driver_os)}, or pass --gpu none for a CPU environment."
+    )
 
 
 def _check_jetson(kb: Knowledge, target: Target) -> JetsonStack:
@@ -480,11 +535,11 @@ def _gpu_plan(
                 )
                 continue
             both_sass = torch_cov == "sass" and ops_cov == "sass"
-            mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, mvc_driver, target.os)
+            mode = kb.driver_runs_cuda(target.driver_cuda, cuda_version, mvc_driver, target.driver_os)
             required = (
-                kb.mvc_min_driver(parse_version(cuda_version)[0], target.os)
+                kb.mvc_min_driver(parse_version(cuda_version)[0], target.driver_os)
                 if both_sass
-                else kb.cuda_min_driver(cuda_version, target.os)
+                else kb.cuda_min_driver(cuda_version, target.driver_os)
             )
             if mode is None:
                 rejections.append(
@@ -499,7 +554,7 @@ def _gpu_plan(
                         "mvc-unknown",
                         f"CUDA {cuda_version} would need minor-version compatibility, which "
                         "needs SASS for the GPU, and its compute capability is unknown",
-                        kb.cuda_min_driver(cuda_version, target.os),
+                        kb.cuda_min_driver(cuda_version, target.driver_os),
                     )
                 )
                 continue
@@ -511,7 +566,7 @@ def _gpu_plan(
                         "mvc-ptx",
                         f"only PTX covers compute capability {cc} in the CUDA {cuda_version} "
                         "builds, and an older driver cannot JIT newer PTX",
-                        kb.cuda_min_driver(cuda_version, target.os),
+                        kb.cuda_min_driver(cuda_version, target.driver_os),
                     )
                 )
                 continue
@@ -680,33 +735,26 @@ def _gpu_result(
 
 
 def _driver_floor_warnings(kb: Knowledge, target: Target) -> list[str]:
-    """A GPU's own minimum driver that could not be checked: none named for Windows, or a driver
-    known only by the CUDA version it reports (a CONDA_OVERRIDE_CUDA or a detection without a version)."""
+    """A GPU's own first drivers that could not be checked: none named for this OS (only the branch
+    was checked), or a driver known only by the CUDA version it reports (a CONDA_OVERRIDE_CUDA or a
+    detection without a version) whose branch drives the product from some build on."""
     floor = _driver_floor(kb, target)
     if floor is None or target.driver_assumed:
         return []
-    own = floor.minimum(target.os)
-    if own is None:
-        named = "; ".join(
-            f"{v} on {os_word(o)}" for o, v in (("linux", floor.linux), ("windows", floor.windows)) if v
-        )
-        first = kb.first_branch_for_cuda(kb.architecture(target.compute_capability).first_cuda)
-        other = "Linux" if target.os == "windows" else "Windows"
+    os_name = target.driver_os
+    if floor.minimum(os_name) is None:
+        other = "windows" if os_name != "windows" else "linux"
         return [
-            f"NVIDIA names a minimum driver for the {floor.gpu} only as {named} ({floor.source}); "
-            f"{os_word(target.os)} drivers of a branch are numbered apart from {other} ones, so only the "
-            f"R{first.branch} branch was checked here"
+            f"NVIDIA's first drivers for the {floor.gpu} are known only on {os_word(other)}: "
+            f"{floor.advice(other)} ({floor.source}); {os_word(os_name)} drivers of a branch are numbered apart "
+            f"from {os_word(other)} ones, so only the R{floor.first_branch(os_name)} branch was checked here"
         ]
-    branch = kb.driver_branch(own)
-    if (
-        target.driver_version is None
-        and target.driver_cuda
-        and parse_version(target.driver_cuda)[:2] <= parse_version(branch.max_cuda)[:2]
-    ):
+    reported = _branch_reporting(kb, target.driver_cuda) if target.driver_version is None else None
+    if reported is not None and any(s.branch == reported.branch for s in floor.starts(os_name)):
         return [
-            f"the driver's version is unknown (it reports CUDA {target.driver_cuda}, an R{branch.branch} "
-            f"driver or older): NVIDIA names driver {own} or later for the {floor.gpu} ({floor.source}); "
-            "check the version nvidia-smi prints"
+            f"the driver's version is unknown (it reports CUDA {target.driver_cuda}, an R{reported.branch} "
+            f"driver): NVIDIA's drivers drive the {floor.gpu} from {floor.advice(os_name)} "
+            f"({floor.source}); check the version nvidia-smi prints"
         ]
     return []
 
@@ -739,7 +787,7 @@ def _explain(
         # Through minor-version compatibility any driver of the major will do: name the major only.
         what = (
             f"CUDA {major}"
-            if need.required_driver == kb.mvc_min_driver(major, target.os)
+            if need.required_driver == kb.mvc_min_driver(major, target.driver_os)
             else f"CUDA {need_cuda}"
         )
         ptx = (
@@ -749,7 +797,7 @@ def _explain(
         )
         return (
             f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}; pointops' GPU builds for this GPU need "
-            f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word(target.os)}. Upgrade the driver, "
+            f"{what}{ptx}, i.e. driver >= {need.required_driver} on {os_word(target.driver_os)}. Upgrade the driver, "
             f"{fix_cpu}"
         )
     arch_blocked = [r for r in rejections if r.kind == "arch"]

@@ -48,10 +48,16 @@ class Target:
     notes: list[str] = field(default_factory=list)
     glibc_assumed: bool = False  # glibc is DEFAULT_GLIBC, not this machine's or an override
     jetson_stack: str | None = None  # Jetson only: the JetPack stack of its driver ("jetpack6", "unified")
+    wsl: bool = False  # Linux under WSL2: the driver is the Windows host's, numbered as Windows drivers are
 
     @property
     def has_gpu(self) -> bool:
         return self.gpu_name is not None
+
+    @property
+    def driver_os(self) -> str:
+        """The OS whose numbering the driver version follows: Windows under WSL2, else the target's."""
+        return "windows" if self.wsl else self.os
 
 
 def virtual_package_strings(target: Target) -> list[str]:
@@ -191,6 +197,7 @@ def build_target(
     target.gpu_name = entry.name if entry else (name or f"sm_{cc.replace('.', '')} GPU")
     target.compute_capability = cc
     _check_jetson_platform(kb, target)
+    _check_only_platform(kb, target)
     _note_arch_override(kb, target, overrides, gpu)
     _set_driver(kb, target, driver)
     if driver is not None:
@@ -310,6 +317,18 @@ def _check_jetson_platform(kb: Knowledge, target: Target) -> None:
         )
 
 
+def _check_only_platform(kb: Knowledge, target: Target) -> None:
+    """GB10, GH200, GB200, GB300 exist only in Arm machines: another platform is no such machine."""
+    only = kb.only_platform(target.gpu_name, target.compute_capability)
+    if only is None or only.only_on == target.platform:
+        return
+    raise TargetError(
+        f"{target.gpu_name} (compute capability {target.compute_capability}) exists only in "
+        f"{only.only_on} machines ({only.only_on_source}), not {target.platform}. Pass --platform {only.only_on}.",
+        exit_code=1,
+    )
+
+
 def _set_jetson_stack(kb: Knowledge, target: Target) -> None:
     """A Jetson's driver belongs to a JetPack stack: name it, and assume the glibc of its OS."""
     module = kb.jetson_module(target.compute_capability) if target.compute_capability else None
@@ -343,6 +362,7 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         )
     os_name = os_of_platform(plan_platform)
     same_machine = plan_platform == info.platform
+    wsl = bool(getattr(info, "wsl", False))
     glibc = None
     if os_name == "linux":
         glibc = _glibc_override() or (info.glibc if same_machine else None) or DEFAULT_GLIBC
@@ -356,6 +376,7 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         driver_cuda=info.driver_cuda,
         source="override" if info.source == "override" else "detected",
         notes=list(info.notes),
+        wsl=wsl,
         glibc_assumed=os_name == "linux"
         and glibc == DEFAULT_GLIBC
         and _glibc_override() is None
@@ -403,8 +424,14 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
             parse_version(target.driver_version)
         except ValueError:
             target.driver_version = None
+    if target.driver_version and wsl:
+        target.notes.append(
+            f"WSL2: driver {target.driver_version} is the Windows host's driver (nvidia-smi inside WSL prints "
+            "its number), so it is compared with NVIDIA's Windows minimums"
+        )
     if target.compute_capability:
         _check_jetson_platform(kb, target)
+        _check_only_platform(kb, target)
         if driver is not None:
             target.driver_cuda = _driver_cuda(kb, driver, target.compute_capability)
         _set_jetson_stack(kb, target)

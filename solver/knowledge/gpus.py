@@ -43,9 +43,9 @@ class BranchStart:
         return parse_version(driver) > parse_version(self.none_through)  # newer builds: not read
 
     def describe(self) -> str:
-        return (
-            f"R{self.branch} from {self.first}" if self.first else f"R{self.branch} after {self.none_through}"
-        )
+        if self.first is not None:
+            return f"R{self.branch} from {self.first}"
+        return f"no R{self.branch} build through {self.none_through}"
 
 
 @dataclass(frozen=True)
@@ -222,17 +222,10 @@ class GpuTable:
         return DriverFloor(names, shared.linux_starts, shared.windows_starts, shared.source)
 
     def only_platform(self, name: str | None, compute_capability: str | None) -> GpuEntry | None:
-        """The entry whose `only_on` holds for this GPU: the named product's, or for a compute
-        capability alone the one every product of it shares (12.1: GB10 machines are Arm)."""
+        """The named product's entry when it exists on one platform only (GB10: linux-aarch64). A
+        compute capability alone is not held to it: a product of it may come on another platform."""
         entry = self.product(name, compute_capability)
-        if entry is not None:
-            return entry if entry.only_on else None
-        if not compute_capability:
-            return None
-        products = self._of_compute_capability(compute_capability)
-        if products and all(e.only_on for e in products) and len({e.only_on for e in products}) == 1:
-            return products[0]
-        return None
+        return entry if entry is not None and entry.only_on else None
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -270,12 +263,18 @@ def _parse_starts(value, drivers: DriverTable, where: str) -> tuple[BranchStart,
     return tuple(starts)
 
 
+def _source(item: dict, sources: dict[str, str], where: str) -> str:
+    """An entry's src: a key of the file's `sources` stands for the citation it names."""
+    src = str(need(item, "src", where))
+    return sources.get(src, src)
+
+
 def _parse_driver_floor(
-    item, name: str, cc: str, arch: Architecture, drivers: DriverTable, where: str
+    item, name: str, cc: str, arch: Architecture, drivers: DriverTable, sources: dict[str, str], where: str
 ) -> DriverFloor:
     """min_driver of a GPU entry: {linux: ..., windows: ..., src: ...}; at least the generation's first branch."""
     where = f"{where}.min_driver"
-    source = str(need(item, "src", where))
+    source = _source(item, sources, where)
     starts = {
         os_name: _parse_starts(item[os_name], drivers, f"{where}.{os_name}") if item.get(os_name) else ()
         for os_name in ("linux", "windows")
@@ -319,17 +318,19 @@ def _parse_architectures(raw: dict, toolkits: dict[str, Toolkit]) -> dict[str, A
     return architectures
 
 
-def _parse_only_on(item, where: str) -> tuple[str | None, str | None]:
+def _parse_only_on(item, sources: dict[str, str], where: str) -> tuple[str | None, str | None]:
     if item is None:
         return None, None
     where = f"{where}.only_on"
     platform = str(need(item, "platform", where))
     if platform not in PLATFORMS:
         raise KnowledgeError(f"{where}: unknown platform {platform!r}")
-    return platform, str(need(item, "src", where))
+    return platform, _source(item, sources, where)
 
 
-def _parse_entry(item, i: int, architectures: dict[str, Architecture], drivers: DriverTable) -> GpuEntry:
+def _parse_entry(
+    item, i: int, architectures: dict[str, Architecture], drivers: DriverTable, sources: dict[str, str]
+) -> GpuEntry:
     where = f"gpus.yaml gpus[{i}]"
     name = str(need(item, "name", where))
     cc = version_str(need(item, "cc", where), where)
@@ -339,19 +340,21 @@ def _parse_entry(item, i: int, architectures: dict[str, Architecture], drivers: 
     if not tokens:
         raise KnowledgeError(f"{where}: {name!r} has no word left to match")
     floor = (
-        _parse_driver_floor(item["min_driver"], name, cc, architectures[cc], drivers, where)
+        _parse_driver_floor(item["min_driver"], name, cc, architectures[cc], drivers, sources, where)
         if item.get("min_driver") is not None
         else None
     )
-    only_on, only_on_source = _parse_only_on(item.get("only_on"), where)
+    only_on, only_on_source = _parse_only_on(item.get("only_on"), sources, where)
     return GpuEntry(name, cc, tokens, floor, only_on, only_on_source)
 
 
 def parse_gpus(raw: dict, toolkits: dict[str, Toolkit], drivers: DriverTable) -> GpuTable:
     """gpus.yaml -> GpuTable; two names that read the same must have one compute capability."""
     architectures = _parse_architectures(raw, toolkits)
+    sources = {str(key): " ".join(str(text).split()) for key, text in (raw.get("sources") or {}).items()}
     entries = [
-        _parse_entry(item, i, architectures, drivers) for i, item in enumerate(need(raw, "gpus", "gpus.yaml"))
+        _parse_entry(item, i, architectures, drivers, sources)
+        for i, item in enumerate(need(raw, "gpus", "gpus.yaml"))
     ]
     seen: dict[str, GpuEntry] = {}
     for entry in entries:

@@ -424,7 +424,7 @@ def test_gpu_own_minimum_driver(kb):
     assert "cloud-native-docs#184" in floor.source
     assert kb.gpu_driver_floor("NVIDIA HGX B200") == floor
     assert kb.driver_branch(floor.linux).branch == kb.first_branch_for_cuda("12.8").branch == 570
-    for other in ("NVIDIA GB200", "NVIDIA B300", "NVIDIA GeForce RTX 5090", "NVIDIA H100", "no such GPU"):
+    for other in ("NVIDIA B100", "NVIDIA H100", "NVIDIA GeForce RTX 4090", "no such GPU"):
         assert kb.gpu_driver_floor(other) is None, other
 
 

@@ -46,7 +46,9 @@ PLANS = [
     ("NVIDIA GeForce RTX 5090", "570.124.06", "linux-64", {}, ("cuda129", "12.9", "mvc", "sass")),
     ("NVIDIA GeForce RTX 5090", "572.61", "win-64", {}, ("cuda128", "12.8", "full", "sass")),
     ("NVIDIA B200", "580.95.05", "linux-64", {}, ("cuda130", "13.0", "full", "sass")),
-    ("NVIDIA B300", "575.57.08", "linux-64", {}, ("cuda129", "12.9", "full", "sass")),
+    # B300's first driver is 580.82.07 (open-gpu-kernel-modules README per release; no R575 lists it)
+    ("NVIDIA B300", "580.82.07", "linux-64", {}, ("cuda130", "13.0", "full", "sass")),
+    ("NVIDIA B300", "575.57.08", "linux-64", {"expect_error": "580.82.07 or later on Linux"}, None),
     ("NVIDIA GB10", "580.95.05", "linux-aarch64", {}, ("cuda130", "13.0", "full", "sass")),
     # flags: a compute capability instead of a name, unknown names with their capability
     ("sm_120", "580.65.06", "linux-64", {}, ("cuda130", "13.0", "full", "sass")),
@@ -200,15 +202,16 @@ def test_never_a_cpu_build_for_a_gpu_target():
                         platform=platform,
                     )
                     plan = make_plan(kb, target)
-                except TargetError:
-                    assert kb.jetson_module(gpu.compute_capability) and platform != "linux-aarch64"
+                except TargetError:  # a Jetson, GB10, GH200 ... elsewhere than on Arm
+                    arm_only = kb.jetson_module(gpu.compute_capability) or gpu.only_on
+                    assert arm_only and platform != "linux-aarch64", (gpu.name, platform)
                     continue
                 except PlanError:
                     continue
                 assert plan.variant.startswith("cuda"), (gpu.name, branch.branch)
                 assert all(not spec.endswith("=cpu*") for spec in plan.specs())
                 mode = kb.driver_runs_cuda(
-                    target.driver_cuda, plan.cuda_version, target.driver_version, target.os
+                    target.driver_cuda, plan.cuda_version, target.driver_version, target.driver_os
                 )
                 assert mode is not None
                 if mode == "mvc":

@@ -57,10 +57,53 @@ PLANS = [
     ("NVIDIA B200", "572.61", "win-64", {}, {}, ("cuda128", "12.8", None, "full", None)),
     # GB200 (also 10.0) has no minimum of its own: R570 from its first build
     ("NVIDIA GB200", "570.124.06", "linux-aarch64", {}, {}, ("cuda129", "12.9", "sbsa", "mvc", None)),
-    # 10.3 needs CUDA 12.9's branch, R575; 575.51.03 is 12.9's own driver
-    ("NVIDIA B300", "575.51.03", "linux-64", {}, {}, ("cuda129", "12.9", None, "full", None)),
+    # B300 and GB10 first appear in R580 drivers (580.82.07, 580.94.13), not in R575 as CUDA 12.9's
+    # arch list suggests (open-gpu-kernel-modules README per release tag)
+    ("NVIDIA B300 SXM6 AC", "580.82.07", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
     # DGX Spark (GB10, 12.1) is linux-aarch64: sbsa builds, arm-variant pinned
-    ("NVIDIA GB10", "575.57.08", "linux-aarch64", {}, {}, ("cuda129", "12.9", "sbsa", "full", None)),
+    ("NVIDIA GB10", "580.94.13", "linux-aarch64", {}, {}, ("cuda130", "13.0", "sbsa", "full", None)),
+    (
+        "NVIDIA GB10",
+        "580.94.13",
+        "linux-aarch64",
+        {"cuda": "12.9"},
+        {},
+        ("cuda129", "12.9", "sbsa", "full", None),
+    ),
+    # Workstation Edition from 570.123.07 (R570); the Server Edition from 575.57.08 (R575, see refusals)
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "570.123.07",
+        "linux-64",
+        {},
+        {},
+        ("cuda129", "12.9", None, "mvc", None),
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "575.57.08",
+        "linux-64",
+        {},
+        {},
+        ("cuda129", "12.9", None, "full", None),
+    ),
+    # RTX PRO 5000 Blackwell: 570.153.02 in R570; R575 from 575.57.08
+    (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "570.153.02",
+        "linux-64",
+        {},
+        {},
+        ("cuda129", "12.9", None, "mvc", None),
+    ),
+    (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "575.57.08",
+        "linux-64",
+        {},
+        {},
+        ("cuda129", "12.9", None, "full", None),
+    ),
     # Rubin 10.7 on R615: SASS 10.0 in the CUDA 13.0 builds runs on 10.7 (same major, desktop GPU)
     ("NVIDIA VR200", "615.71.09", "linux-64", {}, {}, ("cuda130", "13.0", None, "full", None)),
     # R620 reports CUDA 13.5
@@ -178,7 +221,7 @@ REFUSALS = [
         {},
         {},
         1,
-        ["R560", "cannot drive", "CUDA 12.8", "R570", "570.26 or later on Linux"],
+        ["R560", "too old", "570.86.16 or later on Linux"],
     ),
     (
         "NVIDIA GeForce RTX 5090",
@@ -187,12 +230,12 @@ REFUSALS = [
         {},
         {},
         1,
-        ["R565", "R570", "570.65 or later on Windows"],
+        ["R565", "R570", "none by number for Windows", "570.86.16 or later on Linux"],
     ),
     ("NVIDIA GeForce RTX 5070 Ti", "565.57.01", "linux-64", {}, {}, 1, ["R565", "R570"]),
-    ("NVIDIA GeForce RTX 5060", "561.09", "win-64", {}, {}, 1, ["R560", "570.65 or later on Windows"]),
+    ("NVIDIA GeForce RTX 5060", "561.09", "win-64", {}, {}, 1, ["R560", "an R570 or newer Windows driver"]),
     # B200: the generation's refusal names the GPU's own minimum, not R570's first build (570.26)
-    ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "R570", "570.133.20 or later on Linux"]),
+    ("NVIDIA B200", "550.54.15", "linux-64", {}, {}, 1, ["R550", "570.133.20 or later on Linux"]),
     ("NVIDIA B200", "565.57.01", "linux-64", {}, {}, 1, ["R565", "570.133.20 or later on Linux"]),
     # R570 builds before 570.133.20: the first one, and CUDA 12.8.1's own driver
     (
@@ -215,8 +258,9 @@ REFUSALS = [
     ),
     ("NVIDIA HGX B200", "570.124.06", "linux-64", {}, {}, 1, ["570.133.20"]),
     ("NVIDIA B200", "570.124.06", "linux-64", {"cuda": "12.8"}, {}, 1, ["570.133.20"]),
-    # Windows: no B200 number is named, so R565 is told R570's Windows floor
-    ("NVIDIA B200", "566.03", "win-64", {}, {}, 1, ["R565", "570.65 or later on Windows"]),
+    # Windows: no B200 number is named, so R565 is told the branch (570.65, CUDA 12.8's Windows
+    # driver, is not known to drive a B200: it is not named)
+    ("NVIDIA B200", "566.03", "win-64", {}, {}, 1, ["R565", "an R570 or newer Windows driver"]),
     ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "552.22", "win-64", {}, {}, 1, ["R550", "R570"]),
     (
         "NVIDIA B300",
@@ -225,10 +269,109 @@ REFUSALS = [
         {},
         {},
         1,
-        ["R570", "CUDA 12.9", "R575", "575.51.03 or later on Linux"],
+        ["R570", "too old", "580.82.07 or later on Linux"],
     ),
-    ("NVIDIA GB300", "570.148.08", "linux-aarch64", {}, {}, 1, ["R575"]),
-    ("NVIDIA GB10", "570.133.20", "linux-aarch64", {}, {}, 1, ["compute capability 12.1", "R575"]),
+    ("NVIDIA GB300", "570.148.08", "linux-aarch64", {}, {}, 1, ["580.82.07"]),
+    ("NVIDIA GB10", "570.133.20", "linux-aarch64", {}, {}, 1, ["compute capability 12.1", "580.94.13"]),
+    # -- first drivers per product (issue 47; open-gpu-kernel-modules README per release tag) ----------
+    # B300 and GB10 were planned on R575 (CUDA 12.9's branch); no R575 driver lists them
+    ("NVIDIA B300", "575.51.03", "linux-64", {}, {}, 1, ["R575", "too old", "580.82.07 or later on Linux"]),
+    ("NVIDIA B300", "575.57.08", "linux-64", {"cuda": "12.9"}, {}, 1, ["580.82.07"]),
+    (
+        "NVIDIA GB10",
+        "575.57.08",
+        "linux-aarch64",
+        {},
+        {},
+        1,
+        ["580.94.13 or later on Linux", "R590 from 590.48.01"],
+    ),
+    ("NVIDIA GB10", "580.82.07", "linux-aarch64", {}, {}, 1, ["580.94.13"]),
+    ("NVIDIA GB10", "590.44.01", "linux-aarch64", {}, {}, 1, ["R590", "590.48.01"]),
+    # the Server Edition is in no R570 release, while the Workstation Edition (same GB202) is
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "570.195.03",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["R570", "575.57.08 or later on Linux"],
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "572.61",
+        "win-64",
+        {},
+        {},
+        1,
+        ["R575 or newer Windows"],
+    ),
+    # upgrade advice never names a driver that does not drive the product (570.26 / 570.65: CUDA 12.8's)
+    (
+        "NVIDIA GeForce RTX 5090 Laptop GPU",
+        "560.35.03",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["570.123.07 or later on Linux"],
+    ),
+    ("NVIDIA GeForce RTX 5090 Laptop GPU", "570.86.16", "linux-64", {}, {}, 1, ["too old", "570.123.07"]),
+    (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "570.124.06",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["570.153.02", "R575 from 575.57.08"],
+    ),
+    ("NVIDIA RTX PRO 5000 Blackwell", "575.51.03", "linux-64", {}, {}, 1, ["R575", "575.57.08"]),
+    (
+        "NVIDIA GeForce RTX 5060 Laptop GPU",
+        "570.153.02",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["570.158.01 or later on Linux"],
+    ),
+    (
+        "NVIDIA RTX PRO 4000 Blackwell SFF Edition",
+        "575.64.05",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["cannot drive", "no R575"],
+    ),
+    # a driver known only by the CUDA version it reports: 12.8 is an R570 driver
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        None,
+        "linux-64",
+        {},
+        {"CONDA_OVERRIDE_CUDA": "12.8"},
+        1,
+        ["reports CUDA 12.8: an R570 driver", "575.57.08 or later on Linux"],
+    ),
+    # a compute capability alone: every 10.3 product starts at 580.82.07
+    ("10.3", "575.57.08", "linux-64", {}, {}, 1, ["580.82.07"]),
+    # -- Arm-only GPUs on another platform: one line naming the platform (exit 1, as for a Jetson) ------
+    (
+        "NVIDIA GB10",
+        "580.95.05",
+        "linux-64",
+        {},
+        {},
+        1,
+        ["only in linux-aarch64", "--platform linux-aarch64"],
+    ),
+    ("NVIDIA DGX Spark", None, "win-64", {}, {}, 1, ["--platform linux-aarch64"]),
+    ("NVIDIA GH200 480GB", "580.95.05", "linux-64", {}, {}, 1, ["--platform linux-aarch64"]),
+    ("NVIDIA GB200", "580.95.05", "linux-64", {}, {}, 1, ["--platform linux-aarch64"]),
+    ("NVIDIA GB300", None, "linux-64", {}, {}, 1, ["--platform linux-aarch64"]),
     ("NVIDIA VR200", "610.43.02", "linux-64", {}, {}, 1, ["R610", "CUDA 13.4", "R615"]),
     # the driver known only by the CUDA version it reports
     (
@@ -480,7 +623,9 @@ def test_b200_minimum_is_checked_on_a_detected_machine(monkeypatch):
 
 def test_b200_on_windows_warns_that_only_the_branch_was_checked(monkeypatch):
     plan = plan_for(monkeypatch, "NVIDIA B200", "572.61", "win-64")
-    assert any("570.133.20 on Linux" in w and "R570 branch" in w for w in plan.warnings), plan.warnings
+    assert any("570.133.20 or later on Linux" in w and "R570 branch" in w for w in plan.warnings), (
+        plan.warnings
+    )
     linux = plan_for(monkeypatch, "NVIDIA B200", "570.133.20", "linux-64")
     assert not any("570.133.20" in w for w in linux.warnings)
 
@@ -551,3 +696,20 @@ def test_orin_driver_580_or_newer_is_taken_as_jetpack72_and_the_plan_says_so(mon
     assert len(assumed) == 1 and "580 or newer" in assumed[0] and "580.00" in assumed[0]
     thor = plan_for(monkeypatch, "NVIDIA Thor", "580.00", "linux-aarch64")
     assert not any(r.startswith("assumed:") for r in thor.reasons)
+
+
+@pytest.mark.parametrize(
+    "gpu,reported,warned",
+    [
+        ("NVIDIA RTX PRO 5000 Blackwell", "12.8", True),  # R570: from 570.153.02
+        ("NVIDIA RTX PRO 5000 Blackwell", "12.9", True),  # R575: from 575.57.08, not 575.51.03
+        ("NVIDIA RTX PRO 5000 Blackwell", "13.0", False),  # R580: its first build lists it
+        ("NVIDIA GB10", "13.1", True),  # R590: from 590.48.01, not 590.44.01
+    ],
+)
+def test_a_product_driver_known_only_by_its_cuda(monkeypatch, gpu, reported, warned):
+    platform = "linux-aarch64" if "GB10" in gpu else "linux-64"
+    plan = plan_for(monkeypatch, gpu, None, platform, env={"CONDA_OVERRIDE_CUDA": reported})
+    assert any("version is unknown" in w and "nvidia-smi" in w for w in plan.warnings) is warned, (
+        plan.warnings
+    )
