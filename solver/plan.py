@@ -775,7 +775,8 @@ def _explain(
             f"{_driver_text(target)} runs CUDA <= {target.driver_cuda}, so the CUDA "
             f"{cuda_of_variant(unknown[0].variant)} builds need minor-version compatibility, which is safe only "
             "for a GPU with SASS in them, and the GPU's compute capability is unknown. Give it "
-            f"(CONDA_OVERRIDE_CUDA_ARCH=8.6, or --gpu 'NAME:8.6'), {fix_cpu}"
+            "(CONDA_OVERRIDE_CUDA_ARCH=X.Y, or --gpu 'NAME:X.Y', with the X.Y nvidia-smi "
+            f"--query-gpu=compute_cap --format=csv prints), {fix_cpu}"
         )
     driver_blocked = [
         r for r in rejections if r.kind in ("driver", "mvc-ptx", "mvc-unknown") and r.required_driver

@@ -23,6 +23,7 @@ from solver.vocabulary import (
     PLATFORMS,
     normalize_compute_capability,
     os_of_platform,
+    os_word,
     parse_version,
     virtual_packages,
 )
@@ -71,17 +72,41 @@ def virtual_package_strings(target: Target) -> list[str]:
     )
 
 
-_DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
+_DRIVER_RE = re.compile(r"^\d{3}(\.\d{1,3}(\.\d{1,3})?)?$")
 
 
 def parse_driver_flag(text: str) -> str:
+    """A driver version as nvidia-smi prints it (550.54.14, 566.03), or a branch number (550)."""
     value = text.strip()
     if not _DRIVER_RE.match(value):
         raise TargetError(
             f"--driver {text!r} is not an NVIDIA driver version; expected e.g. 550.54.14 (Linux) "
-            "or 566.03 (Windows), as nvidia-smi prints it."
+            "or 566.03 (Windows), as nvidia-smi prints it, or a branch such as 550."
         )
     return value
+
+
+def _branch_floor(kb: Knowledge, driver: str | None, os_name: str) -> tuple[str | None, str | None]:
+    """`--driver 550`: the oldest driver of that branch the tables know on this OS, and a note saying
+    so. A full version passes through unchanged."""
+    if driver is None or "." in driver:
+        return driver, None
+    first = kb.branch_first_driver(int(driver), os_name)
+    if first is None:
+        known = ", ".join(f"R{b.branch}" for b in kb.branches)
+        raise TargetError(
+            f"--driver {driver} is not a driver branch the solver knows ({known}); give the full version "
+            "nvidia-smi --query-gpu=driver_version --format=csv,noheader prints, e.g. 550.54.14."
+        )
+    read_as = (
+        f"{first}, the first R{driver} {os_word(os_name)} driver the solver knows"
+        if "." in first
+        else f"the oldest R{driver} {os_word(os_name)} driver (no build number of it is recorded)"
+    )
+    return (
+        first,
+        f"--driver {driver} read as {read_as}; pass the full version nvidia-smi prints for an exact plan",
+    )
 
 
 def parse_platform_flag(text: str) -> str:
@@ -183,9 +208,11 @@ def build_target(
         cc = _checked_compute_capability(kb, gpu, name, cc, entry, target)
     elif name is not None:
         if entry is None:
+            # Never a number here: a guessed compute capability would be planned as if it were true.
             raise TargetError(
-                f"unknown GPU {name!r}; give its compute capability too, e.g. --gpu '{name}:8.6' "
-                "(nvidia-smi --query-gpu=compute_cap --format=csv prints it)."
+                f"unknown GPU {name!r}; give its compute capability too: --gpu '{name}:X.Y', with the X.Y "
+                "that nvidia-smi --query-gpu=compute_cap --format=csv prints on that machine, or NVIDIA's "
+                "table at https://developer.nvidia.com/cuda-gpus gives."
             )
         cc = entry.compute_capability
     if os_name == "osx":
@@ -199,6 +226,9 @@ def build_target(
     _check_jetson_platform(kb, target)
     _check_only_platform(kb, target)
     _note_arch_override(kb, target, overrides, gpu)
+    driver, branch_note = _branch_floor(kb, driver, os_name)
+    if branch_note:
+        target.notes.append(branch_note)
     _set_driver(kb, target, driver)
     if driver is not None:
         _note_driver_override(kb, target, overrides, driver)
@@ -363,6 +393,7 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
     os_name = os_of_platform(plan_platform)
     same_machine = plan_platform == info.platform
     wsl = bool(getattr(info, "wsl", False))
+    driver, branch_note = _branch_floor(kb, driver, "windows" if wsl else os_name)
     glibc = None
     if os_name == "linux":
         glibc = _glibc_override() or (info.glibc if same_machine else None) or DEFAULT_GLIBC
@@ -375,7 +406,7 @@ def _detected_target(kb: Knowledge, driver: str | None, platform: str | None, de
         driver_version=driver or info.driver_version,
         driver_cuda=info.driver_cuda,
         source="override" if info.source == "override" else "detected",
-        notes=list(info.notes),
+        notes=list(info.notes) + ([branch_note] if branch_note else []),
         wsl=wsl,
         glibc_assumed=os_name == "linux"
         and glibc == DEFAULT_GLIBC

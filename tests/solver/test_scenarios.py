@@ -236,7 +236,7 @@ def _cli(capsys, *args):
         (["--python", "3"], ["--python '3'", "X.Y"]),
         (["--torch", "two"], ["--torch 'two'"]),
         (["--cuda", "12"], ["--cuda '12'"]),
-        (["--gpu", "Foo 9000"], ["unknown GPU 'Foo 9000'", "'Foo 9000:8.6'"]),
+        (["--gpu", "Foo 9000"], ["unknown GPU 'Foo 9000'", "'Foo 9000:X.Y'", "compute_cap"]),
         (["--gpu", "Foo:abc"], ["after ':'"]),
         (["--gpu", "none", "--cuda", "12.9"], ["--cuda 12.9 needs a GPU target"]),
         (["--explicit", "x.txt"], ["drop --offline"]),
