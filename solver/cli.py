@@ -6,9 +6,9 @@ errors into exit statuses (solver.errors: 0 ok, 1 failure, 2 usage, 130 interrup
 line on stderr: no traceback, whatever happens. Only the chosen module is imported, so
 `solver make-env` does not pay for `solver doctor`'s imports.
 
-`--json` and `--quiet` are defined here, once, for the subcommands that take them:
-    --json   one JSON document on stdout instead of the text output (errors stay one line on stderr)
-    --quiet  print only problems: no notes, reasons or progress (errors and warnings stay)
+Flags that several subcommands take (-o/--output, --platform, --json, --quiet) are defined once, in
+solver.flags; make-env and doctor get --json and --quiet here, the actions of channel and wheels
+where they make sense.
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ SUBCOMMANDS = {
         False,
     ),
     "wheels": ("solver.wheels.cli", "build and audit the pointops pip/uv wheels", False),
-}
-
-SHARED_OPTIONS = {
-    "--json": "print one JSON document on stdout instead of the text output",
-    "--quiet": "print only problems (warnings and errors), no notes or progress",
 }
 
 
@@ -88,16 +83,23 @@ def _run(argv: list[str]) -> int:
         raise UsageError(f"choose a command: {', '.join(SUBCOMMANDS)} (see `solver --help`)")
     if argv[0] not in SUBCOMMANDS:
         top.parse_args(argv[:1])  # argparse's "invalid choice" message, as a UsageError
-    name, rest = argv[0], argv[1:]
+    module, parser = subcommand_parser(argv[0])
+    args = parser.parse_args(argv[1:])
+    return int(module.run(args) or 0)
+
+
+def subcommand_parser(name: str):
+    """(module, parser) of `solver NAME`: the module imported, its flags added."""
+    from solver.flags import add_json, add_quiet
+
     module_name, help_text, shared = SUBCOMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = _Parser(prog=f"solver {name}", description=help_text)
+    parser = _Parser(prog=f"solver {name}", description=help_text[:1].upper() + help_text[1:] + ".")
     if shared:
-        for flag, flag_help in SHARED_OPTIONS.items():
-            parser.add_argument(flag, action="store_true", help=flag_help)
+        add_json(parser)
+        add_quiet(parser)
     module.add_arguments(parser)
-    args = parser.parse_args(rest)
-    return int(module.run(args) or 0)
+    return module, parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,8 @@ DEFAULT_CHANNELS = ("pointops", "conda-forge")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from solver.flags import add_output, add_platform
+
     parser.description = (
         "Print a conda environment file (CEP 24) whose python, pytorch build, cuda-version and "
         "pointops build fit the GPU and driver (--format pip or uv: a requirements.txt or a uv "
@@ -42,11 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="VERSION",
         help="NVIDIA driver version of the target, Linux (550.54.14) or Windows (566.03) style",
     )
-    parser.add_argument(
-        "--platform",
-        metavar="SUBDIR",
-        help="linux-64, linux-aarch64, win-64, osx-64 or osx-arm64 (default: this machine)",
-    )
+    add_platform(parser, "linux-64, linux-aarch64, win-64, osx-64 or osx-arm64 (default: this machine)")
     parser.add_argument("--python", metavar="X.Y", help="pin the Python version")
     parser.add_argument(
         "--torch", metavar="X.Y[.Z]", help="pin the pytorch version (X.Y.Z pins that release)"
@@ -72,11 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not contact the channels: emit the plan alone, marked as not verified",
     )
-    parser.add_argument(
-        "-o",
-        "--output",
+    add_output(
+        parser,
         metavar="FILE",
-        help="write the output (env.yml, requirements.txt or pyproject.toml, as --format says) to FILE "
+        help_text="write the output (env.yml, requirements.txt or pyproject.toml, as --format says) to FILE "
         "instead of stdout (a symlink is written through, a FIFO or device written to, a regular file "
         "replaced whole, but never a pyproject.toml that make-env did not write; /dev/stdout, "
         "/dev/fd/N are written to the open descriptor, so `>> log` appends)",

@@ -8,9 +8,12 @@ Rules (newest pytorch first, then newest CUDA, unless flags pin them):
 - the GPU is covered by SASS of its major (lower minor is fine; on a Jetson only its exact
   compute capability) or by PTX of a lower arch;
 - the driver must know the GPU: a generation first supported by CUDA X.Y needs the driver branch
-  of X.Y (Blackwell 10.0/12.0 -> R570), and a GPU NVIDIA names its own minimum for needs that
-  build (HGX B200: 570.133.20, a Linux number); GPUs a branch no longer supports (Kepler after
-  R470; Maxwell/Pascal/Volta after R580) are refused with the driver to install;
+  of X.Y (Blackwell 10.0/12.0 -> R570), and a product NVIDIA's drivers list only later needs those
+  drivers, per branch (B300: 580.82.07; RTX PRO 5000 Blackwell: 570.153.02, in R575 575.57.08;
+  Linux numbers, the branch alone on Windows); the fix named is always a driver that drives it.
+  GPUs a branch no longer supports (Kepler after R470; Maxwell/Pascal/Volta after R580) are
+  refused with the driver to install. Driver numbers are compared as the OS that numbers them
+  (Target.driver_os: Windows under WSL2);
 - a Jetson is planned from its JetPack stack: JetPack 7.2 (Orin) and 7 (Thor) get the sbsa
   builds; JetPack 6 runs only conda-forge's tegra builds, which pointops does not publish, so it
   is refused before any --cuda/--torch choice, naming the JetPack that works; modules without a

@@ -2,14 +2,17 @@
 
     solver channel render [--platform P]... [--json]    the variant matrix (same as --render-only)
     solver channel render --solve --channel URL ...     ... with run_exports resolved against URL
-    solver channel build [--target-platform P] [--variant V]... [--channel URL]... [--output DIR]
+    solver channel build [--platform P] [--variant V]... [--channel URL]... [-o DIR]
                                                         rattler-build the variants of one platform
-    solver channel package-local [--wheel W | --source DIR | --from-installed] [--variant cpu]
+    solver channel package-local [--wheel W | --source DIR | --from-installed] [--variant cpu] [-o DIR]
                                                         offline: a local pointops build -> .conda
     solver channel index DIR                            write repodata for a channel directory
     solver channel upload DIR [--owner pointops]        upload its packages to anaconda.org
-    solver channel feedstock --url U --homepage H --maintainer M... [--sdist S] --output DIR
+    solver channel feedstock --url U --homepage H --maintainer M... [--sdist S] -o DIR
                                                         the conda-forge recipe of a release
+
+Flags mean what they mean in every solver command (solver.flags): -o/--output where it writes,
+--platform the conda subdir (`--target-platform` still parses), --json, --quiet (no notes).
 
 Every action reads recipes/pointops/recipe.yaml and its variant files (--recipe, else found from
 the current directory) with py-rattler-build, whose absence is one error line with the install
@@ -34,6 +37,7 @@ from solver.channel.recipe import RECIPE_ENV, find_recipe
 from solver.channel.render import PLATFORMS, RenderedBuild, render_platform, render_with_solve
 from solver.channel.upload import upload_channel
 from solver.errors import UsageError
+from solver.flags import add_json, add_output, add_platform, add_quiet, subcommand
 from solver.output import path_argument, text_argument
 
 DEFAULT_CHANNELS = ("https://conda.anaconda.org/conda-forge",)
@@ -52,11 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
 
-    render = sub.add_parser("render", help="print the variant matrix the recipe renders")
-    render.add_argument(
-        "--platform", action="append", choices=PLATFORMS, help="only these platforms (repeatable)"
-    )
-    render.add_argument("--json", action="store_true", help="machine-readable output")
+    render = subcommand(sub, "render", "print the variant matrix the recipe renders")
+    add_platform(render, "only these platforms (repeatable)", action="append", choices=PLATFORMS)
+    add_json(render)
+    add_quiet(render, "no progress lines on stderr")
     render.add_argument(
         "--solve", action="store_true", help="resolve build/host envs to show the final run requirements"
     )
@@ -64,28 +67,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--channel", action="append", type=text_argument, help="channel for --solve (default: conda-forge)"
     )
 
-    build = sub.add_parser("build", help="rattler-build the variants of one platform and index the result")
+    build = subcommand(sub, "build", "rattler-build the variants of one platform and index the result")
     build.add_argument(
         "--channel", action="append", type=text_argument, help="dependency channel (default: conda-forge)"
     )
-    build.add_argument(
+    add_platform(
+        build,
+        "platform to build for, one of %(choices)s (default: this machine's; osx-64 cross-compiles on "
+        "osx-arm64)",
         "--target-platform",
         choices=PLATFORMS,
-        help="platform to build for (default: this machine's; osx-64 cross-compiles on osx-arm64)",
     )
     build.add_argument(
         "--variant", action="append", help="only these variants, e.g. cpu or cuda129 (repeatable)"
     )
-    build.add_argument(
-        "--output",
-        type=path_argument,
-        default=DEFAULT_OUTPUT,
-        help="channel directory (default: %(default)s)",
-    )
+    add_output(build, "channel directory (default: %(default)s)", type=path_argument, default=DEFAULT_OUTPUT)
     build.add_argument("--no-test", action="store_true", help="skip the recipe's tests")
 
-    local = sub.add_parser(
-        "package-local", help="offline: package a pointops built here into a .conda and index it"
+    local = subcommand(
+        sub, "package-local", "offline: package a pointops built here into a .conda and index it"
     )
     source = local.add_mutually_exclusive_group()
     source.add_argument("--wheel", type=path_argument, help="a pointops wheel built here (abi3)")
@@ -98,34 +98,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     local.add_argument(
         "--variant", default="cpu", help="recipe variant whose metadata to use (default: %(default)s)"
     )
-    local.add_argument(
-        "--output",
-        type=path_argument,
-        default=DEFAULT_OUTPUT,
-        help="channel directory (default: %(default)s)",
-    )
+    add_output(local, "channel directory (default: %(default)s)", type=path_argument, default=DEFAULT_OUTPUT)
+    add_quiet(local, "no note on stderr; the package's path still goes to stdout")
 
-    index = sub.add_parser("index", help="write repodata for a channel directory")
+    index = subcommand(sub, "index", "write repodata for a channel directory (re-index it)")
     index.add_argument("directory", type=path_argument)
+    add_quiet(index, "no note on stderr")
 
-    upload = sub.add_parser(
-        "upload", help="upload a channel directory's packages to anaconda.org (ANACONDA_API_KEY)"
+    upload = subcommand(
+        sub, "upload", "upload a channel directory's packages to anaconda.org (needs ANACONDA_API_KEY)"
     )
     upload.add_argument("directory", type=path_argument)
     upload.add_argument(
         "--owner", default="pointops", type=text_argument, help="anaconda.org channel (default: %(default)s)"
     )
+    add_quiet(upload, "no note on stderr")
 
-    feedstock = sub.add_parser("feedstock", help="write the conda-forge recipe folder of a release")
+    feedstock = subcommand(sub, "feedstock", "write the conda-forge recipe folder of a release")
     feedstock.add_argument("--url", required=True, help="https address of the release sdist")
     feedstock.add_argument("--homepage", required=True, help="the project's home (its repository)")
     feedstock.add_argument("--maintainer", action="append", required=True, help="GitHub handle (repeatable)")
     feedstock.add_argument(
         "--sdist", type=path_argument, help="the release sdist (default: build one from ops-src)"
     )
-    feedstock.add_argument(
-        "--output", type=path_argument, required=True, help="folder for recipe/ (and the sdist)"
-    )
+    add_output(feedstock, "folder for recipe/ (and the sdist)", type=path_argument, required=True)
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    """A note on stderr, unless --quiet (actions without --quiet always print it)."""
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr, flush=True)
 
 
 def _print_matrix(builds: list[RenderedBuild]) -> None:
@@ -153,7 +155,7 @@ def _render(args: argparse.Namespace, files) -> int:
         return 0
     builds = []
     for n, platform in enumerate(platforms, 1):
-        print(f"rendering {platform} ({n}/{len(platforms)}) ...", file=sys.stderr, flush=True)
+        _note(args, f"rendering {platform} ({n}/{len(platforms)}) ...")
         builds += render_platform(platform, files)
     if getattr(args, "json", False):
         print(json.dumps([b.as_dict() for b in builds], indent=2))
@@ -174,11 +176,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if action == "index":
             index_channel(args.directory)
-            print(f"indexed {args.directory}", file=sys.stderr)
+            _note(args, f"indexed {args.directory}")
             return 0
         if action == "upload":
             packages = upload_channel(args.directory, args.owner, os.environ.get("ANACONDA_API_KEY"))
-            print(f"uploaded {len(packages)} packages to anaconda.org/{args.owner}", file=sys.stderr)
+            _note(args, f"uploaded {len(packages)} packages to anaconda.org/{args.owner}")
             return 0
         files = find_recipe(args.recipe)
         if action == "render":
@@ -189,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
                 args.channel or list(DEFAULT_CHANNELS),
                 args.variant,
                 not args.no_test,
-                args.target_platform,
+                args.platform,
                 files,
             )
             print("\n".join(str(p) for p in packages))
@@ -205,10 +207,10 @@ def run(args: argparse.Namespace) -> int:
                 files=files,
             )
             print(path)
-            print(
+            _note(
+                args,
                 f"indexed {args.output}; install with: conda install -c {Path(args.output).resolve().as_uri()} "
                 "-c conda-forge pointops",
-                file=sys.stderr,
             )
             return 0
         if action == "feedstock":

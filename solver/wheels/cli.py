@@ -1,19 +1,22 @@
 """`solver wheels`: the pip / uv wheels of pointops.
 
-    solver wheels list [--platform P]                  the distributions built for a platform
-    solver wheels build DIST [--source ops-src] [--output out/wheels] [--jobs N]
+    solver wheels list [--platform P] [--json]         the distributions built for a platform
+    solver wheels build DIST [--source ops-src] [-o out/wheels] [--jobs N] [--quiet]
                                                        build DIST's wheel for this machine, audited
-    solver wheels check WHEEL...                       audit built wheels (exit 1 on a problem)
+    solver wheels check WHEEL... [--json] [--quiet]    audit built wheels (exit 1 on a problem)
 
 DIST is pointops (CPU), pointops-cu12 or pointops-cu13 (solver/knowledge/pointops_builds.yaml).
+Flags mean what they mean in every solver command (solver.flags).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from solver.errors import SolverError, UsageError
+from solver.flags import add_json, add_output, add_platform, add_quiet, subcommand
 from solver.output import path_argument
 from solver.vocabulary import PLATFORMS
 
@@ -22,20 +25,24 @@ DEFAULT_OUTPUT = Path("out") / "wheels"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    listing = sub.add_parser("list", help="the distributions built for a platform")
-    listing.add_argument(
-        "--platform", choices=PLATFORMS, help="conda subdir, one of %(choices)s (default: this machine)"
-    )
-    build = sub.add_parser("build", help="build one distribution's wheel for this machine")
+    listing = subcommand(sub, "list", "the pointops distributions built for a platform, with their archs")
+    add_platform(listing, "conda subdir, one of %(choices)s (default: this machine)", choices=PLATFORMS)
+    add_json(listing)
+    build = subcommand(sub, "build", "build one distribution's wheel for this machine, repaired and audited")
     build.add_argument("distribution", help="pointops, pointops-cu12 or pointops-cu13")
     build.add_argument("--source", type=path_argument, default=Path("ops-src"), help="default: %(default)s")
-    build.add_argument("--output", type=path_argument, default=DEFAULT_OUTPUT, help="default: %(default)s")
+    add_output(
+        build, "folder for the wheel (default: %(default)s)", type=path_argument, default=DEFAULT_OUTPUT
+    )
     build.add_argument("--jobs", type=int, help="parallel compile jobs (MAX_JOBS; default: all cores)")
-    check = sub.add_parser("check", help="audit built wheels")
+    add_quiet(build, "no progress lines on stderr; the wheel's path still goes to stdout")
+    check = subcommand(sub, "check", "audit built wheels: tags, metadata, bundled libraries, arch list")
     check.add_argument("wheels", nargs="+", type=path_argument)
+    add_json(check)
+    add_quiet(check, "print only the wheels that fail, with their problems")
 
 
-def _list(platform: str | None) -> int:
+def _list(platform: str | None, as_json: bool) -> int:
     from solver.knowledge import load
     from solver.wheels.build import arch_list
     from solver.wheels.naming import conda_platform
@@ -44,6 +51,18 @@ def _list(platform: str | None) -> int:
     wheels = load().pointops_wheels(platform)
     if not wheels:
         raise SolverError(f"no pointops wheels are built for {platform}")
+    if as_json:
+        rows = [
+            {
+                "distribution": w.distribution,
+                "platform": platform,
+                "cuda": w.cuda_version,
+                "archs": arch_list(w.archs) if w.cuda_version else None,
+            }
+            for w in wheels
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
     for wheel in wheels:
         cuda = f"CUDA {wheel.cuda_version}, archs {arch_list(wheel.archs)}" if wheel.cuda_version else "CPU"
         print(f"{wheel.distribution:15} {platform:14} {cuda}")
@@ -62,11 +81,32 @@ def _check_distribution(distribution: str) -> None:
         )
 
 
+def _check(wheels: list[Path], as_json: bool, quiet: bool) -> int:
+    from solver.wheels.audit import audit_wheel
+
+    for wheel in wheels:
+        if not wheel.is_file():
+            raise SolverError(f"{wheel} is not a file", "give the path of a built .whl")
+    results = {wheel: audit_wheel(wheel) for wheel in wheels}
+    if as_json:
+        document = [
+            {"wheel": str(w), "ok": not problems, "problems": problems} for w, problems in results.items()
+        ]
+        print(json.dumps(document, indent=2))
+    for wheel, problems in results.items():
+        if as_json or (quiet and not problems):
+            continue
+        print(f"{wheel.name}: {'ok' if not problems else 'FAILED'}")
+        for problem in problems:
+            print(f"  - {problem}")
+    return 1 if any(results.values()) else 0
+
+
 def run(args) -> int:
     if args.action is None:
         raise UsageError("give an action: list, build or check (see `solver wheels --help`)")
     if args.action == "list":
-        return _list(args.platform)
+        return _list(args.platform, args.json)
     if args.action == "build":
         from solver.wheels.build import build_wheel
 
@@ -75,15 +115,4 @@ def run(args) -> int:
         _check_distribution(args.distribution)
         print(build_wheel(args.distribution, args.source, args.output, args.jobs))
         return 0
-    from solver.wheels.audit import audit_wheel
-
-    failed = 0
-    for wheel in args.wheels:
-        if not wheel.is_file():
-            raise SolverError(f"{wheel} is not a file", "give the path of a built .whl")
-        problems = audit_wheel(wheel)
-        print(f"{wheel.name}: {'ok' if not problems else 'FAILED'}")
-        for problem in problems:
-            print(f"  - {problem}")
-        failed += bool(problems)
-    return 1 if failed else 0
+    return _check(args.wheels, args.json, args.quiet)
