@@ -11,6 +11,7 @@ as arguments so the Windows logic can be tested on any host.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,12 +30,79 @@ class ExtensionLoadError(ImportError):
 def find_extension(package_dir: Path = PACKAGE_DIR) -> Path:
     candidates = sorted(package_dir.glob("_C*.so")) + sorted(package_dir.glob("_C*.pyd"))
     if not candidates:
-        raise ExtensionLoadError(
-            f"pointops: the compiled extension (_C.*.so / _C.*.pyd) is not in {package_dir}. "
-            "Install the package with `pip install ./ops-src --no-build-isolation` instead of "
-            "importing it from the source tree."
-        )
+        raise ExtensionLoadError(explain_missing_extension(package_dir))
     return candidates[0]
+
+
+def _installed_by(package_dir: Path) -> Path | None:
+    """The *.dist-info folder beside the package whose RECORD lists this package's __init__.py."""
+    for meta_dir in sorted(package_dir.parent.glob("*.dist-info")):
+        try:
+            record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(line.split(",")[0] == f"{package_dir.name}/__init__.py" for line in record.splitlines()):
+            return meta_dir
+    return None
+
+
+def _metadata(meta_dir: Path, name: str) -> str:
+    try:
+        return (meta_dir / name).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def reinstall_command(meta_dir: Path) -> str:
+    """How to put back the installed distribution whose dist-info this is, from where it came, without
+    touching torch (--no-deps)."""
+    import json  # here, not at the top: only a failed import needs them
+    from urllib.parse import unquote, urlparse
+    from urllib.request import url2pathname
+
+    headers = dict(
+        line.split(": ", 1) for line in _metadata(meta_dir, "METADATA").splitlines() if ": " in line
+    )
+    name, version = headers.get("Name", "pointops"), headers.get("Version", "")
+    if _metadata(meta_dir, "INSTALLER").strip() == "conda":
+        return f'conda install --force-reinstall "{name}={version}"'
+    try:
+        url = str(json.loads(_metadata(meta_dir, "direct_url.json") or "{}").get("url", ""))
+    except (ValueError, AttributeError):
+        url = ""
+    local = Path(url2pathname(unquote(urlparse(url).path))) if url.startswith("file:") else None
+    if local is not None and local.suffix == ".whl" and local.is_file():
+        return f"pip install --no-deps --force-reinstall {shlex.quote(str(local))}"
+    if local is not None and local.is_dir():
+        return f"pip install --no-deps --no-build-isolation --force-reinstall {shlex.quote(str(local))}"
+    return f'pip install --no-deps --force-reinstall --no-cache-dir "{name}=={version}"'
+
+
+def reinstall_advice(package_dir: Path) -> str:
+    """What to run for a package folder whose binary is missing or broken: build a source checkout,
+    reinstall an installed package from where it came."""
+    checkout = package_dir.parent
+    if (checkout / "setup.py").is_file():
+        return (
+            f"This is pointops' source tree ({checkout}), which has not been built. Build it in place with "
+            f"`pip install --no-deps --no-build-isolation -e {shlex.quote(str(checkout))}`, or install it "
+            "and import it from another folder."
+        )
+    meta_dir = _installed_by(package_dir)
+    if meta_dir is not None:
+        return f"Reinstall it from where it came: `{reinstall_command(meta_dir)}`."
+    return "Reinstall pointops: `pip install --no-deps --force-reinstall pointops`."
+
+
+def explain_missing_extension(package_dir: Path) -> str:
+    """Why there is no _C here and what to run: a source checkout that was never built, or an
+    installed package whose binary was deleted."""
+    where = f"pointops: the compiled extension (_C.*.so / _C.*.pyd) is not in {package_dir}."
+    if not (package_dir.parent / "setup.py").is_file() and _installed_by(package_dir) is not None:
+        where += (
+            " The installed package is missing its binary: it was deleted or the install was interrupted."
+        )
+    return f"{where} {reinstall_advice(package_dir)}"
 
 
 def dll_search_dirs(
@@ -116,7 +184,7 @@ def explain_load_failure(
             "PyTorch >= 2.10. Upgrade torch, or rebuild pointops against it."
         )
     else:
-        lines.append("Reinstall pointops with `pip install ./ops-src --no-build-isolation`.")
+        lines.append(reinstall_advice(extension.parent))
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ host by passing the platform facts in (and, for load_extension as a whole, by re
 os.add_dll_directory and the environment); the extension file itself on this host. What a
 Windows program needs from DLLs is checked on real Windows binaries in tests/windows."""
 
+import json
 from pathlib import PureWindowsPath
 from types import SimpleNamespace
 
@@ -74,8 +75,53 @@ def test_linux_undefined_symbol_message_points_to_torch_version():
 
 
 def test_missing_extension_file_is_a_clear_import_error(tmp_path):
-    with pytest.raises(_loader.ExtensionLoadError, match="pip install ./ops-src"):
+    with pytest.raises(_loader.ExtensionLoadError, match="is not in") as info:
         _loader.find_extension(tmp_path)
+    assert "--no-deps" in str(info.value) and "./ops-src" not in str(info.value)
+
+
+def installed_without_binary(site, direct_url=None, installer="pip"):
+    """site/pointops as pip leaves it, with its _C deleted: a dist-info whose RECORD lists both."""
+    package = site / "pointops"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    meta = site / "pointops-0.1.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.4\nName: pointops\nVersion: 0.1.0\n")
+    (meta / "INSTALLER").write_text(installer + "\n")
+    (meta / "RECORD").write_text("pointops/__init__.py,,0\npointops/_C.abi3.so,sha256=x,7101576\n")
+    if direct_url is not None:
+        (meta / "direct_url.json").write_text(json.dumps(direct_url))
+    return package
+
+
+def test_an_installed_package_without_its_binary_is_not_called_a_source_tree(tmp_path):
+    wheel = tmp_path / "wheels" / "pointops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"")
+    package = installed_without_binary(
+        tmp_path / "site", {"url": wheel.as_uri(), "archive_info": {"hashes": {}}}
+    )
+    text = _loader.explain_missing_extension(package)
+    assert "source tree" not in text and "installed package is missing its binary" in text
+    assert f"`pip install --no-deps --force-reinstall {wheel}`" in text
+    wheel.unlink()  # the wheel it came from is gone: the index, at the installed version
+    text = _loader.explain_missing_extension(package)
+    assert '`pip install --no-deps --force-reinstall --no-cache-dir "pointops==0.1.0"`' in text
+
+
+def test_a_conda_package_without_its_binary_is_reinstalled_by_conda(tmp_path):
+    package = installed_without_binary(tmp_path / "site", installer="conda")
+    assert '`conda install --force-reinstall "pointops=0.1.0"`' in _loader.explain_missing_extension(package)
+
+
+def test_a_source_tree_without_a_build_says_how_to_build_it_in_place(tmp_path):
+    checkout = tmp_path / "my src" / "ops-src"
+    (checkout / "pointops").mkdir(parents=True)
+    (checkout / "setup.py").write_text("")
+    text = _loader.explain_missing_extension(checkout / "pointops")
+    assert f"source tree ({checkout})" in text
+    assert f"`pip install --no-deps --no-build-isolation -e '{checkout}'`" in text  # absolute, quoted
 
 
 def test_installed_extension_is_abi3_and_found():
@@ -128,11 +174,13 @@ def test_macos_missing_symbol_message_points_to_torch_version():
     assert "PyTorch >= 2.10" in text
 
 
-def test_other_load_failure_says_to_reinstall():
+def test_other_load_failure_says_to_reinstall_from_where_it_came(tmp_path):
+    package = installed_without_binary(tmp_path / "site")
     text = _loader.explain_load_failure(
-        OSError("_C.abi3.so: invalid ELF header"), PureWindowsPath("_C.abi3.so"), "linux", [], []
+        OSError("_C.abi3.so: invalid ELF header"), package / "_C.abi3.so", "linux", [], []
     )
-    assert "invalid ELF header" in text and "pip install ./ops-src --no-build-isolation" in text
+    assert "invalid ELF header" in text
+    assert 'pip install --no-deps --force-reinstall --no-cache-dir "pointops==0.1.0"' in text
 
 
 # load_extension as a whole on a simulated Windows: sys.platform, os.add_dll_directory, the
