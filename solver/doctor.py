@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from solver.errors import UsageError
@@ -106,11 +107,26 @@ def render_json(findings, facts, prefix: Path) -> str:
         "gpus": [{"name": g.name, "compute_capability": g.compute_capability} for g in facts.driver.gpus],
         "nvcc": facts.toolchain.nvcc_version,
         "gcc": facts.toolchain.gcc_version,
+        "libstdcxx": facts.libstdcxx.path or None,
         "virtual_packages": facts.virtual_packages,
         "status": "fail" if exit_status(findings) else "ok",
         "findings": [f.to_dict() for f in findings],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _empty_value(flag: str, env) -> str:
+    """An empty --prefix is mostly "$CONDA_PREFIX" outside an activated conda environment."""
+    if flag == "--python":
+        return (
+            "--python is empty; give the path of the environment's interpreter (e.g. /path/to/env/bin/python)"
+        )
+    cause = ""
+    if not env.get("CONDA_PREFIX"):
+        cause = ' (CONDA_PREFIX is not set: was it --prefix "$CONDA_PREFIX" outside an activated conda environment?)'
+    return (
+        f"--prefix is empty{cause}; give the environment's path, or activate it first (conda activate NAME)"
+    )
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -120,6 +136,9 @@ def check_arguments(args: argparse.Namespace) -> None:
     from solver.doctor_checks.gather import python_of_prefix
     from solver.doctor_checks.network import probe_url_problem
 
+    for flag, value in (("--prefix", args.prefix), ("--python", args.python)):
+        if value is not None and not value.strip():
+            raise UsageError(_empty_value(flag, os.environ))
     if args.prefix is not None and not Path(args.prefix).is_dir():
         raise UsageError(
             f"--prefix {args.prefix}: no such directory; give the path of an environment (e.g. $CONDA_PREFIX)"

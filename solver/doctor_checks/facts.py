@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .dists import DistOrigin
+
 
 @dataclass
 class GpuFact:
@@ -40,6 +42,7 @@ class TorchFacts:
     cuda_error: str = ""  # torch.cuda raised while being asked
     location: str = ""
     cuda_visible_devices: str | None = None  # the CUDA_VISIBLE_DEVICES variable, when set
+    libstdcxx: str = ""  # the libstdc++.so.6 the interpreter has mapped after importing torch
 
 
 @dataclass
@@ -48,6 +51,29 @@ class PointopsFacts:
     build_info: dict | None = None  # pointops.build_info()
     error: str = ""  # import or build_info() failure text
     path: str = ""  # the package directory `import pointops` resolves to (empty: none)
+    stage: str = ""  # where `error` happened: "import" or "build_info"
+    source_tree: str = ""  # the checkout `path` sits in, when it is not an installed package
+
+
+@dataclass
+class BinaryFact:
+    """One compiled file of a point-cloud package, as its ELF headers describe it."""
+
+    path: str
+    package: str  # the top-level package (or module) it belongs to: "mmcv", "pointops"
+    origin: DistOrigin | None = None  # the distribution that installed it, when a RECORD lists it
+    needs_libstdcxx: bool = False  # libstdc++.so.6 is in its DT_NEEDED
+    carried: list[str] = field(default_factory=list)  # libstdc++ iostream symbols it defines itself
+    exports_carried: bool = False  # some of them are in its dynamic symbol table
+    needed_versions: list[str] = field(default_factory=list)  # GLIBCXX_*/CXXABI_* it needs from libstdc++
+    error: str = ""  # why it could not be read
+
+
+@dataclass
+class LibstdcxxFacts:
+    path: str = ""  # the libstdc++ the environment's Python loads with torch ("": not known)
+    versions: list[str] = field(default_factory=list)  # the GLIBCXX_*/CXXABI_* versions it defines
+    error: str = ""  # why its versions could not be read
 
 
 @dataclass
@@ -100,6 +126,7 @@ class ImportFact:
     distribution_version: str = ""
     error: str = ""  # "" when the import worked (or before it was tried)
     torch_requirement: str = ""  # what the distribution says about torch, e.g. "torch==2.4.0"
+    origin: DistOrigin | None = None  # where the distribution came from, for the fix
 
 
 @dataclass
@@ -152,6 +179,9 @@ class Facts:
     conda: CondaFacts = field(default_factory=CondaFacts)
     imports: list[ImportFact] = field(default_factory=list)
     pointops_installs: list = field(default_factory=list)  # pointops_owners.PointopsInstall, one per package
+    torch_dependents: list[str] = field(default_factory=list)  # "pointops 0.1.0 requires torch>=2.10"
+    binaries: list[BinaryFact] = field(default_factory=list)  # compiled files of point-cloud packages
+    libstdcxx: LibstdcxxFacts = field(default_factory=LibstdcxxFacts)
     windows: WindowsFacts | None = None  # None off Windows
     network: NetworkFacts = field(default_factory=NetworkFacts)
     virtual_packages: list[str] | None = None  # "__cuda=13.0=0"; None when they could not be detected

@@ -7,7 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from solver import bounded
 from .conda_env import gather_conda, resolve_conda, site_packages_dirs
 from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
 from .imports import discover_extensions
+from .libstdcxx import gather_binaries, gather_libstdcxx
 from .network import gather_network, run_probes
 from .pointops_owners import find_installs
 from .toolchain import gather_toolchain
@@ -100,51 +103,168 @@ def gather_virtual_packages(
     return found["packages"], "", ""
 
 
-def run_runtime_probe(
-    python: str, modules: list[ImportFact], env: Mapping[str, str], timeout_s: float
-) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
-    """Run runtime_probe.py in the environment's Python; a crash or hang costs one module, not doctor."""
-    torch, pointops = TorchFacts(), PointopsFacts()
-    status = ""
-    done = bounded.run([python, str(PROBE_SCRIPT), *[m.module for m in modules]], timeout_s, env=env)
-    if done.start_error:
-        torch.import_error = f"could not run {python}: {done.start_error}"
-        return torch, pointops, []
-    output, code = done.stdout, done.returncode
-    if done.timed_out:
-        status = f"timed out after {timeout_s:g} s"
-    elif code is not None and code < 0:
-        status = f"crashed the interpreter (signal {-code})"
-    elif code:
-        status = f"crashed the interpreter (exit status {code}): {done.stderr.strip()[-300:]}"
-    started = None
-    results: dict[str, str] = {}
-    for line in output.splitlines():
+@dataclass
+class ProbeOutput:
+    """What one run of runtime_probe.py said before it ended."""
+
+    torch: dict | None = None
+    cuda: dict | None = None
+    pointops: dict | None = None
+    results: dict[str, str] = field(default_factory=dict)  # module -> import error ("" imported)
+    running: tuple[str, str] | None = None  # (phase, module) started and never reported: what it died in
+    pointops_path: str = ""
+    finished: bool = False
+
+
+def parse_probe_output(stdout: str) -> ProbeOutput:
+    out = ProbeOutput()
+    for line in stdout.splitlines():
         try:
             item = json.loads(line)
         except ValueError:
             continue
-        kind = item.pop("kind", "")
-        if kind == "torch":
-            torch = TorchFacts(**{k: v for k, v in item.items() if k in TorchFacts.__dataclass_fields__})
-        elif kind == "pointops":
-            pointops = PointopsFacts(
-                installed=item.get("installed", False),
-                build_info=item.get("build_info"),
-                error=item.get("error", ""),
-                path=item.get("path", ""),
-            )
-        elif kind == "import-start":
-            started = item["module"]
+        kind = item.pop("kind", "") if isinstance(item, dict) else ""
+        if kind == "start":
+            out.running = (str(item.get("phase", "")), str(item.get("module", "")))
+            out.pointops_path = str(item.get("path", out.pointops_path))
+        elif kind in ("torch", "cuda", "pointops"):
+            setattr(out, kind, item)
+            out.running = None
         elif kind == "import":
-            results[item["module"]] = item["error"]
-            started = None
-    if started is not None and status:
-        results[started] = status  # the module being imported when the child died
-    if not output.strip() and status:
-        torch.import_error = f"importing torch {status}"
-    imports = [dataclasses.replace(m, error=results[m.module]) for m in modules if m.module in results]
-    return torch, pointops, imports
+            out.results[str(item.get("module"))] = str(item.get("error", ""))
+            out.running = None
+        elif kind == "done":
+            out.finished = True
+    return out
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_death(done: bounded.Completed, timeout_s: float) -> str:
+    """How a probe child that did not finish ended, as the rest of an "importing X ..." sentence."""
+    code = done.returncode
+    if done.timed_out:
+        return f"timed out after {timeout_s:g} s"
+    if code is not None and code < 0:
+        return f"crashed the interpreter with {_signal_name(-code)}"
+    if code is not None and code > 128 and (code - 128) in signal.valid_signals():
+        return f"crashed the interpreter with {_signal_name(code - 128)} (exit status {code})"
+    detail = done.stderr.strip()[-300:]
+    return f"ended the interpreter with exit status {code} before it finished" + (
+        f": {detail}" if detail else ""
+    )
+
+
+def _torch_facts(out: ProbeOutput) -> TorchFacts:
+    fields = {**(out.torch or {}), **(out.cuda or {})}
+    return TorchFacts(**{k: v for k, v in fields.items() if k in TorchFacts.__dataclass_fields__})
+
+
+def _pointops_facts(item: dict) -> PointopsFacts:
+    return PointopsFacts(
+        installed=bool(item.get("installed", False)),
+        build_info=item.get("build_info"),
+        error=str(item.get("error", "")),
+        path=str(item.get("path", "")),
+        stage=str(item.get("stage", "")),
+    )
+
+
+def run_runtime_probe(
+    python: str, modules: list[ImportFact], env: Mapping[str, str], timeout_s: float
+) -> tuple[TorchFacts, PointopsFacts, list[ImportFact]]:
+    """Run runtime_probe.py in the environment's Python. A child that dies (a signal, an exit) costs
+    only what it was importing: that gets the death as its error, and the probe runs again without it
+    for the rest, within the same time limit. A death while importing torch ends the probe."""
+    torch, pointops = TorchFacts(), PointopsFacts(stage="not tried")
+    results: dict[str, str] = {}
+    flags: list[str] = []
+    pending = [m.module for m in modules]
+    deadline = time.monotonic() + timeout_s
+    first = True
+    while True:
+        done = bounded.run(
+            [python, str(PROBE_SCRIPT), *flags, *pending], max(deadline - time.monotonic(), 1), env=env
+        )
+        if done.start_error:
+            torch.import_error = f"could not run {python}: {done.start_error}"
+            return torch, pointops, []
+        out = parse_probe_output(done.stdout)
+        if first:
+            torch = _torch_facts(out)
+        first = False
+        if out.pointops is not None:
+            pointops = _pointops_facts(out.pointops)
+            flags.append("--no-pointops")
+        results.update(out.results)
+        if out.finished:
+            break
+        death = describe_death(done, timeout_s)
+        phase, module = out.running or ("torch", "")
+        if phase == "torch":
+            torch.importable, torch.import_error = False, f"importing torch {death}"
+            return torch, pointops, []
+        if phase == "cuda":
+            torch.cuda_error = f"asking torch.cuda {death}"
+            flags.append("--no-cuda")
+        elif phase == "pointops":
+            pointops = PointopsFacts(installed=True, error=death, path=out.pointops_path, stage="import")
+            flags.append("--no-pointops")
+        else:
+            results[module] = death
+        pending = [m for m in pending if m not in results]
+        if done.timed_out or time.monotonic() >= deadline or (not pending and "--no-pointops" in flags):
+            break
+    for name in pending:
+        results.setdefault(name, f"timed out: not tried, the {timeout_s:g} s for all imports ran out")
+    return (
+        torch,
+        pointops,
+        [dataclasses.replace(m, error=results[m.module]) for m in modules if m.module in results],
+    )
+
+
+def with_pointops_import(
+    modules: list[ImportFact], tried: list[ImportFact], pointops: PointopsFacts
+) -> list[ImportFact]:
+    """The import results in discovery order, pointops' taken from the probe's pointops step (one
+    import, one verdict)."""
+    found = {m.module: m for m in tried}
+    if pointops.installed and "pointops" not in {m.module for m in modules}:
+        modules = [ImportFact("pointops"), *modules]
+    if pointops.installed and pointops.stage != "not tried":
+        error = pointops.error if pointops.stage == "import" else ""
+        found["pointops"] = dataclasses.replace(
+            next(m for m in modules if m.module == "pointops"), error=error
+        )
+    return [found[m.module] for m in modules if m.module in found]
+
+
+def torch_dependents(modules: list[ImportFact], installs: list) -> list[str]:
+    """What needs torch here: 'pointops 0.1.0 requires torch>=2.10', one per distribution."""
+    found: list[str] = []
+    for module in modules:
+        if module.distribution and module.torch_requirement:
+            text = f"{module.distribution} {module.distribution_version} requires {module.torch_requirement}"
+            if text not in found:
+                found.append(text)
+    if installs and not any(text.startswith("pointops") for text in found):
+        found.append(f"pointops at {installs[0].path}")
+    return found
+
+
+def source_tree_of(path: str, installs: list) -> str:
+    """The checkout that `import pointops` reads from, when it is not an installed package: the folder
+    above the package holds the project's setup.py or pyproject.toml."""
+    if any(i.path == path for i in installs):
+        return ""
+    folder = Path(path).parent
+    return str(folder) if (folder / "setup.py").is_file() or (folder / "pyproject.toml").is_file() else ""
 
 
 def gather(options: GatherOptions) -> Facts:
@@ -158,9 +278,18 @@ def gather(options: GatherOptions) -> Facts:
     modules = discover_extensions(site_dirs)
     known = {m.module for m in modules}
     modules += [ImportFact(m) for m in options.extra_modules if m not in known]
-    facts.torch, facts.pointops, facts.imports = run_runtime_probe(
-        options.python, modules, options.env, options.runtime_timeout_s
+    facts.torch_dependents = torch_dependents(modules, facts.pointops_installs)
+    others = [m for m in modules if m.module != "pointops"]  # the probe's pointops step imports it
+    facts.torch, facts.pointops, tried = run_runtime_probe(
+        options.python, others, options.env, options.runtime_timeout_s
     )
+    facts.imports = with_pointops_import(modules, tried, facts.pointops)
+    if facts.pointops.path:
+        facts.pointops.path = str(Path(facts.pointops.path).resolve())
+        facts.pointops.source_tree = source_tree_of(facts.pointops.path, facts.pointops_installs)
+    if facts.platform.startswith("linux"):  # ELF files and /proc/self/maps
+        facts.libstdcxx = gather_libstdcxx(facts.torch.libstdcxx)
+        facts.binaries = gather_binaries(site_dirs)
     facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")
     facts.toolchain = gather_toolchain(options.env)
     if facts.is_windows:

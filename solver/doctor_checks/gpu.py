@@ -14,6 +14,11 @@ from .facts import CondaRecord, Facts
 from .findings import Finding, failed, info, passed, warned
 
 MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
+FOREIGN_POINTOPS_FIX = (
+    "this is Pointcept's library, also named pointops: to use this project's, uninstall it (pip uninstall "
+    "pointops; for a setup.py install delete its egg) and install this project's pointops (solver make-env "
+    "plans it)"
+)
 
 
 def _record(facts: Facts, *names: str) -> CondaRecord | None:
@@ -181,28 +186,65 @@ def _min_driver_text(kb: Knowledge, cuda: str, os_name: str) -> str:
         return f"supporting CUDA {cuda}"
 
 
+def _torch_index(version: str) -> str:
+    """' --index-url <PyTorch's index>' for a version with a local tag ('2.13.0+cu130'), else ''."""
+    from solver.pytorch_wheels import load_wheels
+
+    tag = version.partition("+")[2]
+    return f" --index-url {load_wheels().url(tag)}" if re.fullmatch(r"cpu|cu\d+|rocm[\d.]+", tag) else ""
+
+
+def _pointops_torch(facts: Facts) -> str:
+    """The torch the installed pointops was built against (its _build_info.json), when known."""
+    return next((i.built_against_torch for i in facts.pointops_installs if i.built_against_torch), "")
+
+
+def install_torch_fix(facts: Facts) -> str:
+    """Install the torch that pointops was built against (the environment was planned with it)."""
+    wanted = _pointops_torch(facts)
+    if facts.conda.prefix is not None:
+        pin = f' "pytorch={wanted.split("+")[0]}"' if wanted else " pytorch"
+        return f"conda install{pin}" + (f"  (pointops was built against torch {wanted})" if wanted else "")
+    if wanted:
+        return f'pip install "torch=={wanted}"{_torch_index(wanted)}  (pointops was built against it)'
+    return "pip install torch  (or plan the whole environment: solver make-env --format pip)"
+
+
+def reinstall_torch_fix(facts: Facts, version: str, from_conda: bool) -> str:
+    """Put the same torch back, and nothing else (--no-deps: its CUDA wheels stay as they are)."""
+    if from_conda:
+        return f'conda install --force-reinstall "pytorch={version}"'
+    return f'pip install --no-deps --force-reinstall --no-cache-dir "torch=={version}"{_torch_index(version)}'
+
+
+def _torch_import_finding(facts: Facts) -> Finding:
+    """torch missing or broken: when something here needs it, this is the root cause of the rest."""
+    check, torch = "gpu.torch-build", facts.torch
+    pytorch = _record(facts, "pytorch")
+    dist = next((d for d in facts.conda.dists if d.name == "torch"), None)
+    if pytorch is not None or dist is not None:
+        version = pytorch.version if pytorch else dist.version
+        fix = reinstall_torch_fix(facts, version, pytorch is not None)
+        return failed(
+            check, f"torch {version} is installed but does not import", torch.import_error[:300], fix
+        )
+    needed_by = facts.torch_dependents or (["pointops"] if facts.pointops.installed else [])
+    if not needed_by:
+        return info(check, "torch is not installed in this environment", torch.import_error)
+    return failed(
+        check,
+        f"torch is not installed, but {needed_by[0]}"
+        + (f" (and {len(needed_by) - 1} more)" if needed_by[1:] else ""),
+        torch.import_error[:300],
+        install_torch_fix(facts),
+    )
+
+
 def check_torch_build(facts: Facts, kb: Knowledge) -> list[Finding]:
     check = "gpu.torch-build"
     torch = facts.torch
     if not torch.importable:
-        pytorch = _record(facts, "pytorch")
-        dist = next((d for d in facts.conda.dists if d.name == "torch"), None)
-        if pytorch is None and dist is None:
-            return [info(check, "torch is not installed in this environment", torch.import_error)]
-        version = pytorch.version if pytorch else dist.version
-        return [
-            failed(
-                check,
-                f"torch {version} is installed but does not import",
-                torch.import_error[:300],
-                "reinstall it: "
-                + (
-                    "conda install --force-reinstall pytorch"
-                    if pytorch
-                    else "pip install --force-reinstall --no-cache-dir torch"
-                ),
-            )
-        ]
+        return [_torch_import_finding(facts)]
     gpus = facts.driver.gpus
     build = f"torch {torch.version}" + (f" (CUDA {torch.cuda})" if torch.cuda else " (CPU build)")
     if not gpus:
@@ -454,27 +496,47 @@ def _describe_build(build_info: dict, cuda: str | None, archs: ArchList, exact: 
     return text + f", CUDA {cuda}, archs {listed or 'none listed'}"
 
 
+def _pointops_unread(facts: Facts) -> Finding | None:
+    """pointops.build when the build could not be read; None when it was."""
+    from .pointops_owners import reinstall_pointops
+
+    pointops = facts.pointops
+    if not facts.torch.importable and (pointops.installed or facts.pointops_installs):
+        return info("pointops.build", "pointops was not checked: torch does not import (gpu.torch-build)")
+    if pointops.stage == "not tried":
+        return info(
+            "pointops.build",
+            "pointops was not checked: the runtime probe stopped before it",
+            facts.torch.cuda_error,
+        )
+    if not pointops.installed:
+        return info(
+            "pointops.build",
+            "pointops is not installed",
+            "",
+            "conda install pointops, or pip install pointops",
+        )
+    if pointops.stage == "import" and any(m.module == "pointops" for m in facts.imports):
+        return info(
+            "pointops.build", "pointops' build was not read: it does not import (extensions.import says why)"
+        )
+    if pointops.build_info is None:
+        foreign = "not this project's package" in pointops.error
+        return failed(
+            "pointops.build",
+            "pointops is installed but its build could not be read",
+            pointops.error[:300],
+            FOREIGN_POINTOPS_FIX if foreign else reinstall_pointops(facts),
+        )
+    return None
+
+
 def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
     check = "gpu.pointops-archs"
     pointops = facts.pointops
-    if not pointops.installed:
-        return [
-            info(
-                "pointops.build",
-                "pointops is not installed",
-                "",
-                "conda install pointops (from the project channel) or pip install ./ops-src",
-            )
-        ]
-    if pointops.build_info is None:
-        return [
-            failed(
-                "pointops.build",
-                "pointops is installed but its build could not be read",
-                pointops.error[:300],
-                "reinstall pointops for this torch (pip install --force-reinstall ./ops-src)",
-            )
-        ]
+    unread = _pointops_unread(facts)
+    if unread is not None:
+        return [unread]
     cuda, archs, exact = pointops_archs(pointops.build_info)
     summary = _describe_build(pointops.build_info, cuda, archs, exact)
     findings = [passed("pointops.build", "pointops imports and reports its build", summary)]

@@ -8,9 +8,11 @@ was built for another CUDA; "DLL load failed" on Windows names the DLL that coul
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
+from .dists import DistOrigin, read_origin, rebuild_command
 from .facts import CondaRecord, Facts, ImportFact
 from .findings import Finding, failed, info, passed, warned
 
@@ -78,6 +80,7 @@ def discover_extensions(site_dirs: list[Path]) -> list[ImportFact]:
                             name,
                             headers.get("Version", ""),
                             torch_requirement="; ".join(torch_requirements),
+                            origin=read_origin(meta_dir),
                         )
                     )
     return found[:MAX_MODULES]
@@ -94,7 +97,7 @@ def _torch_pin(version: str) -> str:
 
 def classify_import_error(error: str) -> tuple[str, str]:
     """(cause, detail) of an import failure: cause is one of
-    'abi', 'missing-library', 'dll', 'crash', 'timeout', 'other'."""
+    'abi', 'missing-library', 'dll', 'libstdcxx', 'crash', 'timeout', 'missing-module', 'other'."""
     symbol = re.search(r"undefined symbol:\s*(\S+)", error)
     if symbol:
         return "abi", symbol.group(1)
@@ -112,10 +115,16 @@ def classify_import_error(error: str) -> tuple[str, str]:
     if dll:
         named = re.search(r"([\w.-]+\.dll)", error, re.IGNORECASE)
         return "dll", named.group(1) if named else dll.group(1).strip()
-    if error.startswith("crashed"):
+    version = re.search(r"version `((?:GLIBCXX|CXXABI)_[\d.]+)' not found", error)
+    if version:
+        return "libstdcxx", version.group(1)
+    if error.startswith(("crashed", "ended the interpreter")):
         return "crash", error
     if error.startswith("timed out"):
         return "timeout", error
+    missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
+    if missing:
+        return "missing-module", missing.group(1)
     return "other", error
 
 
@@ -161,61 +170,171 @@ def _reinstall(dist: str, records: list[CondaRecord], torch_version: str | None)
     )
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """One failed import, with what every kind of finding about it needs."""
+
+    result: ImportFact
+    who: str  # "mmcv (mmcv 2.1.0)"
+    installed: str  # "installed torch 2.5.1 (CUDA 12.4)"
+    versions: str  # what it says it was built for
+    reinstall: str  # the command that puts it back
+    torch_version: str | None
+    check: str = "extensions.import"
+
+    @property
+    def damage(self) -> str:
+        origin = self.result.origin
+        return "; ".join(origin.damaged) if origin and origin.damaged else ""
+
+
+def _abi(failure: _Failure, detail: str) -> Finding:
+    return failed(
+        failure.check,
+        f"{failure.who}: torch/extension ABI mismatch; it was built against a different torch than the "
+        f"{failure.installed}",
+        f"{_abi_detail(detail)}; {failure.versions}",
+        failure.reinstall,
+    )
+
+
+def _missing_library(failure: _Failure, detail: str) -> Finding:
+    if re.search(r"libcudart|libcublas|libcudnn|libnvrtc|libcusparse|libcufft|libcurand", detail):
+        what = f"built for another CUDA than the {failure.installed}"
+    elif "torch" in detail or "c10" in detail:
+        what = f"built against another torch (its library {detail} is not in the {failure.installed})"
+    else:
+        what = "a shared library it needs is missing"
+    return failed(
+        failure.check,
+        f"{failure.who}: {what}",
+        f"cannot open {detail}; {failure.versions}",
+        failure.reinstall,
+    )
+
+
+def _dll(failure: _Failure, detail: str) -> Finding:
+    dist = failure.result.distribution or failure.result.module
+    fix = (
+        f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
+        f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch "
+        f"{failure.torch_version}"
+    )
+    return failed(
+        failure.check, f"{failure.who}: DLL load failed ({detail})", failure.result.error[:300], fix
+    )
+
+
+def _libstdcxx(failure: _Failure, detail: str) -> Finding:
+    origin = failure.result.origin or DistOrigin(failure.result.distribution or failure.result.module, "")
+    return failed(
+        failure.check,
+        f"{failure.who}: it needs {detail} from libstdc++, newer than the libstdc++ this Python loads "
+        "with torch (built with a newer compiler)",
+        failure.result.error[:300],
+        f"rebuild it with the compiler that matches this libstdc++: {rebuild_command(origin, '/usr/bin/g++')}",
+    )
+
+
+def _crash(failure: _Failure, detail: str) -> Finding:
+    damage = failure.damage
+    evidence = f"its files were changed after install: {damage}" if damage else "the child interpreter died"
+    return failed(failure.check, f"{failure.who}: importing it {detail}", evidence, failure.reinstall)
+
+
+def _timeout(failure: _Failure, detail: str) -> Finding:
+    module = failure.result.module
+    return warned(
+        failure.check,
+        f"{failure.who}: import did not finish",
+        detail,
+        f"python -c 'import {module}' to see where it hangs",
+    )
+
+
+def _missing_module(failure: _Failure, detail: str) -> Finding:
+    return warned(
+        failure.check,
+        f"{failure.who} fails to import: it needs the module {detail}, which is not installed",
+        failure.result.error[:300],
+        f"install what provides {detail} (`pip check` lists the requirements that are missing)",
+    )
+
+
+def _other(failure: _Failure, detail: str) -> Finding:
+    error, module = failure.result.error, failure.result.module
+    damage = f"; its files were changed after install: {failure.damage}" if failure.damage else ""
+    if module == "pointops":  # its failures are known: the fix puts it back from where it came
+        return failed(
+            failure.check, f"{failure.who} fails to import", error[:600] + damage, failure.reinstall
+        )
+    # an error shown whole needs no re-run of the import to be read
+    fix = failure.reinstall if len(error) <= 600 else f"python -c 'import {module}' for the full error"
+    return warned(failure.check, f"{failure.who} fails to import", error[:600] + damage, fix)
+
+
+_BY_CAUSE = {
+    "abi": _abi,
+    "missing-library": _missing_library,
+    "dll": _dll,
+    "libstdcxx": _libstdcxx,
+    "crash": _crash,
+    "timeout": _timeout,
+    "missing-module": _missing_module,
+    "other": _other,
+}
+
+
 def finding_for_import(
     result: ImportFact,
     torch_version: str | None,
     torch_cuda: str | None,
     records: list[CondaRecord] | None = None,
+    reinstall: str = "",
 ) -> Finding:
-    check = "extensions.import"
+    """`reinstall`: the command that puts this extension back (default: conda or pip by name)."""
     origin = f"{result.distribution} {result.distribution_version}".strip()
     who = f"{result.module} ({origin})" if origin else result.module
     if not result.error:
-        return passed(check, f"{who} imports", f"torch {torch_version}")
+        return passed("extensions.import", f"{who} imports", f"torch {torch_version}")
     cause, detail = classify_import_error(result.error)
     dist = result.distribution or result.module.split(".")[0]
     installed = f"installed torch {torch_version or '?'}" + (
         f" (CUDA {torch_cuda})" if torch_cuda else " (CPU)"
     )
-    versions = built_for(result, records or []) or f"{dist} {result.distribution_version}".strip()
-    reinstall = _reinstall(dist, records or [], torch_version)
-    if cause == "abi":
-        return failed(
-            check,
-            f"{who}: torch/extension ABI mismatch; it was built against a different torch than the "
-            f"{installed}",
-            f"{_abi_detail(detail)}; {versions}",
-            reinstall,
-        )
-    if cause == "missing-library":
-        if re.search(r"libcudart|libcublas|libcudnn|libnvrtc|libcusparse|libcufft|libcurand", detail):
-            what = f"built for another CUDA than the {installed}"
-        elif "torch" in detail or "c10" in detail:
-            what = f"built against another torch (its library {detail} is not in the {installed})"
-        else:
-            what = "a shared library it needs is missing"
-        return failed(check, f"{who}: {what}", f"cannot open {detail}; {versions}", reinstall)
-    if cause == "dll":
-        fix = (
-            f"install the Microsoft Visual C++ Redistributable, `conda install -c conda-forge vc14_runtime`, "
-            f"and activate the environment; if {detail} belongs to torch, reinstall {dist} for torch {torch_version}"
-        )
-        return failed(check, f"{who}: DLL load failed ({detail})", result.error[:300], fix)
-    if cause == "crash":
-        return failed(check, f"{who}: importing it crashes Python", detail, reinstall)
-    if cause == "timeout":
-        return warned(
-            check,
-            f"{who}: import did not finish",
-            detail,
-            f"python -c 'import {result.module}' to see where it hangs",
-        )
-    return warned(
-        check,
-        f"{who} fails to import",
-        result.error[:300],
-        f"python -c 'import {result.module}' for the full error",
+    failure = _Failure(
+        result=result,
+        who=who,
+        installed=installed,
+        versions=built_for(result, records or []) or f"{dist} {result.distribution_version}".strip(),
+        reinstall=reinstall or _reinstall(dist, records or [], torch_version),
+        torch_version=torch_version,
     )
+    return _BY_CAUSE[cause](failure, detail)
+
+
+def _explained_elsewhere(result: ImportFact, facts: Facts) -> bool:
+    """A libstdc++ version failure that extensions.libstdcxx reports, with the file and the fix."""
+    from .libstdcxx import missing_versions
+
+    if classify_import_error(result.error)[0] != "libstdcxx" or not facts.libstdcxx.versions:
+        return False
+    top = result.module.split(".")[0]
+    return any(b.package == top and missing_versions(b, facts.libstdcxx.versions) for b in facts.binaries)
+
+
+def _finding(result: ImportFact, facts: Facts) -> Finding:
+    from .pointops_owners import reinstall_pointops
+
+    if _explained_elsewhere(result, facts):
+        return info(
+            "extensions.import",
+            f"{result.module} does not import: it needs a newer libstdc++ than the one torch loads "
+            "(extensions.libstdcxx names the file and the fix)",
+            result.error[:300],
+        )
+    reinstall = reinstall_pointops(facts) if result.module == "pointops" else ""
+    return finding_for_import(result, facts.torch.version, facts.torch.cuda, facts.conda.records, reinstall)
 
 
 def check_imports(facts: Facts, kb) -> list[Finding]:
@@ -223,7 +342,4 @@ def check_imports(facts: Facts, kb) -> list[Finding]:
         return [info("extensions.import", "torch does not import, so extensions were not tried")]
     if not facts.imports:
         return [info("extensions.import", "no compiled extension that requires torch is installed")]
-    return [
-        finding_for_import(r, facts.torch.version, facts.torch.cuda, facts.conda.records)
-        for r in facts.imports
-    ]
+    return [_finding(r, facts) for r in facts.imports]

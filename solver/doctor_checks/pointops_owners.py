@@ -7,10 +7,12 @@ is imported and how to keep only one.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 
+from .dists import DistOrigin, read_origin, rebuild_command, reinstall_command, source_command
 from .facts import Facts
 from .findings import Finding, passed, warned
 
@@ -25,6 +27,8 @@ class PointopsInstall:
     # the pip distributions whose RECORD lists this same directory (pointops and pointops-cu13
     # installed one over the other: the files are the last one's)
     distributions: tuple[str, ...] = ()
+    origin: DistOrigin | None = None  # where it came from (the first distribution), for a reinstall
+    built_against_torch: str = ""  # from its _build_info.json, readable without importing it
 
 
 def kind_of(package: Path) -> str:
@@ -41,31 +45,43 @@ def _package(directory: Path) -> Path | None:
     return package if (package / "__init__.py").is_file() else None
 
 
-def _installs_in(site: Path) -> list[tuple[Path, str]]:
-    found: list[tuple[Path, str]] = []
+def built_against_torch(package: Path) -> str:
+    try:
+        info = json.loads((package / "_build_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return str(info.get("built_against_torch") or "") if isinstance(info, dict) else ""
+
+
+def _from_dist_infos(site: Path) -> list[tuple[Path, str, DistOrigin | None]]:
+    """Packages pip (or uv, conda) installed: listed in a RECORD, or an editable install whose
+    direct_url.json names the folder that holds the package (setuptools' finder-based editables)."""
+    found: list[tuple[Path, str, DistOrigin | None]] = []
     for meta_dir in sorted(site.glob("*.dist-info")):
         try:
             record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if any(
+        listed = any(
             line.split(",")[0] in ("pointops/__init__.py", "pointops\\__init__.py")
             for line in record.splitlines()
-        ):
-            try:
-                headers = HeaderParser().parsestr(
-                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
-                )
-            except OSError:
-                headers = {}
-            name, version = headers.get("Name", meta_dir.name), headers.get("Version", "")
-            package = site / "pointops"
-            if package.is_dir():
-                found.append((package, f"the distribution {name} {version}".strip()))
+        )
+        origin = read_origin(meta_dir)
+        name = f"{origin.name} {origin.version}".strip() if origin else meta_dir.name
+        editable = _package(Path(origin.location)) if origin and origin.kind == "editable" else None
+        if listed and (site / "pointops").is_dir():
+            found.append((site / "pointops", f"the distribution {name}", origin))
+        elif editable is not None:
+            found.append((editable, f"an editable install of {name}", origin))
+    return found
+
+
+def _installs_in(site: Path) -> list[tuple[Path, str, DistOrigin | None]]:
+    found = _from_dist_infos(site)
     for egg in sorted(site.glob("*.egg")):  # `python setup.py install` (Pointcept's README way)
         package = _package(egg) if egg.is_dir() else None
         if package is not None:
-            found.append((package, f"the egg {egg.name}"))
+            found.append((package, f"the egg {egg.name}", None))
     for link in [
         *sorted(site.glob("*.egg-link")),
         *sorted(site.glob("*.pth")),
@@ -80,7 +96,8 @@ def _installs_in(site: Path) -> list[tuple[Path, str]]:
                 continue
             package = _package(Path(text))
             if package is not None:
-                found.append((package, f"an editable install ({link.name})"))
+                origin = DistOrigin("pointops", "", kind="editable", location=text, location_exists=True)
+                found.append((package, f"an editable install ({link.name})", origin))
     return found
 
 
@@ -88,16 +105,17 @@ def find_installs(site_dirs: list[Path]) -> list[PointopsInstall]:
     """Every installation providing `pointops`, one per package directory."""
     seen: dict[str, PointopsInstall] = {}
     for site in site_dirs:
-        for package, source in _installs_in(site):
+        for package, source, origin in _installs_in(site):
             key = str(package.resolve())
             dists = (
                 (source.removeprefix("the distribution "),) if source.startswith("the distribution ") else ()
             )
             if key not in seen:
-                seen[key] = PointopsInstall(key, source, kind_of(package), dists)
+                built = built_against_torch(package)
+                seen[key] = PointopsInstall(key, source, kind_of(package), dists, origin, built)
             elif dists and dists[0] not in seen[key].distributions:
                 old = seen[key]
-                seen[key] = PointopsInstall(key, old.source, old.kind, old.distributions + dists)
+                seen[key] = dataclasses.replace(old, distributions=old.distributions + dists)
     return list(seen.values())
 
 
@@ -139,3 +157,42 @@ def check_pointops_installations(facts: Facts, kb) -> list[Finding]:
     if winner is None or winner.kind != "this project":
         got += ", not this project's"
     return [warned(CHECK, f"{len(installs)} installations provide `import pointops`; {got}", described, fix)]
+
+
+# ---------------------------------------------------------------- fixes for a broken pointops
+
+
+def imported_install(facts: Facts) -> PointopsInstall | None:
+    """The installation `import pointops` gets (the only one, when the import did not say)."""
+    installs, path = facts.pointops_installs, facts.pointops.path
+    if path:
+        return next((i for i in installs if i.path == path), None)
+    return installs[0] if len(installs) == 1 else None
+
+
+def _conda_name(facts: Facts, origin: DistOrigin) -> str:
+    name = origin.name.lower().replace("_", "-")
+    return next((r.name for r in facts.conda.records if r.name == name), name)
+
+
+def reinstall_pointops(facts: Facts) -> str:
+    """Put pointops back from where it came: its conda package, wheel file, index or source folder."""
+    install = imported_install(facts)
+    if install is not None and install.origin is not None:
+        return reinstall_command(install.origin, _conda_name(facts, install.origin))
+    if facts.pointops.source_tree:
+        return f"{source_command(facts.pointops.source_tree, editable=True)}  (builds the extension in place)"
+    return (
+        "pip install --no-deps --force-reinstall --no-cache-dir pointops, or in a conda environment: "
+        "conda install --force-reinstall pointops"
+    )
+
+
+def rebuild_pointops(facts: Facts, cxx: str) -> str:
+    """Compile pointops again with the compiler `cxx`, from its source when it came from one."""
+    install = imported_install(facts)
+    if install is not None and install.origin is not None:
+        return rebuild_command(install.origin, cxx, _conda_name(facts, install.origin))
+    if facts.pointops.source_tree:
+        return source_command(facts.pointops.source_tree, cxx, editable=True)
+    return rebuild_command(DistOrigin("pointops", ""), cxx)

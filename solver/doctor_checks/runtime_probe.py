@@ -1,10 +1,13 @@
 """Run by the environment's own Python (as a script, so it needs nothing but the standard library):
 report torch, pointops and the import of each named extension module, one JSON object per line.
 
-    python runtime_probe.py [module ...]
+    python runtime_probe.py [--no-cuda] [--no-pointops] [module ...]
 
 A child process keeps a crashing extension or a hanging CUDA initialisation away from doctor itself;
-each line is flushed as soon as it is known, so a crash loses only the module that caused it.
+each line is flushed as soon as it is known, and a "start" line precedes every import, so when the
+child dies (a signal, os._exit) the last start line names what it was importing. The last line is
+{"kind": "done"}: without it, the child did not finish. --no-cuda and --no-pointops skip those steps
+(gather runs the probe again without what crashed it).
 """
 
 import json
@@ -22,21 +25,40 @@ def error_text(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
+def loaded_libstdcxx():
+    """The libstdc++ this process has mapped (after importing torch: the one extensions will share)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith("libstdc++.so.6"):
+                    return path
+    except OSError:
+        pass
+    return ""
+
+
 def probe_torch():
+    emit("start", phase="torch")
     try:
         import torch
     except BaseException as exc:  # ImportError, OSError (DLL load), even SystemExit from a broken install
         emit("torch", importable=False, import_error=error_text(exc))
-        return
-    facts = {
-        "importable": True,
-        "version": str(torch.__version__),
-        "cuda": torch.version.cuda,
-        "location": os.path.dirname(torch.__file__),
-        "arch_list": [],
-        "device_capabilities": [],
-        "cuda_available": None,
-    }
+        return None
+    emit(
+        "torch",
+        importable=True,
+        version=str(torch.__version__),
+        cuda=torch.version.cuda,
+        location=os.path.dirname(torch.__file__),
+        libstdcxx=loaded_libstdcxx(),
+    )
+    return torch
+
+
+def probe_cuda(torch):
+    emit("start", phase="cuda")
+    facts = {"arch_list": [], "device_capabilities": [], "cuda_available": None}
     try:
         facts["cuda_available"] = bool(torch.cuda.is_available())
         facts["arch_list"] = list(torch.cuda.get_arch_list()) if facts["cuda_available"] else []
@@ -45,28 +67,32 @@ def probe_torch():
             facts["device_capabilities"].append(f"{major}.{minor}")
     except BaseException as exc:
         facts["cuda_error"] = error_text(exc)
-    emit("torch", **facts)
+    emit("cuda", **facts)
 
 
-def probe_pointops():
+def pointops_path():
     import importlib.util
-    import os
 
     try:
         spec = importlib.util.find_spec("pointops")
-        path = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+        return os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
     except BaseException:
-        path = ""
+        return ""
+
+
+def probe_pointops():
+    path = pointops_path()
+    emit("start", phase="pointops", path=path)
     try:
         import pointops
     except ModuleNotFoundError as exc:
         if exc.name == "pointops":
             emit("pointops", installed=False)
         else:
-            emit("pointops", installed=True, error=error_text(exc), path=path)
+            emit("pointops", installed=True, stage="import", error=error_text(exc), path=path)
         return
     except BaseException as exc:
-        emit("pointops", installed=True, error=error_text(exc), path=path)
+        emit("pointops", installed=True, stage="import", error=error_text(exc), path=path)
         return
     build_info = getattr(pointops, "build_info", None)
     if build_info is None:
@@ -74,6 +100,7 @@ def probe_pointops():
             "pointops",
             installed=True,
             path=path,
+            stage="build_info",
             error="this pointops has no build_info(): it is not this project's package (Pointcept's library "
             "is also named pointops)",
         )
@@ -82,14 +109,14 @@ def probe_pointops():
         info = build_info()
         emit("pointops", installed=True, build_info=json.loads(json.dumps(info, default=str)), path=path)
     except BaseException as exc:
-        emit("pointops", installed=True, error=error_text(exc))
+        emit("pointops", installed=True, stage="build_info", error=error_text(exc), path=path)
 
 
 def probe_imports(modules):
     import importlib
 
     for name in modules:
-        emit("import-start", module=name)
+        emit("start", phase="import", module=name)
         try:
             importlib.import_module(name)
             emit("import", module=name, error="")
@@ -98,6 +125,12 @@ def probe_imports(modules):
 
 
 if __name__ == "__main__":
-    probe_torch()
-    probe_pointops()
-    probe_imports(sys.argv[1:])
+    options = {"--no-cuda", "--no-pointops"}
+    arguments = sys.argv[1:]
+    torch = probe_torch()
+    if torch is not None and "--no-cuda" not in arguments:
+        probe_cuda(torch)
+    if "--no-pointops" not in arguments:
+        probe_pointops()
+    probe_imports([a for a in arguments if a not in options])
+    emit("done")

@@ -13,8 +13,10 @@ from doctor_helpers import (
     statuses,
 )
 
+from solver.doctor_checks.dists import DistOrigin
 from solver.doctor_checks.facts import Facts, PointopsFacts, TorchFacts
 from solver.doctor_checks.gpu import arch_list_from_names, check_gpu, coverage, pointops_archs
+from solver.doctor_checks.pointops_owners import PointopsInstall
 from solver.knowledge import load
 
 
@@ -155,7 +157,7 @@ def test_torch_that_does_not_import(tmp_path, kb):
         check_gpu(facts_for_prefix(prefix, driver=h200_driver(), torch=torch), kb), "gpu.torch-build"
     )
     assert finding.status == "fail" and "libcudnn.so.9" in finding.evidence
-    assert finding.fix == "reinstall it: conda install --force-reinstall pytorch"
+    assert finding.fix == 'conda install --force-reinstall "pytorch=2.5.1"'  # the same pytorch, not another
 
 
 def test_pointops_build_info_archs(kb):
@@ -185,11 +187,14 @@ def test_pointops_build_info_archs(kb):
     findings = check_gpu(Facts(platform="linux-64", driver=h200, torch=h200_torch(), pointops=cuda_build), kb)
     assert statuses(findings, "gpu.pointops-archs") == ["pass"]
     pascal = driver("580.82.07", "13.0", ("Tesla P100-PCIE-16GB", "6.0"))
-    findings = check_gpu(Facts(platform="linux-64", driver=pascal, pointops=cuda_build), kb)
+    findings = check_gpu(
+        Facts(platform="linux-64", driver=pascal, torch=h200_torch(), pointops=cuda_build), kb
+    )
     [finding] = by_check(findings, "gpu.pointops-archs")
     assert finding.status == "fail" and "pointops" in finding.summary
-    broken = PointopsFacts(installed=True, error="AttributeError: build_info")
-    assert statuses(check_gpu(Facts(platform="linux-64", pointops=broken), kb), "pointops.build") == ["fail"]
+    broken = PointopsFacts(installed=True, error="AttributeError: build_info", stage="build_info")
+    facts = Facts(platform="linux-64", torch=h200_torch(), pointops=broken)
+    assert statuses(check_gpu(facts, kb), "pointops.build") == ["fail"]
 
 
 @pytest.mark.parametrize(
@@ -234,3 +239,81 @@ def test_the_installed_pointops_build_info_is_understood(kb):
         assert [f.status for f in archs] == ["pass" if "9.0" in info["sass_archs"] else "warn"]
     else:
         assert [f.status for f in archs] == ["warn"] and "CPU build" in archs[0].summary
+
+
+def _ours(path: str, built_against: str = "2.13.0+cu130") -> PointopsInstall:
+    origin = DistOrigin("pointops", "0.1.0", "pip", "index")
+    return PointopsInstall(
+        path, "the distribution pointops 0.1.0", "this project", ("pointops 0.1.0",), origin, built_against
+    )
+
+
+def test_missing_torch_is_the_failure_when_something_needs_it(kb):
+    """Not pointops: its import fails only because torch is missing. The fix installs the torch that
+    pointops was built against, from the index of its build."""
+    missing = TorchFacts(importable=False, import_error="ModuleNotFoundError: No module named 'torch'")
+    pointops = PointopsFacts(installed=True, stage="import", error=missing.import_error, path="/env/pointops")
+    facts = Facts(
+        platform="linux-64",
+        torch=missing,
+        pointops=pointops,
+        pointops_installs=[_ours("/env/pointops")],
+        torch_dependents=["pointops 0.1.0 requires torch>=2.10"],
+    )
+    findings = check_gpu(facts, kb)
+    [torch] = by_check(findings, "gpu.torch-build")
+    assert (
+        torch.status == "fail"
+        and torch.summary == "torch is not installed, but pointops 0.1.0 requires torch>=2.10"
+    )
+    assert torch.fix.startswith(
+        'pip install "torch==2.13.0+cu130" --index-url https://download.pytorch.org/whl/cu130'
+    )
+    assert statuses(findings, "pointops.build") == ["info"]
+    assert [f.status for f in findings if f.status == "fail"] == ["fail"]
+    facts.pointops_installs = [_ours("/env/pointops", built_against="2.13.0")]  # a PyPI torch: no index
+    assert by_check(check_gpu(facts, kb), "gpu.torch-build")[0].fix.startswith(
+        'pip install "torch==2.13.0"  ('
+    )
+    nothing = Facts(platform="linux-64", torch=missing)
+    assert statuses(check_gpu(nothing, kb), "gpu.torch-build") == ["info"]  # nothing here needs it
+
+
+def test_missing_torch_in_a_conda_environment_is_installed_by_conda(tmp_path, kb):
+    from solver.doctor_checks.facts import CondaFacts
+
+    missing = TorchFacts(importable=False, import_error="ModuleNotFoundError: No module named 'torch'")
+    facts = Facts(
+        platform="linux-64",
+        torch=missing,
+        conda=CondaFacts(prefix=tmp_path),
+        pointops_installs=[_ours(str(tmp_path / "pointops"), "2.13.0")],
+        torch_dependents=["pointops at /env/pointops"],
+    )
+    [torch] = by_check(check_gpu(facts, kb), "gpu.torch-build")
+    assert torch.fix.startswith('conda install "pytorch=2.13.0"')
+
+
+def test_a_broken_pip_torch_is_reinstalled_at_its_version_without_deps(tmp_path, kb):
+    from doctor_helpers import write_dist
+
+    write_dist(tmp_path, "torch", "2.13.0+cu130", "pip")
+    facts = facts_for_prefix(tmp_path, torch=TorchFacts(importable=False, import_error="OSError: libc10.so"))
+    facts.conda.prefix = None
+    [torch] = by_check(check_gpu(facts, kb), "gpu.torch-build")
+    assert torch.fix == (
+        'pip install --no-deps --force-reinstall --no-cache-dir "torch==2.13.0+cu130" '
+        "--index-url https://download.pytorch.org/whl/cu130"
+    )
+
+
+def test_pointcept_library_gets_its_own_fix(kb):
+    foreign = PointopsFacts(
+        installed=True,
+        stage="build_info",
+        error="this pointops has no build_info(): it is not this project's package",
+    )
+    [build] = by_check(
+        check_gpu(Facts(platform="linux-64", torch=h200_torch(), pointops=foreign), kb), "pointops.build"
+    )
+    assert build.status == "fail" and "Pointcept's library" in build.fix

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -63,7 +64,10 @@ def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
         ["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True
     )
     modules = discover_extensions([site])
-    assert modules == [ImportFact("oldext", "oldext", "0.3.1+pt24cu121", torch_requirement="torch>=2.4")]
+    assert [(m.module, m.distribution, m.distribution_version, m.torch_requirement) for m in modules] == [
+        ("oldext", "oldext", "0.3.1+pt24cu121", "torch>=2.4")
+    ]
+    assert modules[0].origin.kind == "index" and modules[0].origin.installer == "pip"
     torch, _, imports = run_runtime_probe(sys.executable, modules, _env(site), timeout_s=120)
     [result] = imports
     assert f"undefined symbol: {TORCH_SYMBOL}" in result.error
@@ -85,7 +89,7 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
     )
     assert torch.import_error == "ImportError: torch left out"  # reported before the crash
     [crashed] = imports
-    assert crashed.error == f"crashed the interpreter (signal {int(__import__('signal').SIGSEGV)})"
+    assert crashed.error == f"crashed the interpreter with SIGSEGV (signal {int(signal.SIGSEGV)})"
     assert finding_for_import(crashed, torch.version, torch.cuda).status == "fail"
 
     hang_site = _site_with(tmp_path / "b", "hangext", "import time\ntime.sleep(60)\n")
@@ -144,11 +148,19 @@ def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
             "abi",
             "a procedure in a torch DLL",
         ),
+        ("ModuleNotFoundError: No module named 'yaml'", "missing-module", "yaml"),
         (
-            "ModuleNotFoundError: No module named 'yaml'",
-            "other",
-            "ModuleNotFoundError: No module named 'yaml'",
+            "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found "
+            "(required by /env/site-packages/mmcv/_ext.cpython-311-x86_64-linux-gnu.so)",
+            "libstdcxx",
+            "GLIBCXX_3.4.32",
         ),
+        (
+            "crashed the interpreter with SIGBUS (signal 7)",
+            "crash",
+            "crashed the interpreter with SIGBUS (signal 7)",
+        ),
+        ("RuntimeError: something else", "other", "RuntimeError: something else"),
     ],
 )
 def test_classify_import_errors(error, cause, detail):
@@ -192,3 +204,53 @@ def test_no_extensions_or_no_torch_are_notes():
     assert [
         f.status for f in check_imports(Facts(torch=TorchFacts(importable=True, version="2.13.0")), None)
     ] == ["info"]
+
+
+def _package(site, name: str, init_code: str) -> None:
+    (site / name).mkdir(parents=True, exist_ok=True)
+    (site / name / "__init__.py").write_text(init_code)
+
+
+def test_a_crash_in_the_pointops_step_is_named_and_the_other_imports_still_run(tmp_path):
+    """The probe child dies in `import pointops` (SIGBUS, as a truncated _C does); doctor runs it again
+    without pointops, so the modules after it are still imported, and each death is named."""
+    site = tmp_path / "site"
+    _package(site, "pointops", "import os, signal\nos.kill(os.getpid(), signal.SIGBUS)\n")
+    _package(site, "exits", "import os\nos._exit(3)\n")
+    _package(site, "fine", "")
+    modules = [ImportFact("exits"), ImportFact("fine")]
+    torch, pointops, imports = run_runtime_probe(
+        sys.executable, modules, _env(site, without_torch=True), timeout_s=60
+    )
+    assert torch.import_error == "ImportError: torch left out"
+    assert (pointops.installed, pointops.stage, pointops.path) == (True, "import", str(site / "pointops"))
+    assert pointops.error == f"crashed the interpreter with SIGBUS (signal {int(signal.SIGBUS)})"
+    assert [(m.module, m.error) for m in imports] == [
+        ("exits", "ended the interpreter with exit status 3 before it finished"),
+        ("fine", ""),
+    ]
+    assert classify_import_error(imports[0].error)[0] == "crash"
+
+
+def test_a_death_reported_by_a_wrapper_as_128_plus_the_signal_is_named():
+    from solver.bounded import Completed
+    from solver.doctor_checks.gather import describe_death
+
+    assert (
+        describe_death(Completed(135), 60)
+        == "crashed the interpreter with SIGBUS (signal 7) (exit status 135)"
+    )
+    assert describe_death(Completed(-11), 60) == "crashed the interpreter with SIGSEGV (signal 11)"
+    assert describe_death(Completed(None, timed_out=True), 60) == "timed out after 60 s"
+    assert describe_death(Completed(0), 60) == "ended the interpreter with exit status 0 before it finished"
+
+
+def test_an_import_error_shown_whole_gets_a_fix_not_a_rerun_of_the_import():
+    short = ImportFact("ext", "ext", "1.0", "RuntimeError: built for another numpy")
+    finding = finding_for_import(short, "2.13.0", None)
+    assert finding.status == "warn" and "python -c" not in finding.fix and "--no-deps" in finding.fix
+    long = ImportFact("ext", "ext", "1.0", "RuntimeError: " + "x" * 700)
+    assert finding_for_import(long, "2.13.0", None).fix == "python -c 'import ext' for the full error"
+    missing = ImportFact("ext", "ext", "1.0", "ModuleNotFoundError: No module named 'yaml'")
+    finding = finding_for_import(missing, "2.13.0", None)
+    assert "needs the module yaml" in finding.summary and "pip check" in finding.fix

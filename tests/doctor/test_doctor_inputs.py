@@ -127,6 +127,7 @@ def test_every_check_has_one_signature():
         "conda.pip-shadowing",
         "conda.resolve",
         "extensions",
+        "libstdcxx",
         "pointops.installations",
         "windows",
         "network",
