@@ -218,6 +218,17 @@ else:
     def _index_range(idx: torch.Tensor, n: int):
         return lambda: _api._ValueChecks().indices(idx, "idx", n)
 
+    def _scatter(function: str, grad_out: torch.Tensor, idx: torch.Tensor, weight, n: int) -> torch.Tensor:
+        """gather_backward_feat(grad_out, idx [b, P, T], weight, n) with idx's values checked.
+        On CUDA that op checks none (the core API's backward reuses indices its forward gather
+        checked): a one-channel gather of the same indices records a bad one, without a sync,
+        for the next pointops call or pointops.check_errors() to raise."""
+        if grad_out.is_cuda and _api.value_checks_enabled() and not torch.compiler.is_compiling():
+            rows = idx.reshape(idx.shape[0], idx.shape[1] * idx.shape[2], 1)
+            _api._gather_op(grad_out.new_zeros(idx.shape[0], 1, n), rows, None)
+        args = (grad_out, idx, weight, n)
+        return _run(function, _api._ops.gather_backward_feat.default, args, _index_range(idx, n))
+
     def _int32_index(idx: torch.Tensor) -> torch.Tensor:
         """Native -1 ("no point") becomes 0, as openpoints' kernels leave it."""
         return idx.clamp_min(0).to(torch.int32)
@@ -291,8 +302,8 @@ else:
         grad_points = _output(
             grad_points_tensor, fn, "grad_points", (b, c, n), grad_out.dtype, grad_out, "grad_out", inputs
         )
-        args = (grad_out.reshape(b, c, npoints * nsample), idx.reshape(b, npoints * nsample, 1), None, n)
-        grad_points.add_(_run(fn, _api._ops.gather_backward_feat.default, args, _index_range(idx, n)))
+        flat = idx.reshape(b, npoints * nsample, 1)
+        grad_points.add_(_scatter(fn, grad_out.reshape(b, c, npoints * nsample), flat, None, n))
         return 1
 
     @torch.no_grad()
@@ -328,8 +339,7 @@ else:
         grad_points = _output(
             grad_points_tensor, fn, "grad_points", (b, c, n), grad_out.dtype, grad_out, "grad_out", inputs
         )
-        args = (grad_out, idx.unsqueeze(-1), None, n)
-        grad_points.add_(_run(fn, _api._ops.gather_backward_feat.default, args, _index_range(idx, n)))
+        grad_points.add_(_scatter(fn, grad_out, idx.unsqueeze(-1), None, n))
         return 1
 
     @torch.no_grad()
@@ -377,8 +387,7 @@ else:
         grad_points = _output(
             grad_points_tensor, fn, "grad_points", (b, c, m), grad_out.dtype, grad_out, "grad_out", inputs
         )
-        args = (grad_out, idx, weight, m)
-        grad_points.add_(_run(fn, _api._ops.gather_backward_feat.default, args, _index_range(idx, m)))
+        grad_points.add_(_scatter(fn, grad_out, idx, weight, m))
         return 1
 
     __all__ = [

@@ -444,7 +444,8 @@ def test_gradcheck(device, norm, squared, D, point_reduction):
             x, y, xl, yl, weights=w, norm=norm, squared=squared, point_reduction=point_reduction
         )[0]
 
-    assert torch.autograd.gradcheck(loss, (x, y))
+    # on CUDA torch's gather backward (the distances' recomputation) sums in any order
+    assert torch.autograd.gradcheck(loss, (x, y), nondet_tol=1e-12 if device == "cuda" else 0.0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

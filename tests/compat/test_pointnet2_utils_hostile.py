@@ -506,6 +506,9 @@ def test_arguments_on_another_device_are_refused(device, case, layout):
     run, name, key, *_ = case
     args = _arguments(device)
     bad = args[key].to("meta" if device == "cpu" else "cpu")
+    if device == "cuda" and case is CASES["furthest_point_sample-xyz"]:
+        run(args, bad)  # its only tensor: a plain CPU call
+        return
     with pytest.raises(ValueError, match=r"is on device type 'meta'|is on cpu but|is on cuda:0 but") as info:
         run(args, bad)
     assert not re.search(INTERNAL_NAMES, str(info.value)), str(info.value)
