@@ -237,11 +237,12 @@ def with_pointops_import(
     found = {m.module: m for m in tried}
     if pointops.installed and "pointops" not in {m.module for m in modules}:
         modules = [ImportFact("pointops"), *modules]
-    if pointops.installed and pointops.stage != "not tried":
+    asked = next((m for m in modules if m.module == "pointops"), None)
+    if asked is not None and pointops.stage != "not tried":
         error = pointops.error if pointops.stage == "import" else ""
-        found["pointops"] = dataclasses.replace(
-            next(m for m in modules if m.module == "pointops"), error=error
-        )
+        if not pointops.installed:  # asked for (--import, or a dist-info says so), yet not there
+            error = "ModuleNotFoundError: No module named 'pointops'"
+        found["pointops"] = dataclasses.replace(asked, error=error)
     return [found[m.module] for m in modules if m.module in found]
 
 

@@ -14,6 +14,7 @@ from .facts import CondaRecord, Facts
 from .findings import Finding, failed, info, passed, warned
 
 MAKE_ENV_FIX = "solver make-env --gpu auto > env.yml && conda env create -f env.yml"
+NO_TORCH = "ModuleNotFoundError: No module named 'torch'"
 FOREIGN_POINTOPS_FIX = (
     "this is Pointcept's library, also named pointops: to use this project's, uninstall it (pip uninstall "
     "pointops; for a setup.py install delete its egg) and install this project's pointops (solver make-env "
@@ -227,6 +228,14 @@ def _torch_import_finding(facts: Facts) -> Finding:
         fix = reinstall_torch_fix(facts, version, pytorch is not None)
         return failed(
             check, f"torch {version} is installed but does not import", torch.import_error[:300], fix
+        )
+    if torch.import_error and not torch.import_error.startswith(NO_TORCH):  # there, but broken or crashing
+        make = warned if "timed out" in torch.import_error else failed
+        return make(
+            check,
+            "torch does not import",
+            torch.import_error[:300],
+            f"reinstall it: {install_torch_fix(facts)}",
         )
     needed_by = facts.torch_dependents or (["pointops"] if facts.pointops.installed else [])
     if not needed_by:
@@ -557,11 +566,22 @@ def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
     return findings + _arch_findings(check, "pointops", archs, exact, cuda, facts, lambda cc: fix)
 
 
+def check_cuda_probe(facts: Facts, kb: Knowledge) -> list[Finding]:
+    """Asking torch.cuda killed or hung the probe child (a broken driver or CUDA runtime)."""
+    error = facts.torch.cuda_error
+    if not facts.torch.importable or not error.startswith("asking torch.cuda "):
+        return []
+    make = warned if "timed out" in error else failed
+    fix = 'run `python -c "import torch; torch.cuda.init()"` to see where; then check the driver (nvidia-smi)'
+    return [make("gpu.torch-build", f"torch imports, but {error}", _gpu_text(facts), fix)]
+
+
 def check_gpu(facts: Facts, kb: Knowledge) -> list[Finding]:
     return (
         check_overrides(facts, kb)
         + check_driver(facts, kb)
         + check_torch_build(facts, kb)
+        + check_cuda_probe(facts, kb)
         + check_cuda_version_package(facts, kb)
         + check_torch_archs(facts, kb)
         + check_pointops(facts, kb)

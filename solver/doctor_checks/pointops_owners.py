@@ -143,19 +143,19 @@ def check_pointops_installations(facts: Facts, kb) -> list[Finding]:
         only = installs[0]
         return [passed(CHECK, f"one pointops is installed: {only.kind}", f"{only.source} at {only.path}")]
     described = "; ".join(f"{i.kind} from {i.source} at {i.path}" for i in installs)
-    winner = next((i for i in installs if imported and Path(i.path) == Path(imported).resolve()), None)
-    got = (
-        f"`import pointops` gets {winner.kind} ({winner.source})"
-        if winner
-        else (f"`import pointops` gets {imported}" if imported else "`import pointops` fails")
-    )
+    winner = next((i for i in installs if imported and i.path == imported), None)  # gather resolved it
+    if winner is not None:
+        got = f"`import pointops` gets {winner.kind} ({winner.source})"
+        got += "" if winner.kind == "this project" else ", not this project's"
+    elif imported:
+        got = f"`import pointops` gets {imported}, none of them"
+    else:
+        got = "`import pointops` finds none of them (this interpreter does not look there)"
     fix = (
         "keep one: this package serves Pointcept's names too (pointops.knn_query, ...), so uninstall "
         "Pointcept's library (pip uninstall pointops for a pip install; delete the egg or the egg-link "
         "for setup.py installs) and reinstall this one, or uninstall this one to keep Pointcept's"
     )
-    if winner is None or winner.kind != "this project":
-        got += ", not this project's"
     return [warned(CHECK, f"{len(installs)} installations provide `import pointops`; {got}", described, fix)]
 
 

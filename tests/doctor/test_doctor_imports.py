@@ -254,3 +254,71 @@ def test_an_import_error_shown_whole_gets_a_fix_not_a_rerun_of_the_import():
     missing = ImportFact("ext", "ext", "1.0", "ModuleNotFoundError: No module named 'yaml'")
     finding = finding_for_import(missing, "2.13.0", None)
     assert "needs the module yaml" in finding.summary and "pip check" in finding.fix
+
+
+FAKE_TORCH_CUDA_CRASH = """
+import os, signal, types
+__version__ = "2.13.0+cu130"
+version = types.SimpleNamespace(cuda="13.0")
+def _crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+cuda = types.SimpleNamespace(is_available=_crash)
+"""
+
+
+def test_a_crash_while_importing_torch_or_asking_cuda_is_a_failure_never_a_missing_torch(tmp_path):
+    from solver.doctor_checks.gpu import check_gpu
+    from solver.knowledge import load
+
+    crashing = tmp_path / "a"
+    _package(crashing, "torch", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    torch, pointops, imports = run_runtime_probe(
+        sys.executable, [ImportFact("json")], _env(crashing), timeout_s=60
+    )
+    assert (
+        torch.import_error
+        == f"importing torch crashed the interpreter with SIGSEGV (signal {int(signal.SIGSEGV)})"
+    )
+    assert (pointops.stage, imports) == ("not tried", [])
+    [finding] = [
+        f for f in check_gpu(Facts(platform="linux-64", torch=torch), load()) if f.check == "gpu.torch-build"
+    ]
+    assert finding.status == "fail" and finding.summary == "torch does not import"
+
+    cuda_crash = tmp_path / "b"
+    _package(cuda_crash, "torch", FAKE_TORCH_CUDA_CRASH)
+    _package(cuda_crash, "pointops", "")
+    torch, pointops, imports = run_runtime_probe(
+        sys.executable, [ImportFact("json")], _env(cuda_crash), timeout_s=60
+    )
+    assert torch.importable and torch.version == "2.13.0+cu130"
+    assert torch.cuda_error.startswith("asking torch.cuda crashed the interpreter with SIGSEGV")
+    assert pointops.installed and [(m.module, m.error) for m in imports] == [("json", "")]  # tried again
+    findings = check_gpu(Facts(platform="linux-64", torch=torch), load())
+    assert [f.status for f in findings if f.summary.startswith("torch imports, but asking torch.cuda")] == [
+        "fail"
+    ]
+
+
+def test_pointops_gets_one_import_verdict_from_the_probes_pointops_step():
+    from solver.doctor_checks.facts import PointopsFacts
+    from solver.doctor_checks.gather import with_pointops_import
+
+    asked = [ImportFact("pointops", "pointops", "0.1.0"), ImportFact("json")]
+    tried = [ImportFact("json")]
+    crashed = PointopsFacts(
+        installed=True, stage="import", error="crashed the interpreter with SIGBUS (signal 7)"
+    )
+    assert [(m.module, m.error) for m in with_pointops_import(asked, tried, crashed)] == [
+        ("pointops", crashed.error),
+        ("json", ""),
+    ]
+    absent = PointopsFacts(installed=False, stage="")  # --import pointops where there is none
+    [pointops, _] = with_pointops_import(asked, tried, absent)
+    assert pointops.error == "ModuleNotFoundError: No module named 'pointops'"
+    source_tree = PointopsFacts(installed=True, stage="", path="/src/ops-src/pointops")  # no dist-info
+    assert [m.module for m in with_pointops_import([ImportFact("json")], tried, source_tree)] == [
+        "pointops",
+        "json",
+    ]
+    assert with_pointops_import(asked, [], PointopsFacts(stage="not tried")) == []
