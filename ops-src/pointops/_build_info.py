@@ -17,9 +17,9 @@ def _load() -> dict:
             return json.load(f)
     except FileNotFoundError:
         raise RuntimeError(
-            f"pointops: {_INFO_PATH.name} is missing; the package was not installed "
-            "by its setup.py (reinstall with `pip install ./ops-src "
-            "--no-build-isolation`)"
+            f"pointops: {_INFO_PATH} is missing: this pointops was not installed by its setup.py. "
+            "Reinstall it the way it came (`solver doctor` prints the command), or from a source "
+            "checkout: `pip install --no-deps --no-build-isolation --force-reinstall /ABSOLUTE/PATH/TO/ops-src`"
         ) from None
 
 
