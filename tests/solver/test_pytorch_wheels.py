@@ -103,7 +103,9 @@ def test_no_index_for_kepler(kb, table, name):
 def test_no_index_where_make_env_refuses_the_gpu(kb, table):
     """Where make-env refuses a GPU for its driver branch or its age, no wheel index is offered."""
     for gpu in {
-        gpu.compute_capability: gpu for gpu in kb.gpus if kb.jetson_module(gpu.compute_capability) is None
+        gpu.compute_capability: gpu
+        for gpu in kb.gpus
+        if kb.jetson_module(gpu.compute_capability) is None and not gpu.only_on  # (x86-64 machines only)
     }.values():
         for driver in _drivers(kb):
             target = build_target(
