@@ -28,6 +28,7 @@ class DriverFacts:
     error: str = ""  # why detection found nothing, when it did not
     problem: str = ""  # the driver is there but broken: "nvidia-smi does not answer ...", "... not loaded"
     override_error: str = ""  # a malformed CONDA_OVERRIDE_* value (then nothing was overridden)
+    wsl: bool = False  # Linux under WSL2: version is the Windows host driver's, numbered as on Windows
 
 
 @dataclass

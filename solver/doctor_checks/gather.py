@@ -62,6 +62,7 @@ def gather_driver(env: Mapping[str, str], timeout_s: float = 10.0) -> DriverFact
         error="; ".join(found.notes),
         problem=found.problem,
         override_error=found.override_error,
+        wsl=bool(getattr(found, "wsl", False)),
     )
 
 

@@ -40,6 +40,11 @@ def _os(facts: Facts) -> str:
         return "linux"
 
 
+def _driver_os(facts: Facts) -> str:
+    """The OS whose driver numbers the driver version follows: Windows under WSL2."""
+    return "windows" if facts.driver.wsl else _os(facts)
+
+
 def _lowest_cc(facts: Facts) -> str | None:
     known = [g.compute_capability for g in facts.driver.gpus if g.compute_capability]
     return min(known, key=parse_version) if known else None
@@ -61,6 +66,7 @@ def _conda_fix(facts: Facts, kb: Knowledge) -> str:
         driver_version=facts.driver.version,
         driver_cuda=facts.driver.cuda,
         source="detected",
+        wsl=facts.driver.wsl,
     )
     try:
         plan = make_plan(kb, target)
@@ -175,7 +181,7 @@ def check_driver(facts: Facts, kb: Knowledge) -> list[Finding]:
 
 def _driver_verdict(kb: Knowledge, facts: Facts, cuda: str) -> str | None:
     try:
-        return kb.driver_runs_cuda(facts.driver.cuda, cuda, facts.driver.version, _os(facts))
+        return kb.driver_runs_cuda(facts.driver.cuda, cuda, facts.driver.version, _driver_os(facts))
     except (KeyError, ValueError):
         return "full"
 
@@ -279,7 +285,7 @@ def check_torch_build(facts: Facts, kb: Knowledge) -> list[Finding]:
                 check,
                 f"{build} needs a newer driver: CUDA driver version is insufficient",
                 _gpu_text(facts),
-                f"upgrade the NVIDIA driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}",
+                f"upgrade the NVIDIA driver to {_min_driver_text(kb, torch.cuda, _driver_os(facts))}, or {_gpu_build_fix(facts, kb)}",
             )
         )
     elif verdict == "mvc":
@@ -289,7 +295,7 @@ def check_torch_build(facts: Facts, kb: Knowledge) -> list[Finding]:
                 f"{build} is newer than the driver's CUDA {facts.driver.cuda}; it runs only through minor-version "
                 "compatibility (SASS only, no PTX JIT)",
                 _gpu_text(facts),
-                f"upgrade the driver to {_min_driver_text(kb, torch.cuda, _os(facts))}, or {_gpu_build_fix(facts, kb)}",
+                f"upgrade the driver to {_min_driver_text(kb, torch.cuda, _driver_os(facts))}, or {_gpu_build_fix(facts, kb)}",
             )
         )
     if torch.cuda_available is False and verdict is not None:
@@ -338,7 +344,7 @@ def check_cuda_version_package(facts: Facts, kb: Knowledge) -> list[Finding]:
                 check,
                 f"cuda-version {wanted} is newer than the driver supports",
                 evidence,
-                f"upgrade the driver to {_min_driver_text(kb, wanted, _os(facts))}, or "
+                f"upgrade the driver to {_min_driver_text(kb, wanted, _driver_os(facts))}, or "
                 f'conda install "cuda-version<={facts.driver.cuda}"',
             )
         ]
@@ -350,7 +356,7 @@ def check_cuda_version_package(facts: Facts, kb: Knowledge) -> list[Finding]:
                 'fine for SASS, but PTX JIT fails ("PTX was compiled with an unsupported toolchain")',
                 evidence,
                 f'conda install "cuda-version<={facts.driver.cuda}", or upgrade the driver to '
-                f"{_min_driver_text(kb, wanted, _os(facts))}",
+                f"{_min_driver_text(kb, wanted, _driver_os(facts))}",
             )
         ]
     return [passed(check, f"cuda-version {wanted} fits the driver (CUDA {facts.driver.cuda})", evidence)]

@@ -317,3 +317,24 @@ def test_pointcept_library_gets_its_own_fix(kb):
         check_gpu(Facts(platform="linux-64", torch=h200_torch(), pointops=foreign), kb), "pointops.build"
     )
     assert build.status == "fail" and "Pointcept's library" in build.fix
+
+
+def test_under_wsl2_the_driver_advice_is_in_windows_numbers(kb):
+    """nvidia-smi inside WSL2 prints the Windows host's driver (e.g. 552.xx beside a Linux 550
+    NVIDIA-SMI): the upgrade advice must name the Windows driver for CUDA 13, not the Linux one."""
+    linux = Facts(
+        platform="linux-64",
+        driver=driver("552.22", "12.4", ("NVIDIA A100-SXM4-80GB", "8.0")),
+        torch=h200_torch(),
+    )
+    wsl = Facts(
+        platform="linux-64",
+        driver=driver("552.22", "12.4", ("NVIDIA A100-SXM4-80GB", "8.0")),
+        torch=h200_torch(),
+    )
+    wsl.driver.wsl = True
+    [on_linux] = by_check(check_gpu(linux, kb), "gpu.torch-build")
+    [on_wsl] = by_check(check_gpu(wsl, kb), "gpu.torch-build")
+    windows_floor = kb.cuda_min_driver("13.0", "windows")
+    assert ">= 580.65.06" in on_linux.fix
+    assert f">= {windows_floor}" in on_wsl.fix and "580.65.06" not in on_wsl.fix
