@@ -38,6 +38,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     solution: object | None = None  # solver.solve.SolveResult of a solve
+    unpublished: str | None = None  # solver.published.conda_note: the pointops channel is empty
 
 
 def describe_target(plan: Plan) -> str:
@@ -89,6 +90,11 @@ def _comment(text: str) -> str:
     return _NOT_IN_COMMENTS.sub("\ufffd", " ".join(str(text).split()))
 
 
+def unpublished_lines(note: str | None) -> list[str]:
+    """The header's "Not yet published" part (solver.published), empty once pointops is."""
+    return ["# Not yet published:", f"#   - {_comment(note)}"] if note else []
+
+
 def env_yml(outcome: Outcome) -> str:
     """The environment file."""
     plan = outcome.plan
@@ -103,6 +109,7 @@ def env_yml(outcome: Outcome) -> str:
     if plan.warnings:
         lines.append("# Warnings:")
         lines += [f"#   - {_comment(warning)}" for warning in plan.warnings]
+    lines += unpublished_lines(outcome.unpublished)
     if outcome.solution is not None:
         solved = [p for p in outcome.solution.packages if p.name in _WANTED_IN_HEADER]
         if solved:
@@ -152,6 +159,7 @@ def json_document(outcome: Outcome) -> dict:
         "reasons": plan.reasons if plan else (list(t.notes) if t else []),
         "warnings": outcome.warnings,
         "errors": outcome.errors,
+        "not_published": outcome.unpublished,
     }
     if outcome.solution is not None:
         doc["solution"] = [p.as_dict() for p in outcome.solution.packages]

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from solver import __version__
 from solver.emit import MADE_BY, _comment, describe_target, target_fields
 from solver.pip_plan import MARKERS, PipPlan
+from solver.published import wheel_note
 
 
 def _line(text: str) -> str:
@@ -33,6 +34,9 @@ def _header(plan: PipPlan, fmt: str) -> list[str]:
     if plan.warnings:
         lines.append("# Warnings:")
         lines += [f"#   - {_line(warning)}" for warning in plan.warnings]
+    note = wheel_note(plan.wheel)
+    if note:
+        lines += ["# Not yet published:", f"#   - {_line(note)}"]
     return lines
 
 
@@ -141,4 +145,5 @@ def json_document(plan: PipPlan | None, fmt: str, target=None, errors: list[str]
         "reasons": plan.reasons if plan else (list(t.notes) if t else []),
         "warnings": plan.warnings if plan else [],
         "errors": errors or [],
+        "not_published": wheel_note(wheel) if wheel else None,
     }

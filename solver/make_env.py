@@ -227,6 +227,7 @@ def make_env(args) -> int:
     from solver.knowledge import KnowledgeError, load
     from solver.overrides import read_overrides
     from solver.plan import make_plan
+    from solver.published import conda_note
     from solver.solve import channel_for_env_file
     from solver.target import build_target, check_overrides
 
@@ -255,6 +256,7 @@ def make_env(args) -> int:
         channels=channels,
         name=args.name,
         env_channels=[channel_for_env_file(c) for c in channels],
+        unpublished=conda_note(channels),
     )
     try:
         outcome.target = build_target(
@@ -290,7 +292,16 @@ def make_env(args) -> int:
             files.append((dest, outcome.solution.explicit))
         else:
             files.append((dest, outcome.solution.lock))
-    return _deliver(args, notes, files, text, lambda: json_document(outcome), plan.reasons, outcome.warnings)
+    return _deliver(
+        args,
+        notes,
+        files,
+        text,
+        lambda: json_document(outcome),
+        plan.reasons,
+        outcome.warnings,
+        outcome.unpublished,
+    )
 
 
 def _say_which_source_limits(kb, plan) -> None:
@@ -308,9 +319,11 @@ def _say_which_source_limits(kb, plan) -> None:
         plan.reasons.append(note)
 
 
-def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, warnings) -> int:
+def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, warnings, unpublished) -> int:
     """Writes the output files (all or none), then prints the text (no -o) or the JSON document
-    (--json; `document` makes it), then the reasons, warnings and what was written."""
+    (--json; `document` makes it), then the reasons, warnings, what the file names that is not
+    published yet (`unpublished`, solver.published; a note, as the file's header has it) and what
+    was written."""
     from solver.output import write_files, write_stdout
 
     written = write_files(files)
@@ -322,6 +335,8 @@ def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, war
         notes.say(reason)
     for warning in warnings:
         notes.warn(warning)
+    if unpublished:
+        notes.say(f"not yet published: {unpublished}")
     for path in written:
         notes.say(f"wrote {path}")
     return 0
@@ -333,6 +348,7 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
     from solver.emit_pip import json_document, render
     from solver.knowledge import KnowledgeError
     from solver.pip_plan import make_pip_plan
+    from solver.published import wheel_note
     from solver.pytorch_wheels import load_wheels
     from solver.target import build_target
 
@@ -355,7 +371,14 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
     text = render(plan, args.format)
     files = [(dest, text) for dest in _destinations(args)]
     return _deliver(
-        args, notes, files, text, lambda: json_document(plan, args.format), plan.reasons, plan.warnings
+        args,
+        notes,
+        files,
+        text,
+        lambda: json_document(plan, args.format),
+        plan.reasons,
+        plan.warnings,
+        wheel_note(plan.wheel),
     )
 
 

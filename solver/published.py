@@ -1,0 +1,67 @@
+"""What of pointops is published, and the way around what is not: make-env's files name the
+`pointops` channel and the pointops wheels on PyPI, and neither holds anything yet.
+
+    conda_note(["pointops", "conda-forge"])   # -> "the pointops channel ... has no packages yet ..."
+    wheel_note(wheel)                          # -> "pointops-cu13 is not on PyPI yet ..."
+
+When the first packages are uploaded, set CHANNEL_PUBLISHED / WHEELS_PUBLISHED and the notes go.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CHANNEL = "pointops"
+CHANNEL_URL = f"https://conda.anaconda.org/{CHANNEL}"
+CHANNEL_PUBLISHED = False  # nothing uploaded to anaconda.org/pointops yet
+WHEELS_PUBLISHED = False  # pointops, pointops-cu12, pointops-cu13: nothing on PyPI yet
+
+# The source tree beside this package, when the solver runs from a pointops checkout.
+_CHECKOUT_SOURCE = Path(__file__).resolve().parent.parent / "ops-src"
+
+
+def source_tree() -> str:
+    """The absolute path of ops-src to build from: this checkout's, else a placeholder to fill in
+    (pip takes a relative path from the current folder only)."""
+    if (_CHECKOUT_SOURCE / "setup.py").is_file():
+        return str(_CHECKOUT_SOURCE)
+    return "/path/to/pointops/ops-src"
+
+
+def from_source_command() -> str:
+    """pip's source build: against the torch already installed (no isolation), nothing else pulled."""
+    return f"pip install --no-build-isolation --no-deps {source_tree()}"
+
+
+def names_pointops_channel(channels: list[str]) -> bool:
+    return any(c.rstrip("/") in (CHANNEL, CHANNEL_URL) for c in channels)
+
+
+def conda_note(channels: list[str]) -> str | None:
+    """For an env.yml that names the pointops channel while it is empty."""
+    if CHANNEL_PUBLISHED or not names_pointops_channel(channels):
+        return None
+    return (
+        f"the {CHANNEL} channel on anaconda.org has no packages yet (pointops is not yet published), so "
+        "conda cannot create this environment as written. Build a local channel: `solver channel "
+        "package-local -o out/channel` (this machine's build) or `solver channel build -o out/channel` "
+        "(every variant, needs conda-forge), then plan again with `--channel ./out/channel --channel "
+        f"conda-forge`; or drop pointops from the file and build it into the environment: "
+        f"{from_source_command()}"
+    )
+
+
+def wheel_note(wheel) -> str | None:
+    """For a requirements file or uv project that names a pointops wheel while PyPI has none
+    (`wheel`: solver.knowledge.PointopsWheel)."""
+    if WHEELS_PUBLISHED:
+        return None
+    from solver.wheels.naming import file_name_of
+
+    nvcc = f" with nvcc {wheel.cuda_version}" if wheel.cuda_version else ""
+    return (
+        f"{wheel.distribution} is not on PyPI yet (pointops is not yet published), so the install cannot "
+        f"find it. Install torch as this file says, then build the wheel here{nvcc}: `solver wheels build "
+        f"{wheel.distribution} -o out/wheels` and `pip install out/wheels/{file_name_of(wheel.distribution)}-"
+        f"*.whl`; or build from source: {from_source_command()}"
+    )
