@@ -1,6 +1,6 @@
 """Real-client benchmark: Pointnet2_PyTorch's four PointNet++ models (unmodified) take full
 training steps (forward, cross-entropy, backward, SGD) with pointnet2_ops, the library they
-were written for, and with pointops in its place.
+were written for, and with pointops' pointnet2_ops drop-in in its place.
 
     # on the GPU host: the peer checkout in .peers/Pointnet2_PyTorch, pointnet2_ops built into
     # .peers/build/pointnet2_ops by benchmarks/peers/build_peers.sh
@@ -16,11 +16,15 @@ Variants, each in its own fresh process per model (the libraries never meet in o
 - pointnet2_ops: the peer's compiled library, imported from --pointnet2-ops (a pip --target
   directory) or from site-packages.
 - pointops, pointops-nochecks (value checks off), pointops-contiguous (QueryAndGroup's groups in
-  pointnet2_ops' contiguous layout instead of channels_last): the peer's pointnet2_modules.py, loaded
-  from the checkout unmodified, with `pointnet2_ops.pointnet2_utils` resolved to
-  `pointops.compat.pointnet2_utils` (a sys.modules alias installed before the import).
-- torch, torch-fma: the same alias to _pointnet2_reference.py, pointnet2_ops' behaviour in plain
-  torch (torch-fma rounds the float32 sums as pointnet2_ops' CUDA kernels do). Any device.
+  pointnet2_ops' contiguous layout instead of channels_last): the pointnet2_ops package that
+  pointops serves (ops-src/dropins/pointnet2_ops: its pointnet2_utils and pointnet2_modules), as
+  `import pointnet2_ops` finds it when that is the drop-in (pip install ops-src/dropins/pointnet2_ops),
+  else the source tree's copy (pure Python, the same package); nothing is swapped. The report's
+  library_file says which.
+- torch, torch-fma: the peer's pointnet2_modules.py, loaded from the checkout unmodified, with
+  `pointnet2_ops.pointnet2_utils` resolved to _pointnet2_reference.py (a sys.modules alias installed
+  before the import), pointnet2_ops' behaviour in plain torch (torch-fma rounds the float32 sums as
+  pointnet2_ops' CUDA kernels do). Any device.
 - float64: the same in float64, model and data (the searches still on float32 points, so that
   it picks the float32 variants' samples and neighbours): the float32 variants' gradients
   compared with it (--baseline float64) tell how far float32 rounding alone moves them.
@@ -73,6 +77,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DROPIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "ops-src", "dropins", "pointnet2_ops")
 
 CASES = {  # name: (model class, points, input channels beyond xyz, classes, task)
     "cls-ssg-1024": ("PointNet2ClassificationSSG", 1024, 3, 40, "cls"),
@@ -154,6 +159,39 @@ def _alias_pointnet2_utils(peer: str, utils_module: types.ModuleType) -> None:
     sys.modules["pointnet2_ops.pointnet2_utils"] = utils_module
 
 
+def _is_compiled_pointnet2_ops(spec) -> bool:
+    """Whether the pointnet2_ops package `spec` locates is Pointnet2_PyTorch's compiled library
+    (an _ext extension or its sources beside the modules), found without importing it."""
+    locations = list(spec.submodule_search_locations or [])
+    return any(glob.glob(os.path.join(location, "_ext*")) for location in locations)
+
+
+def import_dropin() -> types.ModuleType:
+    """pointops' pointnet2_ops drop-in: the installed package when `import pointnet2_ops` finds
+    it, else the source tree's (also where the compiled library is what is installed)."""
+    spec = importlib.util.find_spec("pointnet2_ops")
+    if spec is None or _is_compiled_pointnet2_ops(spec):
+        if not os.path.isfile(os.path.join(DROPIN, "pointnet2_ops", "pointnet2_modules.py")):
+            raise SystemExit(
+                f"the pointnet2_ops drop-in is neither installed nor at {DROPIN}: "
+                "pip install ops-src/dropins/pointnet2_ops of a pointops checkout"
+            )
+        sys.path.insert(0, DROPIN)
+    from pointnet2_ops import pointnet2_utils
+
+    if hasattr(pointnet2_utils, "_ext"):
+        raise SystemExit(f"{pointnet2_utils.__file__} is the compiled pointnet2_ops, not pointops' drop-in")
+    return pointnet2_utils
+
+
+def recorded_modules(library: types.ModuleType) -> list[types.ModuleType]:
+    """The modules whose functions a step calls: the library's pointnet2_utils and, for the
+    drop-in, pointops.compat.pointnet2_utils, whose QueryAndGroup calls its own module's
+    ball_query and grouping_operation."""
+    compat = sys.modules.get("pointops.compat.pointnet2_utils")
+    return [library] + ([compat] if compat is not None and compat is not library else [])
+
+
 def import_library(variant: str, peer: str, site_dir: str | None) -> types.ModuleType:
     """Makes `pointnet2_ops.pointnet2_utils` importable for the variant; returns that module."""
     if variant == "pointnet2_ops":
@@ -167,20 +205,24 @@ def import_library(variant: str, peer: str, site_dir: str | None) -> types.Modul
             sys.path.insert(0, site_dir)
         from pointnet2_ops import pointnet2_utils  # its __init__ also imports pointnet2_modules
 
+        if not hasattr(pointnet2_utils, "_ext"):
+            raise SystemExit(
+                f"the pointnet2_ops at {pointnet2_utils.__file__} is pointops' drop-in, not Pointnet2_PyTorch's "
+                "compiled library: pass --pointnet2-ops DIR (see build_peers.sh)"
+            )
         where = os.path.abspath(pointnet2_utils._ext.__file__)
         if site_dir and not where.startswith(site_dir + os.sep):
             raise SystemExit(f"pointnet2_ops' extension came from {where}, not from {site_dir}")
         return pointnet2_utils
     if variant.startswith("pointops"):
         import pointops
-        from pointops.compat import pointnet2_utils
+        from pointops.compat import pointnet2_utils as compat
 
         if variant == "pointops-nochecks":
             pointops.set_value_checks(False)
         if variant == "pointops-contiguous":
-            pointnet2_utils.CHANNELS_LAST = False
-        _alias_pointnet2_utils(peer, pointnet2_utils)
-        return pointnet2_utils
+            compat.CHANNELS_LAST = False  # the switch lives in the compat module the drop-in re-exports
+        return import_dropin()
     sys.path.insert(0, HERE)
     import _pointnet2_reference as reference
 
@@ -284,36 +326,41 @@ def _rel(a: Tensor, b: Tensor) -> float:
 
 
 class Recorder:
-    """Wraps the audited functions of a pointnet2_utils module for one step."""
+    """Wraps the audited functions of the pointnet2_utils modules a step calls (recorded_modules),
+    for one step."""
 
-    def __init__(self, module: types.ModuleType):
-        self.module, self.calls, self.saved = module, [], {}
+    def __init__(self, modules: list[types.ModuleType]):
+        self.modules, self.calls, self.saved = modules, [], []
         self.inside_ball_query = False
 
     def __enter__(self):
-        for name in AUDITED:
-            original = getattr(self.module, name)
-            self.saved[name] = original
-            setattr(self.module, name, self._wrap(name, original))
-        # pointops' QueryAndGroup on CUDA groups in channels_last from the native ball query
-        # (int64, -1 for an empty ball) without calling ball_query: record those calls as
-        # ball_query, in pointnet2_ops' convention, so that its indices are audited too
-        native = getattr(self.module, "_native_ball_query", None)
-        if native is not None:
-            self.saved["_native_ball_query"] = native
-
-            def native_recorded(*args):
-                idx = native(*args)
-                if not self.inside_ball_query:  # else ball_query records it
-                    self._record("ball_query", args, self.module._int32(idx))
-                return idx
-
-            self.module._native_ball_query = native_recorded
+        for module in self.modules:
+            for name in AUDITED:
+                self._patch(module, name, self._wrap(name, getattr(module, name)))
+            # pointops' QueryAndGroup on CUDA groups in channels_last from the native ball query
+            # (int64, -1 for an empty ball) without calling ball_query: record those calls as
+            # ball_query, in pointnet2_ops' convention, so that its indices are audited too
+            native = getattr(module, "_native_ball_query", None)
+            if native is not None:
+                self._patch(module, "_native_ball_query", self._wrap_native(module, native))
         return self
 
     def __exit__(self, *exc):
-        for name, fn in self.saved.items():
-            setattr(self.module, name, fn)
+        for module, name, fn in reversed(self.saved):
+            setattr(module, name, fn)
+
+    def _patch(self, module, name, fn):
+        self.saved.append((module, name, getattr(module, name)))
+        setattr(module, name, fn)
+
+    def _wrap_native(self, module, native):
+        def native_recorded(*args):
+            idx = native(*args)
+            if not self.inside_ball_query:  # else ball_query records it
+                self._record("ball_query", args, module._int32(idx))
+            return idx
+
+        return native_recorded
 
     def _wrap(self, name, fn):
         def recorded(*args):
@@ -509,7 +556,7 @@ def run(args) -> dict:
         model.zero_grad(set_to_none=True)
         torch.manual_seed(args.seed + 1)
         if repeat == 0 and args.audit:
-            with Recorder(library) as recorder:
+            with Recorder(recorded_modules(library)) as recorder:
                 loss = loss_of(model, points, labels)
                 loss.backward()
             calls = recorder.calls

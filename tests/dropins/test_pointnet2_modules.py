@@ -47,6 +47,16 @@ ALL_DTYPES = [
 CUDA_BAD_COORDINATE = "held nan, inf or a coordinate too large"
 
 
+@pytest.fixture(autouse=True)
+def full_float32_convolutions():
+    """cuDNN's default TF32 convolutions round to 10 bits, and the layers' channels_last groups
+    (CUDA) pick other algorithms than the references' contiguous ones: compare in full float32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
     previous = torch.get_num_threads()
