@@ -1,6 +1,8 @@
 """Keeps one current baseline per machine kind: benchmarks/baseline_<kind>.json holds one section
 per benchmark script (its whole --json output, machine and commit included), and
 benchmarks/baseline_<kind>.md is a short table of every section, rendered from the json.
+The numbers README.md and docs/*.md quote are rendered from the json too (doc_numbers.py), here,
+each time a section is recorded: commit the docs with the baseline.
 
     python benchmarks/update_baseline.py h200 ops out/bench_gpu.json        # replace one section
     python benchmarks/update_baseline.py h200 --render                      # only re-render the table
@@ -17,6 +19,7 @@ import os
 import subprocess
 import sys
 
+import doc_numbers
 from bench_common import write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -141,6 +144,8 @@ def main(argv=None) -> int:
         write_json(path, baseline)
     with open(os.path.join(HERE, f"baseline_{args.kind}.md"), "w") as f:
         f.write(render(baseline, args.kind))
+    for changed in doc_numbers.rewrite():
+        print(f"updated {changed} from the baselines")
     return 0
 
 
