@@ -5,41 +5,19 @@ directory for the child interpreters that import it as users do."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-REPO = Path(__file__).resolve().parents[2]
-DROPIN = REPO / "ops-src" / "dropins" / "pointnet2_ops"
+from pointnet2_dropin import DROPIN, pip
 
 if importlib.util.find_spec("pointops") is None:
     # without pointops (pip install ./ops-src --no-build-isolation) there is nothing to serve
     collect_ignore_glob = ["test_*.py"]
-    DEVICES = ["cpu"]
 else:
-    import pointops
-
     # the source tree's package, never another pointnet2_ops installed here (e.g. the compiled one)
     sys.path.insert(0, str(DROPIN))
-    DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and pointops.build_info()["cuda"] else [])
-
-
-@pytest.fixture(params=DEVICES)
-def device(request):
-    return request.param
-
-
-def pip(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
 
 
 @pytest.fixture(scope="session")
@@ -61,10 +39,3 @@ def pointnet2_ops_site(pointnet2_ops_wheel, tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("pointnet2_ops-site")
     pip("install", "--no-deps", "-q", "--target", str(site), str(pointnet2_ops_wheel), cwd=site)
     return site
-
-
-def child_env(site: Path) -> dict[str, str]:
-    """This process's environment with `site` first on the child's import path."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-    return env

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, child_env
+from pointnet2_dropin import REPO, child_env
 
 pytestmark = pytest.mark.slow  # child interpreters that import torch and train four models
 

@@ -25,7 +25,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from bad_values import raises_bad_value  # noqa: E402
-from conftest import DROPIN  # noqa: E402
+from pointnet2_dropin import DROPIN  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
 CUDA = pytest.param(

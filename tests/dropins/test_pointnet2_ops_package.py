@@ -10,7 +10,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import child_env
+from pointnet2_dropin import child_env
 
 pytestmark = pytest.mark.slow  # pip builds and child interpreters that import torch
 
