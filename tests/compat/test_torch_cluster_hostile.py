@@ -731,3 +731,16 @@ def test_grid_cluster_on_cuda_records_without_a_sync():
     with pytest.raises(ValueError, match="grid_cluster call on this GPU was given bad values: size held"):
         tc.grid_cluster(pos, torch.ones(3, device="cuda"))
     assert tc.grid_cluster(pos, torch.ones(3, device="cuda")).tolist() == ref_grid(pos, torch.ones(3))
+
+
+def test_pyg_lib_nearest_refuses_an_x_cloud_whose_y_cloud_is_empty():
+    """-1 would index y's last row silently (issue 42's sibling): the same rule as
+    torch_cluster.nearest."""
+    from pointops.compat import pyg_lib
+
+    x, y = torch.rand(4, 3), torch.rand(3, 3)
+    ptr_x, ptr_y = torch.tensor([0, 2, 4]), torch.tensor([0, 3, 3])
+    with pytest.raises(ValueError, match="its cloud of y is empty"):
+        pyg_lib.nearest(x, y, ptr_x, ptr_y)
+    ok = pyg_lib.nearest(x, y, torch.tensor([0, 2, 4]), torch.tensor([0, 1, 3]))
+    assert ok.tolist()[:2] == [0, 0] and all(1 <= i < 3 for i in ok.tolist()[2:])

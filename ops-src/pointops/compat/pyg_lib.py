@@ -58,8 +58,15 @@ def radius(
 
 
 def nearest(x: Tensor, y: Tensor, ptr_x: Optional[Tensor] = None, ptr_y: Optional[Tensor] = None) -> Tensor:
-    """For each x row, the index of the nearest y row of its cloud."""
-    return torch.ops.pointops_compat.nearest(x, y, ptr_x, ptr_y)
+    """For each x row, the index of the nearest y row of its cloud. Every cloud with rows in x
+    needs rows in y (torch_cluster.nearest's rule): otherwise ValueError (one read of the device)."""
+    out = torch.ops.pointops_compat.nearest(x, y, ptr_x, ptr_y)
+    if not torch.compiler.is_compiling() and bool((out < 0).any()):
+        raise ValueError(
+            "pointops: a cloud of x has rows but its cloud of y is empty, so those rows have no nearest "
+            "row; give every cloud of x points in y (or drop those clouds from x)"
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
