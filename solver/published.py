@@ -1,10 +1,13 @@
 """What of pointops is published, and the way around what is not: make-env's files name the
-`pointops` channel and the pointops wheels on PyPI, and neither holds anything yet.
+`pointops` channel and the pointops wheels on PyPI, and neither holds anything yet; nor does PyPI
+hold the pure-Python pointnet2_ops wheel (`pure_wheels:` of solver/knowledge/pointops_builds.yaml).
 
     conda_note(["pointops", "conda-forge"])   # -> "the pointops channel ... has no packages yet ..."
     wheel_note(wheel)                          # -> "pointops-cu13 is not on PyPI yet ..."
+    wheel_note(kb.pointops_table.pure_wheel("pointnet2_ops"))   # -> "pointnet2_ops is not on PyPI yet ..."
 
-When the first packages are uploaded, set CHANNEL_PUBLISHED / WHEELS_PUBLISHED and the notes go.
+When the first packages are uploaded, set CHANNEL_PUBLISHED / WHEELS_PUBLISHED /
+PURE_WHEELS_PUBLISHED and the notes go.
 """
 
 from __future__ import annotations
@@ -15,17 +18,20 @@ CHANNEL = "pointops"
 CHANNEL_URL = f"https://conda.anaconda.org/{CHANNEL}"
 CHANNEL_PUBLISHED = False  # nothing uploaded to anaconda.org/pointops yet
 WHEELS_PUBLISHED = False  # pointops, pointops-cu12, pointops-cu13: nothing on PyPI yet
+PURE_WHEELS_PUBLISHED = False  # pointnet2_ops: not on PyPI yet
 
-# The source tree beside this package, when the solver runs from a pointops checkout.
-_CHECKOUT_SOURCE = Path(__file__).resolve().parent.parent / "ops-src"
+# The checkout beside this package, when the solver runs from a pointops checkout.
+_CHECKOUT = Path(__file__).resolve().parent.parent
 
 
-def source_tree() -> str:
-    """The absolute path of ops-src to build from: this checkout's, else a placeholder to fill in
-    (pip takes a relative path from the current folder only)."""
-    if (_CHECKOUT_SOURCE / "setup.py").is_file():
-        return str(_CHECKOUT_SOURCE)
-    return "/path/to/pointops/ops-src"
+def source_tree(relative: str = "ops-src") -> str:
+    """The absolute path of a source tree to build from (`relative`: from the checkout's root):
+    this checkout's, else a placeholder to fill in (pip takes a relative path from the current
+    folder only)."""
+    tree = _CHECKOUT / relative
+    if (tree / "pyproject.toml").is_file() or (tree / "setup.py").is_file():
+        return str(tree)
+    return f"/path/to/pointops/{relative}"
 
 
 def from_source_command() -> str:
@@ -53,7 +59,11 @@ def conda_note(channels: list[str]) -> str | None:
 
 def wheel_note(wheel) -> str | None:
     """For a requirements file or uv project that names a pointops wheel while PyPI has none
-    (`wheel`: solver.knowledge.PointopsWheel)."""
+    (`wheel`: solver.knowledge.PointopsWheel, or PureWheel for pointnet2_ops)."""
+    from solver.knowledge.pointops import PureWheel
+
+    if isinstance(wheel, PureWheel):
+        return _pure_wheel_note(wheel)
     if WHEELS_PUBLISHED:
         return None
     from solver.wheels.naming import file_name_of
@@ -64,4 +74,19 @@ def wheel_note(wheel) -> str | None:
         f"find it. Install torch as this file says, then build the wheel here{nvcc}: `solver wheels build "
         f"{wheel.distribution} -o out/wheels` and `pip install out/wheels/{file_name_of(wheel.distribution)}-"
         f"*.whl`; or build from source: {from_source_command()}"
+    )
+
+
+def _pure_wheel_note(wheel) -> str | None:
+    """pointnet2_ops: built on any machine in seconds; installed without its extras, since the
+    pointops wheel it needs is not on PyPI either."""
+    if PURE_WHEELS_PUBLISHED:
+        return None
+    from solver.wheels.naming import file_name_of
+
+    return (
+        f"{wheel.distribution} is not on PyPI yet, so the install cannot find it. Build it here (pure "
+        f"Python, any platform): `solver wheels build {wheel.distribution} -o out/wheels` and `pip install "
+        f"--no-deps out/wheels/{file_name_of(wheel.distribution)}-*.whl` beside a pointops wheel; or from "
+        f"source: pip install --no-deps {source_tree(wheel.source)}"
     )

@@ -1,5 +1,6 @@
 """pointops_builds.yaml: the pointops package (version, torch and python floors), its conda builds
-per platform and variant with their archs, and the pip/uv wheels that carry those binaries."""
+per platform and variant with their archs, the pip/uv wheels that carry those binaries, and the
+pure-Python wheels that run on them (pointnet2_ops)."""
 
 from __future__ import annotations
 
@@ -50,10 +51,22 @@ class PointopsWheel:
 
 
 @dataclass(frozen=True)
+class PureWheel:
+    """A pure-Python wheel (py3-none-any) that runs on pointops, e.g. pointnet2_ops."""
+
+    distribution: str  # "pointnet2_ops"
+    version: str  # "3.0.0.post1"
+    source: str  # its source folder, relative to the repository root
+    files: tuple[str, ...]  # the import package's files the wheel must carry
+    extras: dict[str, str]  # extra -> the pointops distribution it installs ("cu13" -> "pointops-cu13")
+
+
+@dataclass(frozen=True)
 class PointopsTable:
     info: PointopsInfo
     builds: tuple[PointopsBuild, ...]
     wheels: tuple[PointopsWheel, ...]
+    pure_wheels: tuple[PureWheel, ...] = ()
 
     def builds_for(self, platform: str) -> list[PointopsBuild]:
         return [b for b in self.builds if b.platform == platform]
@@ -73,6 +86,9 @@ class PointopsTable:
     def wheels_for(self, platform: str) -> list[PointopsWheel]:
         """The pip/uv wheels built for `platform`, cpu first."""
         return [w for w in self.wheels if w.platform == platform]
+
+    def pure_wheel(self, distribution: str) -> PureWheel | None:
+        return next((w for w in self.pure_wheels if w.distribution == distribution), None)
 
 
 _WHERE = "pointops_builds.yaml"
@@ -148,8 +164,25 @@ def _parse_wheels(info: PointopsInfo, parsed_builds: list[PointopsBuild]) -> lis
     return wheels
 
 
+def _parse_pure_wheel(name: str, item: dict, info: PointopsInfo) -> PureWheel:
+    where = f"{_WHERE} pure_wheels.{name}"
+    if not isinstance(item, dict):
+        raise KnowledgeError(f"{where}: expected a mapping with version, source, files and extras")
+    files = tuple(str(f) for f in need(item, "files", where))
+    extras = {str(k): str(v) for k, v in (need(item, "extras", where) or {}).items()}
+    if not files or any("/" not in f for f in files):
+        raise KnowledgeError(f"{where}.files: list the import package's files, e.g. {name}/__init__.py")
+    unknown = sorted(set(extras.values()) - set(info.wheels))
+    if not extras or unknown:
+        raise KnowledgeError(f"{where}.extras: each extra must name a distribution of `wheels:` ({unknown})")
+    return PureWheel(name, str(need(item, "version", where)), str(need(item, "source", where)), files, extras)
+
+
 def parse_pointops(raw: dict) -> PointopsTable:
     """pointops_builds.yaml -> PointopsTable."""
     info = _parse_info(raw)
     builds = _parse_builds(raw)
-    return PointopsTable(info=info, builds=tuple(builds), wheels=tuple(_parse_wheels(info, builds)))
+    pure = tuple(_parse_pure_wheel(str(n), item, info) for n, item in (raw.get("pure_wheels") or {}).items())
+    return PointopsTable(
+        info=info, builds=tuple(builds), wheels=tuple(_parse_wheels(info, builds)), pure_wheels=pure
+    )

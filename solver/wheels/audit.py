@@ -2,6 +2,9 @@
 
     audit_wheel(path) -> list of problems (empty: the wheel is fit to publish)
 
+A pure-Python wheel of the knowledge's `pure_wheels:` (pointnet2_ops) has its own rules
+(solver/wheels/pure.py: py3-none-any, its extras, no binary); the rules below are the binary ones.
+
 - the file name: a known distribution, cp310-abi3 (one wheel for every CPython >= 3.10), a
   platform tag of a platform that distribution is built for;
 - METADATA: the same name and version, `torch>=2.10` required, Python >= 3.10;
@@ -27,6 +30,7 @@ from pathlib import Path
 from solver.errors import SolverError
 from solver.knowledge import load
 from solver.wheels.naming import ABI_TAG, PLATFORM_TAGS, PYTHON_TAG, file_name_of, parse_wheel_name
+from solver.wheels.pure import audit_pure_wheel, pure_entry
 
 # files no pointops wheel may carry: they must come from the user's torch, Python or driver
 _FORBIDDEN = re.compile(
@@ -165,11 +169,16 @@ def _abi3audit(path: Path, problems: list[str]) -> None:
 
 
 def audit_wheel(path: Path, run_abi3audit: bool = True) -> list[str]:
-    problems: list[str] = []
+    """`run_abi3audit`: for a binary wheel; a pure one has no library to check."""
     try:
-        parsed, wheel = _check_name(path, problems)
+        named = parse_wheel_name(path.name)
     except SolverError as exc:
         return [str(exc)]
+    pure = pure_entry(named.distribution)
+    if pure is not None:
+        return audit_pure_wheel(path, named, pure)
+    problems: list[str] = []
+    parsed, wheel = _check_name(path, problems)
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:

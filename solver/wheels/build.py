@@ -8,6 +8,10 @@ wheel the manylinux tag its symbol versions allow and confirms that nothing but 
 libraries is needed from outside (those are excluded from grafting: they come from the user's
 torch). Then the wheel gets its distribution name and is audited (solver/wheels/audit.py).
 
+A pure-Python wheel of the knowledge's `pure_wheels:` (`solver wheels build pointnet2_ops`) is
+`pip wheel --no-deps` of its own source folder (a clean copy, no build isolation as above), on any
+platform: no compiler, no repair, no rename; its audit is solver/wheels/pure.py's.
+
 Progress: `progress`, when given, receives one line per step, and per compiled source the counted
 line setup.py prints (`[3/17] compiling csrc/cpu/knn_cpu.cpp`); pip runs with -v so that those
 lines reach it, and the rest of pip's output is kept for the error message of a failed step.
@@ -30,6 +34,7 @@ from solver.errors import SolverError
 from solver.knowledge import load
 from solver.wheels.audit import audit_wheel
 from solver.wheels.naming import conda_platform, parse_wheel_name
+from solver.wheels.pure import pure_entry
 from solver.wheels.rename import rename_wheel
 
 # libraries of the user's torch: linked against, never copied into the wheel
@@ -139,16 +144,7 @@ def repair_linux(built: Path, out_dir: Path, env: dict[str, str], progress: Prog
     return repaired
 
 
-def build_wheel(
-    distribution: str, source: Path, output: Path, jobs: int | None = None, progress: Progress = _quiet
-) -> Path:
-    platform = conda_platform()
-    wheel = wheel_entry(distribution, platform)
-    env = build_environment(wheel, dict(os.environ), jobs)
-    kind = f"CUDA {wheel.cuda_version}, archs {env['TORCH_CUDA_ARCH_LIST']}" if wheel.cuda_version else "CPU"
-    progress(f"building {distribution} for {platform} ({kind}) from {source}")
-    if not (source / "setup.py").exists():
-        raise SolverError(f"{source} is not the pointops source tree (no setup.py)", "pass --source ops-src")
+def _make_output(output: Path) -> None:
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -156,24 +152,65 @@ def build_wheel(
             f"cannot create the output directory {output}: {exc.strerror}",
             "give --output a writable directory",
         ) from None
+
+
+def _pip_wheel(tree: Path, dist: Path, env: dict[str, str], what: str, progress: Progress) -> Path:
+    """`pip wheel` of a source tree into `dist`, against this Python's setuptools (and torch)."""
+    pip = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(dist)]
+    run_step([*pip, str(tree)], env, what, progress)
+    (built,) = dist.glob("*.whl")
+    return built
+
+
+def build_pure_wheel(entry, source: Path, output: Path, progress: Progress = _quiet) -> Path:
+    """The py3-none-any wheel of a `pure_wheels:` entry (`entry`: solver.knowledge PureWheel),
+    audited before it is written to `output`."""
+    if not (source / "pyproject.toml").is_file() or not (source / entry.files[0]).is_file():
+        raise SolverError(
+            f"{source} is not the {entry.distribution} source tree (no pyproject.toml and {entry.files[0]})",
+            f"pass --source {entry.source}",
+        )
+    _make_output(output)
+    progress(f"building {entry.distribution} (pure Python, py3-none-any) from {source}")
+    with tempfile.TemporaryDirectory(prefix=f"{entry.distribution}-wheel-") as tmp:
+        tree = Path(tmp) / "src"
+        shutil.copytree(source, tree, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
+        built = _pip_wheel(tree, Path(tmp) / "dist", dict(os.environ), f"pip wheel {source}", progress)
+        progress("auditing: tags, metadata, extras, files")
+        problems = audit_wheel(built, run_abi3audit=False)
+        if problems:
+            raise SolverError(f"{built.name} failed its audit: " + "; ".join(problems))
+        result = output / built.name
+        shutil.copyfile(built, result)
+    return result
+
+
+def build_wheel(
+    distribution: str,
+    source: Path | None,
+    output: Path,
+    jobs: int | None = None,
+    progress: Progress = _quiet,
+) -> Path:
+    """`source`: the distribution's source tree; None: the knowledge's (ops-src, or a pure
+    wheel's folder), from the current directory. `jobs` is for the compiled wheels."""
+    pure = pure_entry(distribution)
+    if pure is not None:
+        return build_pure_wheel(pure, Path(source or pure.source), output, progress)
+    source = Path(source or "ops-src")
+    platform = conda_platform()
+    wheel = wheel_entry(distribution, platform)
+    env = build_environment(wheel, dict(os.environ), jobs)
+    kind = f"CUDA {wheel.cuda_version}, archs {env['TORCH_CUDA_ARCH_LIST']}" if wheel.cuda_version else "CPU"
+    progress(f"building {distribution} for {platform} ({kind}) from {source}")
+    if not (source / "setup.py").exists():
+        raise SolverError(f"{source} is not the pointops source tree (no setup.py)", "pass --source ops-src")
+    _make_output(output)
     with tempfile.TemporaryDirectory(prefix="pointops-wheel-") as tmp:
         tree = Path(tmp) / "src"
         # a copy without build leftovers: a CPU and a CUDA build never share objects
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns(*_BUILD_LEFTOVERS))
-        dist = Path(tmp) / "dist"
-        pip = [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-v",
-            "--no-build-isolation",
-            "--no-deps",
-            "-w",
-            str(dist),
-        ]
-        run_step([*pip, str(tree)], env, "pip wheel ops-src", progress)
-        (built,) = dist.glob("*.whl")
+        built = _pip_wheel(tree, Path(tmp) / "dist", env, "pip wheel ops-src", progress)
         if platform.startswith("linux"):
             progress("auditwheel repair: the manylinux tag, torch's libraries left out")
             repaired_dir = Path(tmp) / "repaired"

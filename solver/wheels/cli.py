@@ -1,11 +1,13 @@
 """`solver wheels`: the pip / uv wheels of pointops.
 
     solver wheels list [--platform P] [--json]         the distributions built for a platform
-    solver wheels build DIST [--source ops-src] [-o out/wheels] [--jobs N] [--quiet]
+    solver wheels build DIST [--source DIR] [-o out/wheels] [--jobs N] [--quiet]
                                                        build DIST's wheel for this machine, audited
     solver wheels check WHEEL... [--json] [--quiet]    audit built wheels (exit 1 on a problem)
 
-DIST is pointops (CPU), pointops-cu12 or pointops-cu13 (solver/knowledge/pointops_builds.yaml).
+DIST is pointops (CPU), pointops-cu12 or pointops-cu13 (`wheels:` of
+solver/knowledge/pointops_builds.yaml), or pointnet2_ops, the pure-Python wheel that runs on them
+(`pure_wheels:`; one py3-none-any file for every platform, its source ops-src/dropins/pointnet2_ops).
 Flags mean what they mean in every solver command (solver.flags).
 """
 
@@ -30,17 +32,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_platform(listing, "conda subdir, one of %(choices)s (default: this machine)", choices=PLATFORMS)
     add_json(listing)
     build = subcommand(sub, "build", "build one distribution's wheel for this machine, repaired and audited")
-    build.add_argument("distribution", help="pointops, pointops-cu12 or pointops-cu13")
-    build.add_argument("--source", type=path_argument, default=Path("ops-src"), help="default: %(default)s")
+    build.add_argument("distribution", help="pointops, pointops-cu12, pointops-cu13 or pointnet2_ops")
+    build.add_argument(
+        "--source",
+        type=path_argument,
+        help="its source tree (default: ops-src; pointnet2_ops: ops-src/dropins/pointnet2_ops)",
+    )
     add_output(
         build, "folder for the wheel (default: %(default)s)", type=path_argument, default=DEFAULT_OUTPUT
     )
-    build.add_argument("--jobs", type=int, help="parallel compile jobs (MAX_JOBS; default: all cores)")
+    build.add_argument(
+        "--jobs",
+        type=int,
+        help="parallel compile jobs (MAX_JOBS; default: all cores; pure wheels compile nothing)",
+    )
     add_quiet(build, "no progress lines on stderr; the wheel's path still goes to stdout")
     check = subcommand(sub, "check", "audit built wheels: tags, metadata, bundled libraries, arch list")
     check.add_argument("wheels", nargs="+", type=path_argument)
     add_json(check)
     add_quiet(check, "print only the wheels that fail, with their problems")
+
+
+def _pure_rows() -> list[dict]:
+    """The pure-Python wheels: one file for every platform, installing a pointops wheel per extra."""
+    from solver.knowledge import load
+
+    return [
+        {"distribution": w.distribution, "platform": "any", "cuda": None, "archs": None, "extras": w.extras}
+        for w in load().pointops_table.pure_wheels
+    ]
 
 
 def _list(platform: str | None, as_json: bool) -> int:
@@ -62,11 +82,14 @@ def _list(platform: str | None, as_json: bool) -> int:
             }
             for w in wheels
         ]
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + _pure_rows(), indent=2))
         return 0
     for wheel in wheels:
         cuda = f"CUDA {wheel.cuda_version}, archs {arch_list(wheel.archs)}" if wheel.cuda_version else "CPU"
         print(f"{wheel.distribution:15} {platform:14} {cuda}")
+    for row in _pure_rows():
+        extras = ", ".join(f"[{extra}] {dist}" for extra, dist in row["extras"].items())
+        print(f"{row['distribution']:15} {'any':14} pure Python (py3-none-any); extras: {extras}")
     return 0
 
 
@@ -83,9 +106,10 @@ def _check_distribution(distribution: str) -> None:
     """A name that is no pointops distribution is a usage error (exit 2); a real one that is not
     built for this platform is not (solver.wheels.build says so, exit 1)."""
     from solver.knowledge import load
+    from solver.wheels.pure import pure_distributions, pure_entry
 
-    known = list(load().pointops["wheels"])
-    if distribution not in known:
+    known = [*load().pointops["wheels"], *pure_distributions()]
+    if distribution not in known and pure_entry(distribution) is None:  # pointnet2-ops is pointnet2_ops
         raise UsageError(
             f"{distribution!r} is not a pointops distribution; choose one of: {', '.join(known)}"
         )
