@@ -10,9 +10,9 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 
+from .dists import InstalledDist, read_installed
 from .facts import CondaFacts, CondaRecord, Facts, PythonDist
 from .findings import Finding, failed, info, passed, warned
 
@@ -60,42 +60,27 @@ def site_packages_dirs(prefix: Path) -> list[Path]:
     return [path for path in candidates if path.is_dir()]
 
 
-def read_python_dists(prefix: Path) -> list[PythonDist]:
+def read_python_dists(prefix: Path, installed: list[InstalledDist]) -> list[PythonDist]:
     dists = []
-    for site in site_packages_dirs(prefix):
-        for meta_dir in sorted(site.glob("*.dist-info")):
-            try:
-                headers = HeaderParser().parsestr(
-                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
-                )
-            except OSError:
-                continue
-            installer_file = meta_dir / "INSTALLER"
-            installer = (
-                installer_file.read_text(encoding="utf-8", errors="replace").strip()
-                if installer_file.is_file()
-                else ""
-            )
-            try:
-                where = str(meta_dir.relative_to(prefix)).replace("\\", "/")
-            except ValueError:
-                where = str(meta_dir)
-            dists.append(
-                PythonDist(
-                    normalise_name(headers.get("Name", meta_dir.name.split("-")[0])),
-                    headers.get("Version", ""),
-                    installer,
-                    where,
-                )
-            )
+    for dist in installed:
+        try:
+            where = str(dist.meta_dir.relative_to(prefix)).replace("\\", "/")
+        except ValueError:
+            where = str(dist.meta_dir)
+        dists.append(PythonDist(normalise_name(dist.name), dist.version, dist.installer, where))
     return dists
 
 
-def gather_conda(prefix: Path) -> CondaFacts:
+def gather_conda(prefix: Path, installed: list[InstalledDist] | None = None) -> CondaFacts:
+    """conda-meta and the Python distributions of the prefix (`installed`: read_installed() of its
+    site-packages, read here when not given)."""
+    if installed is None:
+        installed = read_installed(site_packages_dirs(prefix))
+    dists = read_python_dists(prefix, installed)
     if not (prefix / "conda-meta").is_dir():
-        return CondaFacts(prefix=None, dists=read_python_dists(prefix))
+        return CondaFacts(prefix=None, dists=dists)
     records, errors = read_conda_records(prefix)
-    return CondaFacts(prefix=prefix, records=records, dists=read_python_dists(prefix), read_errors=errors)
+    return CondaFacts(prefix=prefix, records=records, dists=dists, read_errors=errors)
 
 
 # ---------------------------------------------------------------- checks: pip over conda
@@ -105,7 +90,7 @@ def _owned_by_conda(dist: PythonDist, conda_files: set[str]) -> bool:
     """INSTALLER decides when present (pip rewrites it when it reinstalls the same version over conda's)."""
     if dist.installer:
         return dist.installer.lower() == "conda"
-    return f"{dist.path}/METADATA" in conda_files
+    return f"{dist.path}/METADATA" in conda_files or f"{dist.path}/PKG-INFO" in conda_files  # egg-info
 
 
 def check_pip_shadowing(facts: Facts, kb) -> list[Finding]:

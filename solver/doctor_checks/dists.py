@@ -1,11 +1,14 @@
-"""Where an installed Python distribution came from, read from its dist-info (INSTALLER,
-direct_url.json, RECORD), and the command that reinstalls or rebuilds it from there.
+"""The Python distributions installed in an environment's site-packages, read once with
+importlib.metadata (files only: doctor may inspect another prefix's Python, so nothing is imported
+from there), where each came from (INSTALLER, direct_url.json, RECORD), and the command that
+reinstalls or rebuilds it from there. Every check reads these records; none parses METADATA or
+RECORD itself.
 
 Every pip command here has --no-deps: a reinstall must never bring another torch (or CUDA wheels)
 over the one installed. Paths are absolute, so a fix works from any folder.
 
-    origin = read_origin(site / "pointops-0.1.0.dist-info")
-    reinstall_command(origin)                       # pip install --no-deps --force-reinstall /abs/x.whl
+    installed = read_installed([site])              # list[InstalledDist], one per *.dist-info/*.egg-info
+    reinstall_command(installed[0].origin)          # pip install --no-deps --force-reinstall /abs/x.whl
     reinstall_command(origin, rebuild=True, cxx="/usr/bin/g++")
 """
 
@@ -15,8 +18,9 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
-from email.parser import HeaderParser
+from importlib.metadata import Distribution
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
@@ -37,11 +41,36 @@ class DistOrigin:
     damaged: tuple[str, ...] = ()  # compiled files the RECORD lists that are missing or of another size
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+@dataclass(frozen=True)
+class RecordedFile:
+    path: str  # as the RECORD lists it, relative to site-packages, "/"-separated: "pointops/_C.abi3.so"
+    size: int | None = None  # the size when installed, where the RECORD says
+
+
+@dataclass(frozen=True)
+class InstalledDist:
+    """One *.dist-info or *.egg-info folder, as its files describe it."""
+
+    name: str  # as its METADATA spells it
+    version: str
+    meta_dir: Path  # the metadata folder
+    requires: tuple[str, ...] = ()  # Requires-Dist, markers included
+    files: tuple[RecordedFile, ...] = ()  # RECORD (installed-files.txt for an egg-info)
+    origin: DistOrigin | None = None
+
+    @property
+    def site(self) -> Path:
+        return self.meta_dir.parent
+
+    @property
+    def installer(self) -> str:
+        return self.origin.installer if self.origin else ""
+
+    def lists(self, path: str) -> bool:
+        return any(f.path == path for f in self.files)
+
+    def compiled_files(self) -> list[str]:
+        return [f.path for f in self.files if COMPILED.search(f.path)]
 
 
 def _file_url_path(url: str) -> str:
@@ -65,37 +94,30 @@ def _kind_of(direct_url: dict) -> tuple[str, str]:
     return "url", url
 
 
-def damaged_files(site: Path, record: str) -> tuple[str, ...]:
+def damaged_files(site: Path, files: Iterable[RecordedFile]) -> tuple[str, ...]:
     """The compiled files of a RECORD that are missing or whose size differs from the recorded one."""
     found = []
-    for line in record.splitlines():
-        parts = line.rsplit(",", 2)
-        if len(parts) != 3 or not COMPILED.search(parts[0]) or ".." in parts[0].split("/"):
+    for recorded in files:
+        if not COMPILED.search(recorded.path) or ".." in recorded.path.split("/"):
             continue
-        path, size = site / parts[0], parts[2].strip()
         try:
-            actual = path.stat().st_size
+            actual = (site / recorded.path).stat().st_size
         except OSError:
-            found.append(f"{parts[0]} is missing")
+            found.append(f"{recorded.path} is missing")
             continue
-        if size.isdigit() and int(size) != actual:
-            found.append(f"{parts[0]} is {actual} bytes, {size} when installed")
+        if recorded.size is not None and recorded.size != actual:
+            found.append(f"{recorded.path} is {actual} bytes, {recorded.size} when installed")
     return tuple(found)
 
 
-def read_origin(meta_dir: Path) -> DistOrigin | None:
-    """The origin of the distribution whose *.dist-info folder this is (None without METADATA)."""
-    metadata = _read_text(meta_dir / "METADATA")
-    if not metadata:
-        return None
-    headers = HeaderParser().parsestr(metadata)
-    installer = _read_text(meta_dir / "INSTALLER").strip()
+def _origin(dist: Distribution, name: str, version: str, site: Path, files) -> DistOrigin:
+    installer = (dist.read_text("INSTALLER") or "").strip()
     kind, location = "index", ""
     if installer == "conda":
         kind = "conda"
     else:
         try:
-            direct_url = json.loads(_read_text(meta_dir / "direct_url.json") or "{}")
+            direct_url = json.loads(dist.read_text("direct_url.json") or "{}")
         except ValueError:
             direct_url = {}
         if isinstance(direct_url, dict) and direct_url.get("url"):
@@ -103,28 +125,55 @@ def read_origin(meta_dir: Path) -> DistOrigin | None:
     exists = (
         bool(location) and kind in ("wheel", "archive", "source", "editable") and os.path.exists(location)
     )
-    return DistOrigin(
-        name=headers.get("Name", meta_dir.name.split("-")[0]),
-        version=headers.get("Version", ""),
-        installer=installer,
-        kind=kind,
-        location=location,
-        location_exists=exists,
-        damaged=damaged_files(meta_dir.parent, _read_text(meta_dir / "RECORD")),
-    )
+    return DistOrigin(name, version, installer, kind, location, exists, damaged_files(site, files))
 
 
-def owners(site: Path) -> dict[str, DistOrigin]:
-    """RECORD path ('pointops/_C.abi3.so') -> the origin of the distribution that installed it."""
-    found: dict[str, DistOrigin] = {}
-    for meta_dir in sorted(site.glob("*.dist-info")):
-        origin = None
-        for line in _read_text(meta_dir / "RECORD").splitlines():
-            path = line.rsplit(",", 2)[0]
-            if COMPILED.search(path):
-                origin = origin or read_origin(meta_dir)
-                if origin is not None:
-                    found.setdefault(path, origin)
+def read_dist(meta_dir: Path) -> InstalledDist | None:
+    """The distribution of one metadata folder; None when it has no readable METADATA (or PKG-INFO)."""
+    dist = Distribution.at(meta_dir)
+    try:
+        if not (dist.read_text("METADATA") or dist.read_text("PKG-INFO")):
+            return None
+        metadata = dist.metadata
+        name = metadata["Name"] or meta_dir.name.split("-")[0]
+        version = metadata["Version"] or ""
+        files = tuple(RecordedFile(str(p).replace("\\", "/"), p.size) for p in dist.files or [])
+        requires = tuple(dist.requires or [])
+        origin = _origin(dist, name, version, meta_dir.parent, files)
+    except (OSError, ValueError):  # not UTF-8, a RECORD the csv reader refuses
+        return None
+    return InstalledDist(name, version, meta_dir, requires, files, origin)
+
+
+def read_installed(site_dirs: Iterable[Path]) -> list[InstalledDist]:
+    """Every distribution in these site-packages folders, in folder order, then by name.
+
+    importlib.metadata.distributions(path=...) finds the same folders but does not say which folder
+    each came from; the checks need it (a RECORD's paths are relative to it)."""
+    found: list[InstalledDist] = []
+    for site in site_dirs:
+        folders = [p for p in [*site.glob("*.dist-info"), *site.glob("*.egg-info")] if p.is_dir()]
+        for meta_dir in sorted(folders):
+            dist = read_dist(meta_dir)
+            if dist is not None:
+                found.append(dist)
+    return found
+
+
+def read_origin(meta_dir: Path) -> DistOrigin | None:
+    """The origin of the distribution whose metadata folder this is (None without METADATA)."""
+    dist = read_dist(meta_dir)
+    return dist.origin if dist else None
+
+
+def owners(installed: Iterable[InstalledDist]) -> dict[Path, DistOrigin]:
+    """Each compiled file a RECORD lists (its absolute path) -> the origin of the distribution that
+    installed it (the first one, when several list it)."""
+    found: dict[Path, DistOrigin] = {}
+    for dist in installed:
+        for path in dist.compiled_files():
+            if dist.origin is not None:
+                found.setdefault(dist.site / path, dist.origin)
     return found
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from solver import bounded
 
 from .conda_env import gather_conda, resolve_conda, site_packages_dirs
+from .dists import read_installed
 from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
 from .imports import discover_extensions
 from .libstdcxx import gather_binaries, gather_libstdcxx
@@ -274,10 +275,11 @@ def gather(options: GatherOptions) -> Facts:
 
     facts = Facts(platform=host_platform())
     facts.driver = gather_driver(options.env, options.driver_timeout_s)
-    facts.conda = gather_conda(options.prefix)
     site_dirs = site_packages_dirs(options.prefix)
-    facts.pointops_installs = find_installs(site_dirs)
-    modules = discover_extensions(site_dirs)
+    installed = read_installed(site_dirs)  # every check reads these, nothing parses METADATA again
+    facts.conda = gather_conda(options.prefix, installed)
+    facts.pointops_installs = find_installs(site_dirs, installed)
+    modules = discover_extensions(installed)
     known = {m.module for m in modules}
     modules += [ImportFact(m) for m in options.extra_modules if m not in known]
     facts.torch_dependents = torch_dependents(modules, facts.pointops_installs)
@@ -291,7 +293,7 @@ def gather(options: GatherOptions) -> Facts:
         facts.pointops.source_tree = source_tree_of(facts.pointops.path, facts.pointops_installs)
     if facts.platform.startswith("linux"):  # ELF files and /proc/self/maps
         facts.libstdcxx = gather_libstdcxx(facts.torch.libstdcxx)
-        facts.binaries = gather_binaries(site_dirs)
+        facts.binaries = gather_binaries(site_dirs, installed)
     facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")
     facts.toolchain = gather_toolchain(options.env)
     if facts.is_windows:

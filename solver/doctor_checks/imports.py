@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
-from pathlib import Path
 
-from .dists import DistOrigin, read_origin, rebuild_command
+from .dists import DistOrigin, InstalledDist, rebuild_command
 from .facts import CondaRecord, Facts, ImportFact
 from .findings import Finding, failed, info, passed, warned
 
@@ -45,44 +43,32 @@ def _module_of(record_path: str) -> str | None:
     return top if top.isidentifier() else None
 
 
-def discover_extensions(site_dirs: list[Path]) -> list[ImportFact]:
+def discover_extensions(installed: list[InstalledDist]) -> list[ImportFact]:
     """The compiled modules to try, of distributions that require torch (error still empty).
 
     pointops is always included, as the project's own extension.
     """
     found: list[ImportFact] = []
-    for site in site_dirs:
-        for meta_dir in sorted(site.glob("*.dist-info")):
-            try:
-                headers = HeaderParser().parsestr(
-                    (meta_dir / "METADATA").read_text(encoding="utf-8", errors="replace")
-                )
-                record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            name = headers.get("Name", "")
-            torch_requirements = [
-                r.strip() for r in headers.get_all("Requires-Dist") or [] if _needs_torch(r)
-            ]
-            if name.lower() != "pointops" and not torch_requirements:
-                continue
-            modules = []
-            for line in record.splitlines():
-                path = line.split(",")[0]
-                module = _module_of(path) if _EXTENSION_SUFFIX.search(path) else None
-                if module and module not in modules:
-                    modules.append(module)
-            for module in modules[:MAX_MODULES_PER_DISTRIBUTION]:
-                if all(module != seen.module for seen in found):
-                    found.append(
-                        ImportFact(
-                            module,
-                            name,
-                            headers.get("Version", ""),
-                            torch_requirement="; ".join(torch_requirements),
-                            origin=read_origin(meta_dir),
-                        )
+    for dist in installed:
+        torch_requirements = [r.strip() for r in dist.requires if _needs_torch(r)]
+        if dist.name.lower() != "pointops" and not torch_requirements:
+            continue
+        modules = []
+        for path in dist.compiled_files():
+            module = _module_of(path) if _EXTENSION_SUFFIX.search(path) else None
+            if module and module not in modules:
+                modules.append(module)
+        for module in modules[:MAX_MODULES_PER_DISTRIBUTION]:
+            if all(module != seen.module for seen in found):
+                found.append(
+                    ImportFact(
+                        module,
+                        dist.name,
+                        dist.version,
+                        torch_requirement="; ".join(torch_requirements),
+                        origin=dist.origin,
                     )
+                )
     return found[:MAX_MODULES]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from solver.elf import read_elf
 
-from .dists import DistOrigin, owners, rebuild_command
+from .dists import DistOrigin, InstalledDist, owners, read_installed, rebuild_command
 from .facts import BinaryFact, Facts, LibstdcxxFacts
 from .findings import Finding, failed, info, passed
 
@@ -72,15 +72,14 @@ def describe_binary(path: Path, package: str, origin: DistOrigin | None = None) 
     )
 
 
-def gather_binaries(site_dirs: list[Path]) -> list[BinaryFact]:
-    binaries: list[BinaryFact] = []
-    for site in site_dirs:
-        files = _shared_objects(site)
-        recorded = owners(site) if files else {}
-        for package, path in files:
-            relative = path.relative_to(site).as_posix()
-            binaries.append(describe_binary(path, package, recorded.get(relative)))
-    return binaries
+def gather_binaries(site_dirs: list[Path], installed: list[InstalledDist] | None = None) -> list[BinaryFact]:
+    """`installed`: read_installed() of the same folders (read here when not given), for each file's owner."""
+    recorded = owners(read_installed(site_dirs) if installed is None else installed)
+    return [
+        describe_binary(path, package, recorded.get(path))
+        for site in site_dirs
+        for package, path in _shared_objects(site)
+    ]
 
 
 def gather_libstdcxx(path: str) -> LibstdcxxFacts:

@@ -12,7 +12,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dists import DistOrigin, read_origin, rebuild_command, reinstall_command, source_command
+from .dists import (
+    DistOrigin,
+    InstalledDist,
+    read_installed,
+    rebuild_command,
+    reinstall_command,
+    source_command,
+)
 from .facts import Facts
 from .findings import Finding, passed, warned
 
@@ -53,31 +60,25 @@ def built_against_torch(package: Path) -> str:
     return str(info.get("built_against_torch") or "") if isinstance(info, dict) else ""
 
 
-def _from_dist_infos(site: Path) -> list[tuple[Path, str, DistOrigin | None]]:
-    """Packages pip (or uv, conda) installed: listed in a RECORD, or an editable install whose
-    direct_url.json names the folder that holds the package (setuptools' finder-based editables)."""
+def _from_dists(site: Path, installed: list[InstalledDist]) -> list[tuple[Path, str, DistOrigin | None]]:
+    """Packages pip (or uv, conda) installed into `site`: listed in a RECORD, or an editable install
+    whose direct_url.json names the folder that holds the package (setuptools' finder-based editables)."""
     found: list[tuple[Path, str, DistOrigin | None]] = []
-    for meta_dir in sorted(site.glob("*.dist-info")):
-        try:
-            record = (meta_dir / "RECORD").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+    for dist in installed:
+        if dist.site != site:
             continue
-        listed = any(
-            line.split(",")[0] in ("pointops/__init__.py", "pointops\\__init__.py")
-            for line in record.splitlines()
-        )
-        origin = read_origin(meta_dir)
-        name = f"{origin.name} {origin.version}".strip() if origin else meta_dir.name
+        origin = dist.origin
+        name = f"{dist.name} {dist.version}".strip()
         editable = _package(Path(origin.location)) if origin and origin.kind == "editable" else None
-        if listed and (site / "pointops").is_dir():
+        if dist.lists("pointops/__init__.py") and (site / "pointops").is_dir():
             found.append((site / "pointops", f"the distribution {name}", origin))
         elif editable is not None:
             found.append((editable, f"an editable install of {name}", origin))
     return found
 
 
-def _installs_in(site: Path) -> list[tuple[Path, str, DistOrigin | None]]:
-    found = _from_dist_infos(site)
+def _installs_in(site: Path, installed: list[InstalledDist]) -> list[tuple[Path, str, DistOrigin | None]]:
+    found = _from_dists(site, installed)
     for egg in sorted(site.glob("*.egg")):  # `python setup.py install` (Pointcept's README way)
         package = _package(egg) if egg.is_dir() else None
         if package is not None:
@@ -101,11 +102,16 @@ def _installs_in(site: Path) -> list[tuple[Path, str, DistOrigin | None]]:
     return found
 
 
-def find_installs(site_dirs: list[Path]) -> list[PointopsInstall]:
-    """Every installation providing `pointops`, one per package directory."""
+def find_installs(
+    site_dirs: list[Path], installed: list[InstalledDist] | None = None
+) -> list[PointopsInstall]:
+    """Every installation providing `pointops`, one per package directory (`installed`: read_installed()
+    of the same folders, read here when not given)."""
+    if installed is None:
+        installed = read_installed(site_dirs)
     seen: dict[str, PointopsInstall] = {}
     for site in site_dirs:
-        for package, source, origin in _installs_in(site):
+        for package, source, origin in _installs_in(site, installed):
             key = str(package.resolve())
             dists = (
                 (source.removeprefix("the distribution "),) if source.startswith("the distribution ") else ()

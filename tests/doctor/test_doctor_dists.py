@@ -10,6 +10,7 @@ import pytest
 
 from solver.doctor_checks.dists import (
     DistOrigin,
+    RecordedFile,
     damaged_files,
     read_origin,
     rebuild_command,
@@ -92,10 +93,13 @@ def test_damaged_compiled_files_are_named(tmp_path):
     (site / "pointops").mkdir(parents=True)
     (site / "pointops" / "_C.abi3.so").write_bytes(b"x" * 10)
     (site / "pointops" / "ok.so").write_bytes(b"x" * 4)
-    record = (
-        "pointops/__init__.py,sha256=a,99\npointops/_C.abi3.so,sha256=b,4096\npointops/ok.so,sha256=c,4\n"
-        "pointops/gone.cpython-311-x86_64-linux-gnu.so,sha256=d,5\n../../bin/tool.so,,1\n"
-    )
+    record = [
+        RecordedFile("pointops/__init__.py", 99),
+        RecordedFile("pointops/_C.abi3.so", 4096),
+        RecordedFile("pointops/ok.so", 4),
+        RecordedFile("pointops/gone.cpython-311-x86_64-linux-gnu.so", 5),
+        RecordedFile("../../bin/tool.so", 1),
+    ]
     assert damaged_files(site, record) == (
         "pointops/_C.abi3.so is 10 bytes, 4096 when installed",
         "pointops/gone.cpython-311-x86_64-linux-gnu.so is missing",
@@ -161,3 +165,66 @@ def test_a_finder_based_editable_install_is_found_through_its_direct_url(tmp_pat
     [install] = find_installs([site])
     assert install.path == str((checkout / "pointops").resolve()) and install.kind == "this project"
     assert install.source == "an editable install of pointops 0.1.0"
+
+
+def test_every_check_reads_the_distributions_read_once(tmp_path, monkeypatch):
+    """read_installed() reads each metadata folder once; conda, pointops, extension and ELF gathering
+    take its result and open no METADATA or RECORD of their own."""
+    from doctor_helpers import conda_pytorch_env, write_dist
+
+    from solver.doctor_checks import dists
+    from solver.doctor_checks.conda_env import gather_conda, site_packages_dirs
+    from solver.doctor_checks.imports import discover_extensions
+    from solver.doctor_checks.libstdcxx import gather_binaries
+
+    prefix = conda_pytorch_env(tmp_path / "env")
+    site = write_dist(
+        prefix, "oldext", "0.3.1", "pip", ["torch>=2.4"], ["oldext/__init__.py", "oldext/_C.so"]
+    )
+    (site / "oldext").mkdir()
+    (site / "oldext" / "_C.so").write_bytes(b"")
+    dist_info(site, installer="pip", record="pointops/__init__.py,,\npointops/_C.abi3.so,,\n")
+    (site / "pointops").mkdir()
+    (site / "pointops" / "__init__.py").write_text("")
+    site_dirs = site_packages_dirs(prefix)
+    installed = dists.read_installed(site_dirs)
+    assert [d.name for d in installed] == ["oldext", "pointops", "torch"]
+
+    def no_second_read(path):
+        raise AssertionError(f"{path} read again")
+
+    monkeypatch.setattr(dists.Distribution, "at", staticmethod(no_second_read))
+    conda = gather_conda(prefix, installed)
+    assert [(d.name, d.installer) for d in conda.dists] == [
+        ("oldext", "pip"),
+        ("pointops", "pip"),
+        ("torch", "conda"),
+    ]
+    [install] = find_installs(site_dirs, installed)
+    assert install.source == "the distribution pointops 0.1.0" and install.origin.installer == "pip"
+    assert [(m.module, m.distribution) for m in discover_extensions(installed)] == [
+        ("oldext", "oldext"),
+        ("pointops", "pointops"),
+    ]
+    assert gather_binaries(site_dirs, installed) == []  # no point-cloud package folder holds a binary
+
+
+def test_an_egg_info_torch_over_conda_pytorch_is_seen(tmp_path):
+    """`python setup.py install` of torch writes an egg-info, not a dist-info: it shadows conda's
+    pytorch all the same."""
+    from doctor_helpers import SITE, conda_pytorch_env
+
+    from solver.doctor_checks.conda_env import gather_conda, pip_shadowing_findings
+
+    prefix = conda_pytorch_env(tmp_path)
+    for meta in (prefix / SITE).glob("torch-*.dist-info"):
+        for f in meta.iterdir():
+            f.unlink()
+        meta.rmdir()
+    egg = prefix / SITE / "torch-2.6.0a0+git1234-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.6.0a0+git1234\n")
+    conda = gather_conda(prefix)
+    assert [(d.name, d.version) for d in conda.dists] == [("torch", "2.6.0a0+git1234")]
+    [finding] = [f for f in pip_shadowing_findings(conda) if f.check == "conda.pip-shadowing"]
+    assert finding.status == "fail" and "torch 2.6.0a0+git1234 from an unknown installer" in finding.summary

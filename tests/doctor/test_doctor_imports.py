@@ -12,6 +12,7 @@ import sys
 import pytest
 from doctor_helpers import write_dist
 
+from solver.doctor_checks.dists import read_installed
 from solver.doctor_checks.facts import CondaRecord, Facts, ImportFact, TorchFacts
 from solver.doctor_checks.gather import run_runtime_probe
 from solver.doctor_checks.imports import (
@@ -63,7 +64,7 @@ def test_undefined_torch_symbol_is_named_as_an_abi_mismatch(tmp_path):
     subprocess.run(
         ["gcc", "-shared", "-fPIC", "-o", str(site / "oldext" / "_C.abi3.so"), str(source)], check=True
     )
-    modules = discover_extensions([site])
+    modules = discover_extensions(read_installed([site]))
     assert [(m.module, m.distribution, m.distribution_version, m.torch_requirement) for m in modules] == [
         ("oldext", "oldext", "0.3.1+pt24cu121", "torch>=2.4")
     ]
@@ -83,7 +84,7 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
     crash_site = _site_with(
         tmp_path / "a", "crashext", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
     )
-    modules = discover_extensions([crash_site])
+    modules = discover_extensions(read_installed([crash_site]))
     torch, _, imports = run_runtime_probe(
         sys.executable, modules, _env(crash_site, without_torch=True), timeout_s=60
     )
@@ -94,7 +95,10 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
 
     hang_site = _site_with(tmp_path / "b", "hangext", "import time\ntime.sleep(60)\n")
     _, _, imports = run_runtime_probe(
-        sys.executable, discover_extensions([hang_site]), _env(hang_site, without_torch=True), timeout_s=3
+        sys.executable,
+        discover_extensions(read_installed([hang_site])),
+        _env(hang_site, without_torch=True),
+        timeout_s=3,
     )
     [hung] = imports
     assert hung.error.startswith("timed out after 3 s")
@@ -123,7 +127,10 @@ def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
             "top_level_ext.cpython-311-x86_64-linux-gnu.so",
         ],
     )
-    assert [(m.module, m.distribution, m.distribution_version) for m in discover_extensions([site])] == [
+    assert [
+        (m.module, m.distribution, m.distribution_version)
+        for m in discover_extensions(read_installed([site]))
+    ] == [
         ("torchext", "torchext", "1.0"),
         ("top_level_ext", "torchext", "1.0"),
     ]
