@@ -8,8 +8,18 @@ each library (.gnu.version_r) and the versions it defines (.gnu.version_d).
     elf.needed_versions["libstdc++.so.6"]   # ["GLIBCXX_3.4.21", "CXXABI_1.3", ...]
     elf.defined_versions                    # a library's own: ["GLIBCXX_3.4", ..., "CXXABI_1.3.13"]
 
+    code = read_cuda_archs("site-packages/mmcv/_ext.cpython-312-x86_64-linux-gnu.so")
+    code.sass, code.ptx                     # ["sm_80", "sm_90", "sm_90a"], ["compute_90"]
+
 ELF32 and ELF64, little and big endian. Only section headers are read (every linker writes them;
 a file stripped of them gets an error).
+
+CUDA code sits in the `.nv_fatbin` section: one or more fat binaries, each a 16-byte header (magic
+0xBA55ED50, version, header size, size of its entries) followed by entries. Every entry starts with
+its kind (1 PTX, 2 an ELF cubin of SASS), its header size and payload size (offsets 4 and 8), the
+arch number (offset 28: 90 for sm_90) and flags (offset 40: 0x100000 for an arch-specific "a"
+target such as sm_90a, 0x200000 for a family "f" target). Only those headers are read, never the
+payloads (which may be compressed); this is what `cuobjdump --list-elf --list-ptx` lists.
 """
 
 from __future__ import annotations
@@ -26,6 +36,12 @@ SHT_GNU_VERNEED = 0x6FFFFFFE
 DT_NULL, DT_NEEDED, DT_SONAME = 0, 1, 14
 VER_FLG_BASE = 1  # the verdef entry that names the file itself, not a version
 STT_SECTION, STT_FILE = 3, 4
+
+SHN_XINDEX = 0xFFFF  # the section-name table's index is in section 0's link field
+FATBIN_SECTION = ".nv_fatbin"
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_PTX, FATBIN_SASS = 1, 2
+FATBIN_ARCH_SPECIFIC, FATBIN_FAMILY = 0x100000, 0x200000
 
 MAX_SECTIONS = 65536
 MAX_ENTRIES = 1_000_000  # dynamic entries, symbols or version records in one section
@@ -49,6 +65,20 @@ class ElfFile:
     defined_versions: list[str] = field(default_factory=list)
 
 
+@dataclass
+class CudaCode:
+    """The GPU code a shared object carries, in torch's arch names."""
+
+    path: str
+    error: str = ""  # why the file or its fat binaries could not be read
+    sass: list[str] = field(default_factory=list)  # "sm_80", "sm_90a", "sm_100f": native code
+    ptx: list[str] = field(default_factory=list)  # "compute_90": PTX the driver can JIT-compile
+
+    @property
+    def names(self) -> list[str]:
+        return self.sass + self.ptx
+
+
 @dataclass(frozen=True)
 class _Section:
     type: int
@@ -57,6 +87,7 @@ class _Section:
     link: int
     info: int
     entsize: int
+    name: int = 0  # offset of its name in the section-name table
 
 
 class _Reader:
@@ -89,8 +120,9 @@ def _string(table: bytes, offset: int) -> str:
     return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
-def _header(reader: _Reader) -> tuple[int, int, int]:
-    """(section header offset, entry size, count) after checking the identification bytes."""
+def _header(reader: _Reader) -> tuple[int, int, int, int]:
+    """(section header offset, entry size, count, index of the section-name table) after checking
+    the identification bytes."""
     ident = reader.bytes(0, 16) if reader.size >= 16 else b""
     if ident[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
@@ -98,22 +130,24 @@ def _header(reader: _Reader) -> tuple[int, int, int]:
         raise ElfError(f"unknown ELF class {ident[4]} or data encoding {ident[5]}")
     reader.is64, reader.order = ident[4] == 2, "<" if ident[5] == 1 else ">"
     fields = reader.unpack("HHIQQQIHHHHHH" if reader.is64 else "HHIIIIIHHHHHH", 16)
-    shoff, shentsize, shnum = fields[5], fields[10], fields[11]
+    shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
     if shoff == 0:
         raise ElfError("no section headers (stripped)")
     if shnum == 0:  # extended numbering: the count is in section 0's size
         shnum = _section(reader, shoff, shentsize, 0).size
+    if shstrndx == SHN_XINDEX:
+        shstrndx = _section(reader, shoff, shentsize, 0).link
     if shnum > MAX_SECTIONS:
         raise ElfError(f"{shnum} sections: not a plausible ELF file")
-    return shoff, shentsize, shnum
+    return shoff, shentsize, shnum, shstrndx
 
 
 def _section(reader: _Reader, shoff: int, shentsize: int, index: int) -> _Section:
     fmt = "IIQQQQIIQQ" if reader.is64 else "IIIIIIIIII"
     if shentsize < struct.calcsize(reader.order + fmt):
         raise ElfError(f"section header entries of {shentsize} bytes are too small")
-    _, kind, _, _, offset, size, link, info, _, entsize = reader.unpack(fmt, shoff + index * shentsize)
-    return _Section(kind, offset, size, link, info, entsize)
+    name, kind, _, _, offset, size, link, info, _, entsize = reader.unpack(fmt, shoff + index * shentsize)
+    return _Section(kind, offset, size, link, info, entsize, name)
 
 
 def _strings(reader: _Reader, sections: list[_Section], index: int) -> bytes:
@@ -190,10 +224,14 @@ def _read_verdef(reader: _Reader, sections: list[_Section], section: _Section, e
         elf.defined_versions.append(_string(strings, name))
 
 
+def _sections(reader: _Reader) -> tuple[list[_Section], int]:
+    shoff, shentsize, shnum, shstrndx = _header(reader)
+    return [_section(reader, shoff, shentsize, i) for i in range(shnum)], shstrndx
+
+
 def _read(reader: _Reader, elf: ElfFile, symbols: bool) -> None:
-    shoff, shentsize, shnum = _header(reader)
+    sections, _ = _sections(reader)
     elf.elf_class, elf.big_endian = (64 if reader.is64 else 32), reader.order == ">"
-    sections = [_section(reader, shoff, shentsize, i) for i in range(shnum)]
     for section in sections:
         if section.type == SHT_DYNAMIC:
             _read_dynamic(reader, sections, section, elf)
@@ -221,3 +259,66 @@ def read_elf(path: str | Path, symbols: bool = True) -> ElfFile:
     except (OSError, struct.error, ValueError, OverflowError, MemoryError) as exc:
         elf.error = f"{type(exc).__name__}: {exc}"
     return elf
+
+
+def _arch_name(kind: int, arch: int, flags: int) -> str | None:
+    if kind == FATBIN_PTX:
+        return f"compute_{arch}"
+    if kind == FATBIN_SASS:
+        suffix = "a" if flags & FATBIN_ARCH_SPECIFIC else "f" if flags & FATBIN_FAMILY else ""
+        return f"sm_{arch}{suffix}"
+    return None  # LTO IR and other kinds run nowhere by themselves
+
+
+def _fatbin_entries(reader: _Reader, start: int, end: int, code: CudaCode) -> None:
+    """Add the archs of the fat binaries between start and end (zero padding may separate them)."""
+    count = 0
+    while start + 16 <= end:
+        magic, _, header_size, entries_size = reader.unpack("IHHQ", start)
+        if magic != FATBIN_MAGIC:
+            if any(reader.bytes(start, 8)):
+                raise ElfError(f"no fat binary header at offset {start} of {FATBIN_SECTION}")
+            start += 8
+            continue
+        if header_size < 16:
+            raise ElfError(f"a fat binary at offset {start} claims a {header_size}-byte header")
+        entry, stop = start + header_size, min(start + header_size + entries_size, end)
+        while entry + 48 <= stop:
+            kind, _, entry_header, payload = reader.unpack("HHIQ", entry)
+            count += 1
+            if entry_header < 48 or count > MAX_ENTRIES:
+                raise ElfError(f"a fat binary entry at offset {entry} claims a {entry_header}-byte header")
+            (arch,) = reader.unpack("I", entry + 28)
+            (flags,) = reader.unpack("Q", entry + 40)
+            name = _arch_name(kind, arch, flags)
+            if name and name not in code.names:
+                (code.ptx if kind == FATBIN_PTX else code.sass).append(name)
+            entry += entry_header + payload
+        start = stop
+
+
+def read_cuda_archs(path: str | Path) -> CudaCode:
+    """The SASS and PTX archs in the file's .nv_fatbin section (none for a CPU-only file); on any
+    problem, CudaCode.error says what (this never raises)."""
+    code = CudaCode(str(path))
+    try:
+        with open(path, "rb") as handle:
+            reader = _Reader(handle, handle.seek(0, 2))
+            sections, names_index = _sections(reader)
+            names = _strings(reader, sections, names_index)
+            for section in sections:
+                if _string(names, section.name) == FATBIN_SECTION:
+                    reader.order = "<"  # fat binaries are little-endian whatever the ELF header says
+                    _fatbin_entries(reader, section.offset, section.offset + section.size, code)
+    except ElfError as exc:
+        code.error = str(exc)
+    except (OSError, struct.error, ValueError, OverflowError, MemoryError) as exc:
+        code.error = f"{type(exc).__name__}: {exc}"
+    code.sass.sort(key=_arch_order)
+    code.ptx.sort(key=_arch_order)
+    return code
+
+
+def _arch_order(name: str) -> tuple[int, str]:
+    digits = "".join(c for c in name.split("_")[1] if c.isdigit())
+    return int(digits or 0), name

@@ -1,6 +1,7 @@
 """Writes small ELF shared objects of any class and byte order (the toolchain here makes only
 little-endian x86 files): a dynamic section with DT_SONAME/DT_NEEDED, a dynamic symbol table, and
-.gnu.version_r / .gnu.version_d records, laid out as the ELF and LSB specifications say."""
+.gnu.version_r / .gnu.version_d records, laid out as the ELF and LSB specifications say; and CUDA
+fat binaries for a .nv_fatbin section, laid out as solver/elf.py describes them."""
 
 from __future__ import annotations
 
@@ -30,6 +31,21 @@ class ElfSpec:
     undefined: list[str] = field(default_factory=list)  # dynamic symbols it references
     needed_versions: dict[str, list[str]] = field(default_factory=dict)
     defined_versions: list[str] = field(default_factory=list)
+    sections: list[tuple[str, bytes]] = field(default_factory=list)  # more sections: (name, contents)
+
+
+def fatbin_entry(kind: int, arch: int, flags: int = 0x11, payload: bytes = b"\0" * 16) -> bytes:
+    """One entry: kind (1 PTX, 2 SASS), header size, payload size, arch at 28, flags at 40."""
+    header = bytearray(64)
+    struct.pack_into("<HHIQ", header, 0, kind, 0x101, 64, len(payload))
+    struct.pack_into("<I", header, 28, arch)
+    struct.pack_into("<Q", header, 40, flags)
+    return bytes(header) + payload
+
+
+def fatbin(*entries: bytes) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
 def _verneed(spec: ElfSpec, order: str, strings: Strings) -> bytes:
@@ -87,6 +103,7 @@ def build_elf(spec: ElfSpec) -> bytes:
         (".dynsym", 11, _dynsym(spec, order, strings), 24 if spec.is64 else 16, 1),
         (".gnu.version_r", 0x6FFFFFFE, _verneed(spec, order, strings), 0, len(spec.needed_versions)),
         (".gnu.version_d", 0x6FFFFFFD, _verdef(spec, order, strings), 0, 1 + len(spec.defined_versions)),
+        *[(name, 1, data, 0, 0) for name, data in spec.sections],  # SHT_PROGBITS
     ]
     sections = [(".dynstr", 3, bytes(strings.data), 0, 0), *bodies]
     for name, *_ in sections:

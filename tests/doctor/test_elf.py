@@ -5,14 +5,15 @@ exception."""
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from elf_builder import ElfSpec, build_elf
+from elf_builder import ElfSpec, build_elf, fatbin, fatbin_entry
 
-from solver.elf import read_elf
+from solver.elf import read_cuda_archs, read_elf
 
 elftools = pytest.importorskip("elftools")
 from elftools.elf.dynamic import DynamicSection  # noqa: E402
@@ -176,3 +177,81 @@ def test_corrupt_tables_give_an_error(tmp_path):
     data[at - 1 : at + 9] = b"\xff" * 10  # the string table loses its terminators
     path.write_bytes(bytes(data))
     assert isinstance(read_elf(path).error, str)
+
+
+# ---------------------------------------------------------------- CUDA archs (.nv_fatbin)
+
+KERNEL = """
+__global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
+extern "C" void launch(float* x) { add_one<<<1, 32>>>(x); }
+"""
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build CUDA code")
+
+
+def compile_cuda(tmp_path: Path, name: str, *gencode: str) -> Path:
+    source = tmp_path / "kernel.cu"
+    source.write_text(KERNEL)
+    target = tmp_path / name
+    flags = [f"-gencode=arch={arch},code={code}" for arch, code in (g.split(":") for g in gencode)]
+    subprocess.run(
+        ["nvcc", "-shared", "-Xcompiler", "-fPIC", *flags, "-o", str(target), str(source)], check=True
+    )
+    return target
+
+
+@needs_nvcc
+def test_the_archs_nvcc_was_asked_for_are_read_from_the_fat_binaries(tmp_path):
+    path = compile_cuda(
+        tmp_path,
+        "mixed.so",
+        "compute_80:sm_80",
+        "compute_90a:sm_90a",
+        "compute_100f:sm_100f",
+        "compute_90:compute_90",
+    )
+    code = read_cuda_archs(path)
+    assert (code.error, code.sass, code.ptx) == ("", ["sm_80", "sm_90a", "sm_100f"], ["compute_90"])
+    assert read_elf(path).error == ""  # the ELF reader is unaffected by the section
+
+
+@needs_gxx
+def test_a_file_without_cuda_code_has_no_archs(tmp_path):
+    code = read_cuda_archs(compile_shared(tmp_path, "cpu.so"))
+    assert (code.error, code.sass, code.ptx) == ("", [], [])
+
+
+def test_written_fat_binaries_padding_and_unknown_kinds(tmp_path):
+    section = (
+        fatbin(fatbin_entry(2, 75), fatbin_entry(1, 75, flags=0x8011))
+        + b"\0" * 8  # alignment between fat binaries
+        + fatbin(fatbin_entry(2, 90, flags=0x100011), fatbin_entry(2, 86), fatbin_entry(4, 120))
+    )
+    path = tmp_path / "written.so"
+    path.write_bytes(build_elf(ElfSpec(sections=[(".nv_fatbin", section)])))
+    code = read_cuda_archs(path)
+    assert (code.error, code.sass, code.ptx) == ("", ["sm_75", "sm_86", "sm_90a"], ["compute_75"])
+
+
+def test_broken_fat_binaries_give_an_error_never_an_exception(tmp_path):
+    good = fatbin(fatbin_entry(2, 80), fatbin_entry(1, 90))
+    zero_header = bytearray(good)
+    zero_header[16 + 4 : 16 + 8] = b"\0\0\0\0"  # an entry claiming a 0-byte header: no endless loop
+    for name, section in (
+        ("magic", b"\x01" * 16 + good),
+        ("header", good[:4] + b"\x01\x00\x00\x00" + good[8:]),  # a 0-byte fat binary header
+        ("entry", bytes(zero_header)),
+    ):
+        path = tmp_path / f"{name}.so"
+        path.write_bytes(build_elf(ElfSpec(sections=[(".nv_fatbin", section)])))
+        assert read_cuda_archs(path).error, name
+    data = build_elf(ElfSpec(sections=[(".nv_fatbin", good)]))
+    for size in range(0, len(data), 7):
+        (tmp_path / "cut.so").write_bytes(data[:size])
+        assert isinstance(read_cuda_archs(tmp_path / "cut.so").error, str)
+    huge = fatbin(fatbin_entry(2, 80, payload=b"")[:8] + struct.pack("<Q", 2**63) + fatbin_entry(2, 80)[16:])
+    (tmp_path / "huge.so").write_bytes(build_elf(ElfSpec(sections=[(".nv_fatbin", huge)])))
+    # the payload size is not followed past the end of the section
+    assert read_cuda_archs(tmp_path / "huge.so").sass == ["sm_80"]
+    (tmp_path / "cuda.txt").write_text("not ELF")
+    assert read_cuda_archs(tmp_path / "cuda.txt").error == "not an ELF file"
+    assert "No such file" in read_cuda_archs(tmp_path / "absent.so").error
