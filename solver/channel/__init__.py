@@ -1,9 +1,9 @@
-"""The pointops conda packages, from recipe to channel: the library behind `solver channel`
-(solver/channel/cli.py).
+"""The conda packages of recipes/ (pointops, pointnet2_ops, mmcv), from recipe to channel: the
+library behind `solver channel` (solver/channel/cli.py).
 
-    recipe     find recipes/pointops and its variant files
-    render     the variant matrix (offline, or with the environments solved)
-    build      rattler-build the variants of one platform
+    recipe     find a recipe (by name or path) and its variant files; what it builds from
+    render     the variant matrix (offline, or with the environments solved; noarch: once)
+    build      rattler-build the variants of one platform (noarch: its one package)
     local      package a pointops built on this machine (offline)
     index      index a channel directory
     upload     upload to anaconda.org

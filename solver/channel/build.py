@@ -1,15 +1,16 @@
 """Full builds: rattler-build every variant of one target platform against dependency channels
-(conda-forge, or a local channel carrying the same packages)."""
+(conda-forge, or a local channel carrying the same packages). A noarch recipe (pointnet2_ops) is
+one package for every platform, built on this machine."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from solver.channel.errors import ChannelError, require_rattler_build
+from solver.channel.errors import ChannelError, require_rattler_build, usage_error
 from solver.channel.index import current_platform, index_channel
 from solver.channel.recipe import RecipeFiles, find_recipe
-from solver.channel.render import EMULATED, check_variants, rendered_variants
+from solver.channel.render import EMULATED, check_variants, rendered_variants, variant_of
 
 
 def check_reachable(channels: list[str], timeout_s: float = 10) -> None:
@@ -85,9 +86,14 @@ def build_channel(
 
     files = files or find_recipe()
     build_platform = current_platform()
+    if files.noarch and target_platform not in (None, build_platform):
+        raise usage_error(
+            f"--platform {target_platform}: {files.package} is noarch, one package for every platform; "
+            "build it without --platform"
+        )
     platform = target_platform or build_platform
     rendered = rendered_variants(platform, files, build_platform=build_platform, overrides=variant_overrides)
-    names = [str(r.recipe.build.string).split("_h")[0] for r in rendered]
+    names = [variant_of(str(r.recipe.build.string)) for r in rendered]
     check_variants(platform, variants or [], names, files)
     check_reachable(channels)
     wanted = [r for r, name in zip(rendered, names, strict=True) if not variants or name in variants]
@@ -96,7 +102,9 @@ def build_channel(
     for n, item in enumerate(wanted, 1):
         label = f"{n}/{len(wanted)} {item.recipe.build.string}"
         where = platform if platform == build_platform else f"{platform} on {build_platform}"
-        print(f"[{label}] building pointops for {where} ...", file=sys.stderr, flush=True)
+        if files.noarch:
+            where = f"noarch (every platform) on {build_platform}"
+        print(f"[{label}] building {files.package} for {where} ...", file=sys.stderr, flush=True)
         progress = _Progress(label)
         try:
             result = item.run_build(

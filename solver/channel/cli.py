@@ -1,9 +1,11 @@
-"""`solver channel`: the pointops conda packages, from recipe to channel.
+"""`solver channel`: the conda packages of recipes/ (pointops, pointnet2_ops, mmcv), from recipe
+to channel.
 
     solver channel render [--platform P]... [--json]    the variant matrix (same as --render-only)
     solver channel render --solve --channel URL ...     ... with run_exports resolved against URL
     solver channel build [--platform P] [--variant V]... [--channel URL]... [-o DIR]
                                                         rattler-build the variants of one platform
+                                                        (a noarch recipe: its one package)
     solver channel package-local [--wheel W | --source DIR | --from-installed] [--variant cpu] [-o DIR]
                                                         offline: a local pointops build -> .conda
     solver channel index DIR                            write repodata for a channel directory
@@ -14,27 +16,37 @@
 Flags mean what they mean in every solver command (solver.flags): -o/--output where it writes,
 --platform the conda subdir (`--target-platform` still parses), --json, --quiet (no notes).
 
-Every action reads recipes/pointops/recipe.yaml and its variant files (--recipe, else found from
-the current directory) with py-rattler-build, whose absence is one error line with the install
-command (exit 1). Errors are SolverErrors, which solver/cli.py prints; malformed flags exit 2. The
-library is solver.channel; this module only parses and prints.
+Every action but index and upload reads a recipe and its variant files with py-rattler-build,
+whose absence is one error line with the install command (exit 1). `--recipe` (before or after the
+action) names it: a name under recipes/ (pointops, the default; pointnet2_ops; mmcv) or the path
+of a recipe folder; `--variant-config FILE` (render, build) adds a variant file read after the
+recipe's. package-local and feedstock are pointops' alone. Errors are SolverErrors, which
+solver/cli.py prints; malformed flags exit 2. The library is solver.channel; this module only
+parses and prints.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
 from solver.channel.build import build_channel, check_reachable
-from solver.channel.errors import require_rattler_build
+from solver.channel.errors import ChannelError, require_rattler_build
 from solver.channel.feedstock import write_feedstock_recipe
 from solver.channel.index import index_channel
 from solver.channel.local import package_local
-from solver.channel.recipe import RECIPE_ENV, find_recipe
-from solver.channel.render import PLATFORMS, RenderedBuild, render_platform, render_with_solve
+from solver.channel.recipe import RECIPE_ENV, RecipeFiles, find_recipe
+from solver.channel.render import (
+    PLATFORMS,
+    RenderedBuild,
+    platforms_to_render,
+    render_platform,
+    render_with_solve,
+)
 from solver.channel.upload import upload_channel
 from solver.errors import UsageError
 from solver.flags import add_json, add_output, add_platform, add_quiet, subcommand
@@ -44,19 +56,39 @@ DEFAULT_CHANNELS = ("https://conda.anaconda.org/conda-forge",)
 DEFAULT_OUTPUT = Path("out") / "channel"
 
 
+RECIPE_HELP = (
+    "a recipe of recipes/ by name (pointops, pointnet2_ops, mmcv) or the path of its folder or "
+    f"recipe.yaml (default: ${RECIPE_ENV}, else pointops; found from the current directory upwards)"
+)
+
+
+def _add_recipe(parser: argparse.ArgumentParser, in_action: bool) -> None:
+    """--recipe, on `solver channel` and on each action that reads a recipe. An action's default is
+    SUPPRESS, so that `solver channel --recipe X build` keeps X."""
+    extra = {"default": argparse.SUPPRESS} if in_action else {}
+    parser.add_argument("--recipe", type=path_argument, help=RECIPE_HELP, **extra)
+
+
+def _add_variant_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--variant-config",
+        action="append",
+        type=path_argument,
+        metavar="FILE",
+        help="a variant file read after the recipe's (its keys win; e.g. python_min: ['3.12']), repeatable",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--render-only", action="store_true", help="print the variant matrix and exit (= `render`)"
     )
-    parser.add_argument(
-        "--recipe",
-        type=path_argument,
-        help=f"recipes/pointops (or its recipe.yaml) of a pointops source tree "
-        f"(default: ${RECIPE_ENV}, else found from the current directory)",
-    )
+    _add_recipe(parser, in_action=False)
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
 
     render = subcommand(sub, "render", "print the variant matrix the recipe renders")
+    _add_recipe(render, in_action=True)
+    _add_variant_config(render)
     add_platform(render, "only these platforms (repeatable)", action="append", choices=PLATFORMS)
     add_json(render)
     add_quiet(render, "no progress lines on stderr")
@@ -68,6 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     build = subcommand(sub, "build", "rattler-build the variants of one platform and index the result")
+    _add_recipe(build, in_action=True)
+    _add_variant_config(build)
     build.add_argument(
         "--channel", action="append", type=text_argument, help="dependency channel (default: conda-forge)"
     )
@@ -87,6 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     local = subcommand(
         sub, "package-local", "offline: package a pointops built here into a .conda and index it"
     )
+    _add_recipe(local, in_action=True)
     source = local.add_mutually_exclusive_group()
     source.add_argument("--wheel", type=path_argument, help="a pointops wheel built here (abi3)")
     source.add_argument(
@@ -115,6 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quiet(upload, "no note on stderr")
 
     feedstock = subcommand(sub, "feedstock", "write the conda-forge recipe folder of a release")
+    _add_recipe(feedstock, in_action=True)
     feedstock.add_argument("--url", required=True, help="https address of the release sdist")
     feedstock.add_argument("--homepage", required=True, help="the project's home (its repository)")
     feedstock.add_argument("--maintainer", action="append", required=True, help="GitHub handle (repeatable)")
@@ -146,16 +182,29 @@ def _print_matrix(builds: list[RenderedBuild]) -> None:
         print(line)
 
 
-def _render(args: argparse.Namespace, files) -> int:
-    platforms = getattr(args, "platform", None) or list(PLATFORMS)
+def _with_variant_configs(files: RecipeFiles, extra: list[Path] | None) -> RecipeFiles:
+    """The recipe's variant files, then --variant-config's, in the order given."""
+    for path in extra or []:
+        if not path.is_file():
+            raise ChannelError(f"--variant-config {path} is not a file; give a conda_build_config-style YAML")
+    added = tuple(path.resolve() for path in extra or [])
+    return dataclasses.replace(files, variant_configs=files.variant_configs + added)
+
+
+def _render(args: argparse.Namespace, files: RecipeFiles) -> int:
+    platforms = platforms_to_render(files, getattr(args, "platform", None) or list(PLATFORMS))
     if getattr(args, "solve", False):
         channels = args.channel or list(DEFAULT_CHANNELS)
         check_reachable(channels)
-        print(json.dumps({p: render_with_solve(p, channels, files) for p in platforms}, indent=2))
+        key = (lambda p: "noarch") if files.noarch else (lambda p: p)
+        print(json.dumps({key(p): render_with_solve(p, channels, files) for p in platforms}, indent=2))
         return 0
     builds = []
     for n, platform in enumerate(platforms, 1):
-        _note(args, f"rendering {platform} ({n}/{len(platforms)}) ...")
+        if files.noarch:
+            _note(args, f"rendering {files.package}: noarch, one package for every platform ...")
+        else:
+            _note(args, f"rendering {files.package} for {platform} ({n}/{len(platforms)}) ...")
         builds += render_platform(platform, files)
     if getattr(args, "json", False):
         print(json.dumps([b.as_dict() for b in builds], indent=2))
@@ -182,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             packages = upload_channel(args.directory, args.owner, os.environ.get("ANACONDA_API_KEY"))
             _note(args, f"uploaded {len(packages)} packages to anaconda.org/{args.owner}")
             return 0
-        files = find_recipe(args.recipe)
+        files = _with_variant_configs(find_recipe(args.recipe), getattr(args, "variant_config", None))
         if action == "render":
             return _render(args, files)
         if action == "build":

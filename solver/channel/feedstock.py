@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from solver.channel.errors import ChannelError
-from solver.channel.recipe import RecipeFiles, find_recipe
+from solver.channel.recipe import RecipeFiles, find_recipe, only_pointops
 from solver.channel.render import recipe_version
 
 # The recipe's checkout source, which the feedstock replaces with the release sdist.
@@ -107,6 +107,7 @@ def write_feedstock_recipe(
     `sdist`, one is built from ops-src into <output> (upload that file to `url`)."""
     _check_release_flags(url, homepage, maintainers)
     files = files or find_recipe()
+    only_pointops(files, "feedstock writes pointops' conda-forge recipe from its release sdist")
     version = recipe_version(files)
     output = Path(output)
     if sdist is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from solver.channel.errors import ChannelError, require_rattler_build
 from solver.channel.index import current_platform, index_channel
-from solver.channel.recipe import RecipeFiles, find_recipe
+from solver.channel.recipe import RecipeFiles, find_recipe, only_pointops
 from solver.channel.render import (
     RenderedBuild,
     check_variants,
@@ -171,6 +171,7 @@ def package_local(
     from rattler_build import assemble_package
 
     files = files or find_recipe()
+    only_pointops(files, "package-local packages the pointops built on this machine")
     platform = platform or current_platform()
     builds = {b.variant: b for b in render_platform(platform, files)}
     check_variants(platform, [variant], list(builds), files)

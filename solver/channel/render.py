@@ -1,15 +1,21 @@
-"""The variant matrix, as py-rattler-build renders recipes/pointops (offline, or with a solve)."""
+"""The variant matrix, as py-rattler-build renders a recipe of recipes/ (offline, or with a solve).
+
+A noarch recipe (pointnet2_ops) is one package for every platform: it is rendered once, for this
+machine, and its builds carry the platform "noarch".
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
 from solver import worker
 from solver.channel.errors import ChannelError, require_rattler_build, usage_error
+from solver.channel.index import current_platform
 from solver.channel.recipe import RecipeFiles, find_recipe
 from solver.errors import WorkerError
 
@@ -23,6 +29,22 @@ EMULATED = {("osx-64", "osx-arm64")}
 
 def build_platform_for(platform: str) -> str:
     return BUILD_PLATFORMS.get(platform, platform)
+
+
+def variant_of(build_string: str) -> str:
+    """The variant a build string names, its part before the hash: "cuda129" of
+    "cuda129_h1a2b3c4_200", "cpu_torch213_py312" of mmcv's, "py" of a noarch python "pyh1a2b3c4_0"."""
+    match = re.match(r"^(.+?)_?h[0-9a-f]+_\d+$", build_string)
+    return match.group(1) if match else build_string
+
+
+def platforms_to_render(files: RecipeFiles, platforms: list[str] | tuple[str, ...] = PLATFORMS) -> list[str]:
+    """The target platforms whose render makes the matrix: a noarch recipe's one package is the
+    same for all of them, so it is rendered once (for this machine, when it is one of them)."""
+    if not files.noarch:
+        return list(platforms)
+    here = current_platform()
+    return [here if here in platforms else platforms[0]]
 
 
 @dataclass(frozen=True)
@@ -77,13 +99,29 @@ def none_if_unset(value: object) -> str | None:
     return None if value in (None, "None", "") else str(value)
 
 
-def _load_arch_list_helper(files: RecipeFiles):
-    """recipes/pointops/cuda_arch_list.py, the derivation the build script runs."""
-    path = files.recipe_dir / "cuda_arch_list.py"
-    spec = importlib.util.spec_from_file_location("_pointops_recipe_cuda_arch_list", path)
+def _arch_derivation(files: RecipeFiles):
+    """(cuda_arch_list.py, the pointops package folder holding the arch table) that a CUDA build of
+    the recipe derives its archs from, as its build script does: the recipe's own copy of the
+    script, else recipes/pointops's (mmcv); the table of the recipe's source, else of its tree."""
+    scripts = [
+        files.recipe_dir / "cuda_arch_list.py",
+        files.tree_root / "recipes" / "pointops" / "cuda_arch_list.py",
+    ]
+    tables = [files.tree_root / "ops-src" / "pointops"]
+    if files.source_dir is not None:
+        tables.insert(0, files.source_dir / "pointops")
+    script = next((p for p in scripts if p.is_file()), None)
+    table = next((p for p in tables if (p / "cuda_arch_table.json").is_file()), None)
+    if script is None or table is None:
+        raise ChannelError(
+            f"{files.recipe} has CUDA variants, whose archs come from cuda_arch_list.py and the arch table "
+            f"(looked in {', '.join(map(str, scripts))} and {', '.join(map(str, tables))}); use a recipe "
+            "folder of a complete pointops source tree"
+        )
+    spec = importlib.util.spec_from_file_location("_pointops_recipe_cuda_arch_list", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return module, table
 
 
 def variant_config(platform: str, files: RecipeFiles, overrides: dict[str, list] | None = None):
@@ -126,9 +164,10 @@ def rendered_variants(
 
 
 def render_platform(platform: str, files: RecipeFiles | None = None) -> list[RenderedBuild]:
-    """Render every built variant of the recipe for one target platform, offline."""
+    """Render every built variant of the recipe for one target platform, offline (a noarch recipe's
+    one package, for any platform, has the platform "noarch")."""
     files = files or find_recipe()
-    arch_helper = _load_arch_list_helper(files)
+    arch_derivation = None  # loaded for the first CUDA build: a CPU-only or noarch recipe needs none
     builds = []
     for item in rendered_variants(platform, files):
         recipe_dict = item.recipe.to_dict()
@@ -136,9 +175,11 @@ def render_platform(platform: str, files: RecipeFiles | None = None) -> list[Ren
         reqs = recipe_dict.get("requirements", {})
         values = dict(item.variant)
         cuda = none_if_unset(values.get("cuda_compiler_version"))
-        sass, ptx = (
-            arch_helper.archs_for(files.source_dir / "pointops", cuda, platform) if cuda else ([], None)
-        )
+        sass, ptx = [], None
+        if cuda:
+            arch_derivation = arch_derivation or _arch_derivation(files)
+            helper, table = arch_derivation
+            sass, ptx = helper.archs_for(table, cuda, platform)
         constraints = tuple(str(s) for s in reqs.get("run_constraints", []))
         arch_min = next((c.split(">=", 1)[1] for c in constraints if c.startswith("__cuda_arch >=")), None)
         script = build.get("script") or {}
@@ -146,8 +187,8 @@ def render_platform(platform: str, files: RecipeFiles | None = None) -> list[Ren
         about = recipe_dict.get("about", {})
         builds.append(
             RenderedBuild(
-                platform=platform,
-                variant=str(build["string"]).split("_h")[0],
+                platform="noarch" if files.noarch else platform,
+                variant=variant_of(str(build["string"])),
                 cuda_version=cuda,
                 build_string=str(build["string"]),
                 build_number=int(build.get("number", 0)),
@@ -176,7 +217,7 @@ def render_matrix(
     platforms: tuple[str, ...] | list[str] = PLATFORMS, files: RecipeFiles | None = None
 ) -> list[RenderedBuild]:
     files = files or find_recipe()
-    return [b for p in platforms for b in render_platform(p, files)]
+    return [b for p in platforms_to_render(files, platforms) for b in render_platform(p, files)]
 
 
 def check_variants(platform: str, asked: list[str], available: list[str], files: RecipeFiles) -> None:

@@ -23,6 +23,7 @@ import pytest
 from standin_toolchain import PY, SITE, SUBDIR, write_toolchain_channel
 from test_rattler_build import NO_GPU, extracted, rattler_install, read_package
 
+from solver import cli
 from solver.channel import ChannelError, build_channel, current_platform
 from solver.channel.recipe import RecipeFiles
 from solver.channel.render import PLATFORMS, rendered_variants
@@ -157,3 +158,29 @@ def test_the_package_installs_beside_pointops_and_serves_upstream_s_imports(buil
     assert "pointnet2_ops recipe test passed" in proc.stdout
     assert str(prefix) in proc.stdout  # the prefix's package, not the source tree's
     assert json.dumps(package_version()).strip('"') in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_cli_builds_the_recipe_by_name(built, tmp_path, capsys, monkeypatch):
+    """`solver channel build --recipe pointnet2_ops`, from a folder of the tree, against the same
+    stand-in channels: the noarch package lands in noarch/ of the channel, indexed, and the
+    progress names the package. --variant-config carries the one change to the shipped matrix."""
+    monkeypatch.delenv("POINTOPS_RECIPE", raising=False)
+    monkeypatch.chdir(REPO / "docs")
+    variants = tmp_path / "python_min.yaml"
+    variants.write_text(f'python_min:\n  - "{PY}"\n')
+    output = tmp_path / "channel"
+    channels = [arg for c in built.channels for arg in ("--channel", c.as_uri())]
+    argv = ["channel", "build", "--recipe", "pointnet2_ops", *channels, "--variant-config", str(variants)]
+    assert cli.main([*argv, "-o", str(output)]) == 0
+    out, err = capsys.readouterr()
+    (package,) = [Path(line) for line in out.splitlines()]
+    assert package.parent == output / "noarch" and package.name == built.package.name
+    assert (
+        f"[1/1 {package.name.removesuffix('.conda').rsplit('-', 1)[1]}] building pointnet2_ops for noarch"
+        in err
+    )
+    assert "building pointops" not in err
+    repodata = json.loads((output / "noarch" / "repodata.json").read_text())
+    assert list(repodata["packages.conda"]) == [package.name]
+    assert repodata["packages.conda"][package.name]["depends"] == [f"python >={PY}", "pointops >=0.1.0"]
