@@ -9,6 +9,9 @@ are listed in solver/knowledge/pointops_builds.yaml (`wheels:`). They all instal
 `pointops` import package: the CUDA wheels hold the CPU kernels too, and the binary loads under
 any torch >= 2.10 (stable ABI) and any Python >= 3.10 (limited API). libtorch is never bundled;
 it comes from the user's torch. The CUDA runtime is linked statically.
+
+pointnet2_ops (`pure_wheels:` of the same file) is a pure-Python wheel that runs on them: one
+py3-none-any file, built and audited by its own rules (solver/wheels/pure.py).
 """
 
 from solver.wheels.audit import audit_wheel

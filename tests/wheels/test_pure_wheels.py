@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -125,8 +126,6 @@ def test_it_builds_on_a_platform_without_pointops_wheels_and_leaves_the_source_c
     """No compiler, no platform: osx-64 has no pointops wheel, and pointnet2_ops still builds."""
     monkeypatch.setattr("solver.wheels.build.conda_platform", lambda: "osx-64")
     source = tmp_path / "src"
-    import shutil
-
     shutil.copytree(SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     before = sorted(p.relative_to(source) for p in source.rglob("*"))
     code = main(["wheels", "build", "pointnet2_ops", "--source", str(source), "-o", str(tmp_path / "out")])
