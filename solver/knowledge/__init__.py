@@ -8,6 +8,7 @@ sources). One module per table holds its records, its loader and its queries:
     jetson.py    Jetson modules and JetPack stacks
     pytorch.py   conda-forge pytorch releases and builds
     pointops.py  the pointops package, its conda builds and pip wheels
+    channel_packages.py  the channel's other packages (mmcv, pointnet2_ops), for make-env --with
     archs.py     arch lists and whether a GPU runs them
 
 `Knowledge` ties them together (some answers need two tables); the words it speaks (platforms,
@@ -32,6 +33,7 @@ versions, variant tags) come from solver.vocabulary. Stable API (also used by `s
     kb.pytorch_releases                      # newest first: PytorchRelease(version, pythons, builds, ...)
     kb.pointops.torch_min                    # -> "2.10" (a frozen record; kb.pointops["torch_min"] too)
     kb.pointops_builds("linux-64")           # -> [PointopsBuild(variant="cpu"...), ...]
+    kb.channel_package("mmcv")               # -> ChannelPackage(versions=("2.2.0", "2.1.0"), ...)
     arch_coverage("8.9", arch_list)          # -> "sass" | "ptx" | None
 
 Versions are strings in the API ("12.9", "8.6"); `parse_version` turns them into int tuples for
@@ -45,6 +47,12 @@ from pathlib import Path
 
 from solver.knowledge._fields import KnowledgeError
 from solver.knowledge.archs import ArchList, arch_coverage
+from solver.knowledge.channel_packages import (
+    ChannelBuild,
+    ChannelPackage,
+    PipInfo,
+    parse_channel_packages,
+)
 from solver.knowledge.drivers import DriverBranch, parse_drivers
 from solver.knowledge.gpus import Architecture, BranchStart, DriverFloor, GpuEntry, parse_gpus
 from solver.knowledge.jetson import JetsonModule, JetsonStack, parse_jetson
@@ -70,11 +78,14 @@ __all__ = [
     "ArchList",
     "Architecture",
     "BranchStart",
+    "ChannelBuild",
+    "ChannelPackage",
     "DriverBranch",
     "DriverFloor",
     "GpuEntry",
     "JetsonModule",
     "JetsonStack",
+    "PipInfo",
     "Knowledge",
     "KnowledgeError",
     "PointopsBuild",
@@ -106,6 +117,7 @@ class Knowledge:
         self.jetson = parse_jetson(raw["jetson"], self.gpu_table.architectures)
         self.pytorch = parse_pytorch(raw["pytorch"])
         self.pointops_table = parse_pointops(raw["pointops_builds"])
+        self.channel_packages = parse_channel_packages(raw["channel_packages"], self.pointops_table)
         # The tables' records, under the names callers read them by.
         self.branches = list(self.drivers.branches)
         self.mvc = self.drivers.mvc
@@ -200,8 +212,12 @@ class Knowledge:
     def pointops_wheels(self, platform: str) -> list[PointopsWheel]:
         return self.pointops_table.wheels_for(platform)
 
+    # -- channel_packages.py ---------------------------------------------------------------
+    def channel_package(self, name: str) -> ChannelPackage | None:
+        return self.channel_packages.package(name)
 
-_FILES = ("drivers", "toolkits", "gpus", "jetson", "pytorch", "pointops_builds")
+
+_FILES = ("drivers", "toolkits", "gpus", "jetson", "pytorch", "pointops_builds", "channel_packages")
 
 
 def read_raw(directory: Path = KNOWLEDGE_DIR) -> dict[str, dict]:
