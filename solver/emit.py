@@ -111,7 +111,8 @@ def env_yml(outcome: Outcome) -> str:
         lines += [f"#   - {_comment(warning)}" for warning in plan.warnings]
     lines += unpublished_lines(outcome.unpublished)
     if outcome.solution is not None:
-        solved = [p for p in outcome.solution.packages if p.name in _WANTED_IN_HEADER]
+        wanted = _WANTED_IN_HEADER + tuple(pin.name for pin in plan.with_pins)
+        solved = [p for p in outcome.solution.packages if p.name in wanted]
         if solved:
             lines.append("# Solved builds:")
             lines += [f"#   {p.name} {p.version} {p.build}" for p in solved]
@@ -151,6 +152,8 @@ def json_document(outcome: Outcome) -> dict:
         "cuda_version": plan.cuda_version if plan else None,
         "pointops": ({"version": plan.pointops_version, "build": plan.pytorch_build} if plan else None),
         "dependencies": plan.specs() if plan else [],
+        # every pinned package: name, version and build-string pattern (None: any build)
+        "pinned": [pin.as_dict() for pin in plan.pins()] if plan else [],
         "channels": outcome.channels,
         "driver_compatibility": plan.driver_mode if plan else None,
         "arch_coverage": plan.coverage if plan else {},

@@ -34,10 +34,17 @@ def _header(plan: PipPlan, fmt: str) -> list[str]:
     if plan.warnings:
         lines.append("# Warnings:")
         lines += [f"#   - {_line(warning)}" for warning in plan.warnings]
-    note = wheel_note(plan.wheel)
-    if note:
-        lines += ["# Not yet published:", f"#   - {_line(note)}"]
+    notes = unpublished_notes(plan)
+    if notes:
+        lines.append("# Not yet published:")
+        lines += [f"#   - {_line(note)}" for note in notes]
     return lines
+
+
+def unpublished_notes(plan: PipPlan) -> list[str]:
+    """What the file names that is not on PyPI yet: the pointops wheel, then each --with wheel."""
+    notes = [wheel_note(plan.wheel)] + [wheel_note(w.wheel) for w in plan.with_wheels]
+    return [note for note in notes if note]
 
 
 def requirements_txt(plan: PipPlan) -> str:
@@ -140,6 +147,17 @@ def json_document(plan: PipPlan | None, fmt: str, target=None, errors: list[str]
             else None
         ),
         "requirements": plan.requirements() if plan else [],
+        "with": [
+            {
+                "name": w.package.name,
+                "distribution": w.distribution,
+                "extra": w.extra,
+                "version": w.wheel.version,
+                "requirement": w.requirement,
+                "not_published": wheel_note(w.wheel),
+            }
+            for w in (plan.with_wheels if plan else [])
+        ],
         "driver_compatibility": plan.driver_mode if plan else {},
         "arch_coverage": plan.coverage if plan else {},
         "reasons": plan.reasons if plan else (list(t.notes) if t else []),

@@ -51,6 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cuda", metavar="X.Y", help="pin the CUDA version (cuda-version)")
     parser.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        metavar="SPEC",
+        help="add a package of the pointops channel, as a conda match spec: mmcv, 'mmcv<2.2', "
+        "pointnet2_ops (repeatable); the plan picks a pytorch, CUDA and Python it is built for and "
+        "pins its build to pytorch's",
+    )
+    parser.add_argument(
         "--channel",
         action="append",
         metavar="CHANNEL",
@@ -143,6 +152,7 @@ def check_flags(args) -> None:
         raise UsageError(f"--torch {args.torch!r} is not a version; expected X.Y such as 2.13, or X.Y.Z.")
     if args.cuda is not None and not _XY.match(args.cuda):
         raise UsageError(f"--cuda {args.cuda!r} is not a version; expected X.Y such as 12.9.")
+    args.with_specs = _parse_with(args)
     if args.offline and (args.explicit is not None or args.lock is not None):
         raise UsageError("--explicit and --lock record a real solve; drop --offline (or drop them).")
     name = args.name
@@ -159,6 +169,39 @@ def check_flags(args) -> None:
     from solver.output import check_destinations
 
     check_destinations(_destinations(args))
+
+
+def _parse_with(args) -> list:
+    """--with SPEC values -> solver.plan.WithSpec (a malformed one is a usage error)."""
+    texts = getattr(args, "with_", None) or []
+    if not texts:
+        return []
+    from solver.plan import parse_with_spec
+
+    for text in texts:
+        if not _encodable(text) or any(ord(c) < 32 or c == "\x7f" for c in text):
+            raise UsageError(f"--with {text!r} is not a conda match spec: give a name such as mmcv.")
+    return [parse_with_spec(text) for text in texts]
+
+
+def _with_requests(args, kb) -> list:
+    """The --with packages looked up in the knowledge tables (solver.plan.WithRequest)."""
+    from solver.plan import with_requests
+
+    specs = getattr(args, "with_specs", None)
+    return with_requests(kb, specs) if specs else []
+
+
+def _with_channel_note(note: str | None, requests: list) -> str | None:
+    """The unpublished channel's note (solver.published) also holds the --with packages."""
+    if not note or not requests:
+        return note
+    names = " and ".join(r.package.name for r in requests)
+    recipes = ", ".join(f"recipes/{r.package.name}" for r in requests)
+    return (
+        f"{note}. {names} {'comes' if len(requests) == 1 else 'come'} from that channel too: build "
+        f"{recipes} into the local channel with rattler-build, or drop the --with packages"
+    )
 
 
 def _destinations(args) -> list:
@@ -259,10 +302,14 @@ def make_env(args) -> int:
         unpublished=conda_note(channels),
     )
     try:
+        requests = _with_requests(args, kb)
+        outcome.unpublished = _with_channel_note(outcome.unpublished, requests)
         outcome.target = build_target(
             kb, gpu=args.gpu, driver=args.driver, platform=args.platform, detector=_detector(args)
         )
-        outcome.plan = make_plan(kb, outcome.target, python=args.python, torch=args.torch, cuda=args.cuda)
+        outcome.plan = make_plan(
+            kb, outcome.target, python=args.python, torch=args.torch, cuda=args.cuda, requests=requests
+        )
         if args.torch is None:
             _say_which_source_limits(kb, outcome.plan)
         _verify_by_solve(args, kb, outcome, notes)
@@ -300,7 +347,7 @@ def make_env(args) -> int:
         lambda: json_document(outcome),
         plan.reasons,
         outcome.warnings,
-        outcome.unpublished,
+        [outcome.unpublished] if outcome.unpublished else [],
     )
 
 
@@ -322,7 +369,7 @@ def _say_which_source_limits(kb, plan) -> None:
 def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, warnings, unpublished) -> int:
     """Writes the output files (all or none), then prints the text (no -o) or the JSON document
     (--json; `document` makes it), then the reasons, warnings, what the file names that is not
-    published yet (`unpublished`, solver.published; a note, as the file's header has it) and what
+    published yet (`unpublished`: notes as the file's header has them, solver.published) and what
     was written."""
     from solver.output import write_files, write_stdout
 
@@ -335,8 +382,8 @@ def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, war
         notes.say(reason)
     for warning in warnings:
         notes.warn(warning)
-    if unpublished:
-        notes.say(f"not yet published: {unpublished}")
+    for note in unpublished:
+        notes.say(f"not yet published: {note}")
     for path in written:
         notes.say(f"wrote {path}")
     return 0
@@ -345,10 +392,9 @@ def _deliver(args, notes: _Notes, files: list, text: str, document, reasons, war
 def _make_wheel_env(args, kb, notes: _Notes) -> int:
     """--format pip|uv: the same target as for conda, a wheel plan (solver.pip_plan) instead of a
     conda one, rendered by solver.emit_pip; nothing is solved (pip and uv resolve at install)."""
-    from solver.emit_pip import json_document, render
+    from solver.emit_pip import json_document, render, unpublished_notes
     from solver.knowledge import KnowledgeError
     from solver.pip_plan import make_pip_plan
-    from solver.published import wheel_note
     from solver.pytorch_wheels import load_wheels
     from solver.target import build_target
 
@@ -363,7 +409,10 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
         target = build_target(
             kb, gpu=args.gpu, driver=args.driver, platform=args.platform, detector=_detector(args)
         )
-        plan = make_pip_plan(kb, table, target, python=args.python, torch=args.torch, cuda=args.cuda)
+        requests = _with_requests(args, kb)
+        plan = make_pip_plan(
+            kb, table, target, python=args.python, torch=args.torch, cuda=args.cuda, requests=requests
+        )
     except SolverError as exc:
         if args.json:
             _print_json(json_document(None, args.format, target=target, errors=[exc.one_line()]))
@@ -378,7 +427,7 @@ def _make_wheel_env(args, kb, notes: _Notes) -> int:
         lambda: json_document(plan, args.format),
         plan.reasons,
         plan.warnings,
-        wheel_note(plan.wheel),
+        unpublished_notes(plan),
     )
 
 

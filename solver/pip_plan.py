@@ -23,15 +23,22 @@ Rules:
   are on PyPI); osx-64 has no torch wheel pointops can use.
 - Python: pip cannot choose the interpreter; --python is recorded (a comment for pip,
   requires-python for uv), and must be >= pointops' floor.
+- --with: a channel package with a wheel of ours (channel_packages.yaml `pip.wheel`, a pure
+  wheel of pointops_builds.yaml) goes beside the pointops wheel, with the extra that names that wheel
+  (pointnet2_ops[cu13]); one no index carries for current torch (mmcv) is refused, pointing at the
+  conda plan.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
-from solver.knowledge import Knowledge, PointopsWheel, arch_coverage
+from solver.knowledge import ChannelPackage, Knowledge, PointopsWheel, arch_coverage
+from solver.knowledge.pointops import PureWheel
 from solver.plan import (
     PlanError,
+    WithRequest,
     _describe_gpu,
     _driver_floor_warnings,
     check_gpu_target,
@@ -66,6 +73,23 @@ class TorchSource:
         return f"pytorch-{self.tag}"
 
 
+@dataclass(frozen=True)
+class WithWheel:
+    """A --with package's wheel, installed beside the pointops wheel through the matching extra."""
+
+    package: ChannelPackage
+    wheel: PureWheel
+    extra: str  # "cu13"
+
+    @property
+    def distribution(self) -> str:
+        return self.wheel.distribution
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}[{self.extra}]=={self.wheel.version}"
+
+
 @dataclass
 class PipPlan:
     target: Target
@@ -80,6 +104,7 @@ class PipPlan:
     coverage: dict[str, str] = field(default_factory=dict)  # "torch"/"pointops" -> "sass"/"ptx"
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    with_wheels: list[WithWheel] = field(default_factory=list)
 
     @property
     def torch_requirement(self) -> str:
@@ -94,7 +119,7 @@ class PipPlan:
         return f"=={self.python}.*" if self.python else f">={self.python_min}"
 
     def requirements(self) -> list[str]:
-        return [self.torch_requirement, self.pointops_requirement]
+        return [self.torch_requirement, self.pointops_requirement] + [w.requirement for w in self.with_wheels]
 
 
 @dataclass(frozen=True)
@@ -111,9 +136,12 @@ def make_pip_plan(
     python: str | None = None,
     torch: str | None = None,
     cuda: str | None = None,
+    requests: list[WithRequest] = (),
 ) -> PipPlan:
     """The newest torch index and pointops wheel that both fit the target, or PlanError saying why
-    none does (exit 1; 2 for a flag that cannot apply)."""
+    none does (exit 1; 2 for a flag that cannot apply). `requests` (--with) add their wheels."""
+    for request in requests:
+        _check_with_wheel(kb, request, python)
     python_min = kb.pointops["python_min"]
     if python is not None and parse_version(python) < parse_version(python_min):
         raise PlanError(
@@ -139,7 +167,57 @@ def make_pip_plan(
         if python
         else f"Python >= {python_min}: pointops' abi3 wheels; pip installs into the Python that runs it"
     )
+    plan.with_wheels = [_with_wheel(plan, request) for request in requests]
     return plan
+
+
+def _check_with_wheel(kb: Knowledge, request: WithRequest, python: str | None) -> None:
+    """A --with package without a wheel of ours: no index carries it for the torch releases pointops
+    supports; the fix is the conda plan. A --python its wheel is not for is refused too."""
+    package, pip = request.package, request.package.pip
+    if pip.wheel is None:
+        carried = " and ".join(f"{v} up to torch {t}" for v, t in pip.newest_torch.items())
+        specs = " ".join(f"--with {shlex.quote(text)}" for text in request.specs)
+        built = (
+            f" (the pointops channel builds it for pytorch {', '.join(package.torch)})"
+            if package.torch
+            else ""
+        )
+        raise PlanError(
+            f"no pip or uv index carries {package.name} for torch {kb.pointops.torch_min} or newer: "
+            f"{pip.index} has {package.name} {carried}, and PyPI only its source. Use the conda plan: "
+            f"`solver make-env {specs}` with the same flags and no --format{built}."
+        )
+    if pip.wheel.version not in request.versions:
+        texts = " and ".join(f"--with {shlex.quote(t)}" for t in request.specs)
+        raise PlanError(
+            f"the {pip.wheel.distribution} wheel is version {pip.wheel.version}, which {texts} does not "
+            f"allow. Pass --with {package.name}, or use the conda plan (--format conda)."
+        )
+    if python is not None and not package.built_for_python(python):
+        raise PlanError(
+            f"{pip.wheel.distribution}'s wheel is for Python {package.describe_pythons()}; --python {python} is "
+            "not one of them. Pass one of those to --python, or drop --python."
+        )
+
+
+def _with_wheel(plan: PipPlan, request: WithRequest) -> WithWheel:
+    """The package's wheel with the extra that installs the planned pointops wheel."""
+    package = request.package
+    pure = package.pip.wheel
+    extra = package.pip.extra_for(plan.wheel.distribution)
+    if extra is None:
+        raise PlanError(
+            f"{pure.distribution} has no extra that installs {plan.wheel.distribution} (it has "
+            f"{', '.join(pure.extras)}). Use the conda plan (--format conda), or drop --with "
+            f"{shlex.quote(request.specs[0])}."
+        )
+    wheel = WithWheel(package, pure, extra)
+    plan.reasons.append(
+        f"{wheel.requirement}: pure Python, beside {plan.wheel.distribution} (its [{extra}] extra names "
+        "that wheel, so pip installs no other pointops wheel over it)"
+    )
+    return wheel
 
 
 def _releases(kb: Knowledge, table: WheelTable, torch: str | None) -> list[str]:

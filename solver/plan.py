@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solver.errors import SolverError
+from solver.errors import SolverError, UsageError
 from solver.knowledge import (
+    ChannelPackage,
     DriverFloor,
     JetsonStack,
     Knowledge,
@@ -50,6 +51,26 @@ class PlanError(SolverError):
     names the cause and the fix."""
 
 
+@dataclass(frozen=True)
+class Pin:
+    """One dependency of the env.yml: a package, its version and build-string patterns."""
+
+    name: str
+    version: str  # "3.13", "2.13.*", "2.2.0", "*"
+    build: str | None = None  # "cuda130*"; None: any build
+    build_number_min: int | None = None
+
+    def spec(self) -> str:
+        """As a conda MatchSpec string: pytorch=2.13.*=cuda130*."""
+        text = f"{self.name}={self.version}" + (f"={self.build}" if self.build else "")
+        if self.build_number_min is not None:
+            text += f"[build_number='>={self.build_number_min}']"
+        return text
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "build": self.build}
+
+
 @dataclass
 class Plan:
     target: Target
@@ -65,6 +86,7 @@ class Plan:
     arm_variant: str | None = None  # "sbsa" / "tegra": linux-aarch64 CUDA plans
     pytorch_min_build_number: int | None = None  # only builds from this one carry the GPU's arch
     pytorch_exact: bool = False  # --torch X.Y.Z: pin that release instead of X.Y.*
+    with_pins: list[Pin] = field(default_factory=list)  # the --with packages (channel_packages.yaml)
 
     @property
     def pytorch_minor(self) -> str:
@@ -75,23 +97,25 @@ class Plan:
         """Build-string pattern both pytorch and pointops are pinned to."""
         return f"{self.variant}*"
 
+    def pins(self) -> list[Pin]:
+        """Every package the env.yml pins, in its order."""
+        torch = self.pytorch_version if self.pytorch_exact else f"{self.pytorch_minor}.*"
+        if self.pytorch_min_build_number is not None:
+            torch = self.pytorch_version
+        pins = [
+            Pin("python", self.python),
+            Pin("pytorch", torch, self.pytorch_build, self.pytorch_min_build_number),
+        ]
+        if self.cuda_version:
+            pins.append(Pin("cuda-version", self.cuda_version))
+        if self.arm_variant:
+            pins.append(Pin("arm-variant", "*", self.arm_variant))
+        pins.append(Pin("pointops", self.pointops_version, self.pytorch_build))
+        return pins + self.with_pins
+
     def specs(self) -> list[str]:
         """The env.yml dependencies (conda MatchSpec strings, build strings pinned)."""
-        if self.pytorch_min_build_number is not None:
-            pytorch = (
-                f"pytorch={self.pytorch_version}={self.pytorch_build}"
-                f"[build_number='>={self.pytorch_min_build_number}']"
-            )
-        else:
-            torch = self.pytorch_version if self.pytorch_exact else f"{self.pytorch_minor}.*"
-            pytorch = f"pytorch={torch}={self.pytorch_build}"
-        specs = [f"python={self.python}", pytorch]
-        if self.cuda_version:
-            specs.append(f"cuda-version={self.cuda_version}")
-        if self.arm_variant:
-            specs.append(f"arm-variant=*={self.arm_variant}")
-        specs.append(f"pointops={self.pointops_version}={self.pytorch_build}")
-        return specs
+        return [pin.spec() for pin in self.pins()]
 
 
 @dataclass
@@ -101,6 +125,230 @@ class _Rejection:
     kind: str  # "arch", "driver", "mvc-ptx", "glibc", "build"
     detail: str
     required_driver: str | None = None
+
+
+# -- --with SPEC: the channel's other packages (solver/knowledge/channel_packages.yaml) ---------------
+
+
+@dataclass(frozen=True)
+class WithSpec:
+    """One `--with SPEC` (a conda match spec): its text, the package name and version constraint."""
+
+    text: str
+    name: str
+    version: str | None  # a conda version spec ("<2.2", "2.1.*"); None: any version
+
+
+@dataclass(frozen=True)
+class WithRequest:
+    """A channel package asked for by one or more --with specs, and its versions they all allow."""
+
+    package: ChannelPackage
+    specs: tuple[str, ...]  # the --with texts naming it
+    versions: tuple[str, ...]  # newest first
+
+    @property
+    def version(self) -> str:
+        return self.versions[0]
+
+
+def parse_with_spec(text: str) -> WithSpec:
+    """A --with value -> WithSpec. A malformed spec, or one with parts the plan decides itself (a
+    build string, channel, subdir ...), is a UsageError (exit 2)."""
+    from rattler import MatchSpec
+
+    example = 'e.g. --with mmcv or --with "mmcv<2.2"'
+    try:
+        spec = MatchSpec(text.strip())
+        name = spec.name.as_package_name().normalized
+        version = spec.version if spec.version not in (None, "*") else None
+        given = spec.to_canonical_string()
+        # what the spec reads as when it holds a name and a version only (and perhaps build "*")
+        fields = [f'version="{spec.version}"'] if spec.version else []
+        fields += ['build="*"'] if spec.build == "*" else []
+        plain = MatchSpec(name + (f"[{','.join(fields)}]" if fields else "")).to_canonical_string()
+    except Exception as exc:  # InvalidMatchSpecError, CanonicalMatchSpecError, ...
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise UsageError(
+            f"--with {text!r} is not a conda match spec ({reason}); give a package name and, if you "
+            f"like, a version: {example}."
+        ) from None
+    if plain != given:
+        raise UsageError(
+            f"--with {text!r} gives more than a name and a version ({given}); the plan picks the build "
+            f"and channel to fit pytorch's. Give a name and a version only: {example}."
+        )
+    return WithSpec(text=text, name=name, version=version)
+
+
+def _matching_versions(package: ChannelPackage, specs: list[WithSpec]) -> tuple[str, ...]:
+    from rattler import Version, VersionSpec
+
+    constraints = [VersionSpec(s.version) for s in specs if s.version]
+    return tuple(v for v in package.versions if all(c.matches(Version(v)) for c in constraints))
+
+
+def with_requests(kb: Knowledge, specs: list[WithSpec]) -> list[WithRequest]:
+    """The --with specs grouped by package: an unknown package is a UsageError (exit 2), versions
+    that no spec allows a PlanError (exit 1)."""
+    names = kb.channel_packages.names
+    requests = []
+    for name in dict.fromkeys(s.name for s in specs):
+        given = [s for s in specs if s.name == name]
+        package = kb.channel_package(name)
+        if package is None:
+            raise UsageError(_unknown_package(name, given[0].text, names))
+        versions = _matching_versions(package, given)
+        if not versions:
+            texts = " and ".join(f"--with {s.text!r}" for s in given)
+            built = " and ".join(package.versions)
+            raise PlanError(
+                f"the pointops channel builds {name} {built}, and none matches {texts}. Pass a spec one "
+                f"of them meets (--with {name}={package.versions[0]}), or drop {texts}."
+            )
+        requests.append(WithRequest(package, tuple(s.text for s in given), versions))
+    return requests
+
+
+def _unknown_package(name: str, text: str, names: tuple[str, ...]) -> str:
+    known = ", ".join(names)
+    if name == "pointops":
+        return f"pointops is in every plan; --with adds the pointops channel's other packages ({known})."
+    spelled = next((n for n in names if n.replace("-", "_") == name.replace("-", "_")), None)
+    if spelled:
+        return f"--with {text!r}: conda spells the package {spelled}; pass --with {spelled}."
+    return (
+        f"--with {text!r}: the solver plans only the pointops channel's packages ({known}); install "
+        "other packages into the environment afterwards."
+    )
+
+
+def _check_with_pins(
+    target: Target, requests: list[WithRequest], python: str | None, torch: str | None
+) -> None:
+    """Refusals that no choice of pytorch, CUDA or Python can lift: a platform or kind (CPU, CUDA)
+    the channel does not build a package for, and a --torch or --python pin it is not built for."""
+    for request in requests:
+        package, given = request.package, " ".join(f"--with {t!r}" for t in request.specs)
+        variants = package.variants(target.platform)
+        kind = [v for v in variants if (v == "cpu") != target.has_gpu or v == "*"]
+        if not variants:
+            raise PlanError(
+                f"the pointops channel builds {package.name} for {', '.join(package.platforms)}, not "
+                f"{target.platform}. Plan for one of those (--platform), or drop {given}."
+            )
+        if not kind:
+            other = "--gpu none for a CPU environment" if target.has_gpu else "--gpu NAME --driver VERSION"
+            what = "CUDA" if target.has_gpu else "CPU"
+            raise PlanError(
+                f"the pointops channel has no {what} build of {package.name} for {target.platform} (it "
+                f"has {', '.join(variants)}). Pass {other}, or drop {given}."
+            )
+        if torch is not None and not package.built_for_torch(_minor(torch)):
+            raise PlanError(
+                f"{package.name} is built for pytorch {', '.join(package.torch)} only (its binary "
+                f"needs the pytorch minor it was built with); --torch {torch} is none of them. Pass "
+                f"--torch {package.torch[-1]}, or drop --torch."
+            )
+        if python is not None and not package.built_for_python(python):
+            newest = package.pythons[-1] if package.pythons else package.python_min
+            raise PlanError(
+                f"{package.name} is built for Python {package.describe_pythons()}; --python {python} "
+                f"is not one of them. Pass --python {newest}, or drop --python."
+            )
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _with_torch_misfit(requests: list[WithRequest], release: PytorchRelease) -> str | None:
+    """Why this pytorch release cannot carry the --with packages (one built per minor), or None."""
+    minor = _minor(release.version)
+    lacking = [r.package for r in requests if not r.package.built_for_torch(minor)]
+    if not lacking:
+        return None
+    package = lacking[0]
+    return f"pytorch {minor}: {package.name} is built for pytorch {', '.join(package.torch)}"
+
+
+def _with_python_misfit(
+    kb: Knowledge, requests: list[WithRequest], release: PytorchRelease, python: str | None
+) -> str | None:
+    """Why no Python fits both this pytorch release and the --with packages, or None."""
+    if not requests or _python_for(release, python, kb, requests) is not None:
+        return None
+    if _python_for(release, python, kb) is None:
+        return None  # pytorch itself lacks it: not the packages' doing
+    names = " and ".join(r.package.name for r in requests)
+    return f"pytorch {_minor(release.version)}: no Python it is built for is one {names} is built for"
+
+
+def _with_build_fit(
+    requests: list[WithRequest],
+    target: Target,
+    variant: str,
+    arm_variant: str | None,
+    mode: str,
+    tegra: bool,
+) -> tuple[dict[str, str], str | None]:
+    """(coverage of the GPU by each --with package's build of this variant, None), or ({}, why one
+    does not fit): no such build, no code for the GPU, or only PTX where minor-version
+    compatibility needs SASS."""
+    cc, coverage = target.compute_capability, {}
+    for request in requests:
+        package = request.package
+        build = package.build(target.platform, variant, arm_variant)
+        if build is None:
+            return {}, f"{package.name} has no {variant} build for {target.platform}"
+        if build.archs is None:
+            continue  # no CUDA code of its own
+        covered = arch_coverage(cc, build.archs, tegra) if cc else "unknown"
+        if covered is None:
+            return {}, f"{package.name} {variant} carries {build.archs.describe()}, no code for {cc}"
+        if mode == "mvc" and covered != "sass":
+            return {}, (
+                f"only PTX covers {cc} in {package.name} {variant}, and its CUDA {build.cuda_version} "
+                "would need minor-version compatibility"
+            )
+        coverage[package.name] = covered
+    return coverage, None
+
+
+def _with_pins(requests: list[WithRequest], variant: str, release: PytorchRelease, python: str) -> list[Pin]:
+    return [
+        Pin(r.package.name, r.version, r.package.pin(variant, _minor(release.version), python))
+        for r in requests
+    ]
+
+
+def _with_reasons(plan: Plan, requests: list[WithRequest], misfits: list[str]) -> None:
+    for request, pin in zip(requests, plan.with_pins, strict=True):
+        package = request.package
+        newest = "newest version the channel builds" + (
+            f" that {' '.join(repr(t) for t in request.specs)} allows"
+            if request.version != package.versions[0]
+            else ""
+        )
+        tied = (
+            ""
+            if package.torch is None
+            else f", the build for pytorch {plan.pytorch_minor} and Python {plan.python}"
+        )
+        plan.reasons.append(f"{package.name} {pin.version} {pin.build}: {newest}{tied}")
+    if misfits:
+        plan.reasons.append(f"skipped for --with: {'; '.join(dict.fromkeys(misfits))}")
+
+
+def _explain_with(target: Target, requests: list[WithRequest], misfits: list[str]) -> str:
+    """The --with packages are why no plan exists (one exists without them): what did not fit."""
+    given = " ".join(f"--with {t!r}" for r in requests for t in r.specs)
+    details = "; ".join(list(dict.fromkeys(misfits))[:4]) or "no build fits"
+    cpu = "" if not target.has_gpu else ", or pass --gpu none for a CPU environment"
+    return (
+        f"no build of {' and '.join(r.package.name for r in requests)} in the pointops channel fits beside "
+        f"the pytorch builds that fit {target.platform} and this machine ({details}). Drop {given}{cpu}."
+    )
 
 
 def check_torch_floor(kb: Knowledge, torch: str, package: str) -> None:
@@ -147,8 +395,16 @@ def _releases(kb: Knowledge, torch: str | None) -> list[PytorchRelease]:
     return result
 
 
-def _python_for(release: PytorchRelease, python: str | None, kb: Knowledge) -> str | None:
-    allowed = [p for p in release.pythons if parse_version(p) >= parse_version(kb.pointops.python_min)]
+def _python_for(
+    release: PytorchRelease, python: str | None, kb: Knowledge, requests: list[WithRequest] = ()
+) -> str | None:
+    """The asked Python, else the newest, that pytorch, pointops and the --with packages are built for."""
+    allowed = [
+        p
+        for p in release.pythons
+        if parse_version(p) >= parse_version(kb.pointops.python_min)
+        and all(r.package.built_for_python(p) for r in requests)
+    ]
     if python is None:
         return max(allowed, key=parse_version) if allowed else None
     return python if python in allowed else None
@@ -160,16 +416,38 @@ def make_plan(
     python: str | None = None,
     torch: str | None = None,
     cuda: str | None = None,
+    requests: list[WithRequest] = (),
 ) -> Plan:
-    """The newest consistent plan for the target, or PlanError saying why none exists."""
+    """The newest consistent plan for the target, or PlanError saying why none exists. `requests`
+    (--with) add channel packages: the plan is then the newest one they are built for too."""
     releases = _releases(kb, torch)
     if not target.has_gpu:
         refuse_cuda_without_gpu(cuda)
-        plan = _cpu_plan(kb, target, releases, python)
-    else:
-        plan = _gpu_plan(kb, target, releases, python, cuda)
+    requests = list(requests)
+    if requests:
+        _check_with_pins(target, requests, python, torch)
+    misfits: list[str] = []  # why candidates that fit without the --with packages were skipped
+    try:
+        if not target.has_gpu:
+            plan = _cpu_plan(kb, target, releases, python, requests, misfits)
+        else:
+            plan = _gpu_plan(kb, target, releases, python, cuda, requests, misfits)
+    except PlanError:
+        if not requests:
+            raise
+        make_plan(kb, target, python, torch, cuda)  # the refusal that holds without --with comes first
+        raise PlanError(_explain_with(target, requests, misfits)) from None
     plan.pytorch_exact = torch is not None and len(parse_version(torch)) > 2
+    _with_reasons(plan, requests, misfits)
     return plan
+
+
+def _python_reason(plan: Plan, python: str | None, requests: list[WithRequest]) -> str:
+    if python:
+        return f"python {plan.python}: as asked"
+    names = [f"pytorch {plan.pytorch_minor}"] + [r.package.name for r in requests]
+    built_for = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"python {plan.python}: newest Python that {built_for} {'is' if not requests else 'are'} built for"
 
 
 def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:
@@ -180,11 +458,24 @@ def _no_python(python: str, releases: list[PytorchRelease]) -> PlanError:
     )
 
 
-def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None) -> Plan:
+def _cpu_plan(
+    kb: Knowledge,
+    target: Target,
+    releases: list[PytorchRelease],
+    python: str | None,
+    requests: list[WithRequest] = (),
+    misfits: list[str] | None = None,
+) -> Plan:
+    misfits = [] if misfits is None else misfits
     for release in releases:
         if target.platform not in release.cpu_platforms:
             continue
-        chosen_python = _python_for(release, python, kb)
+        misfit = _with_torch_misfit(requests, release) or _with_python_misfit(kb, requests, release, python)
+        misfit = misfit or _with_build_fit(requests, target, "cpu", None, "full", False)[1]
+        if misfit:
+            misfits.append(misfit)
+            continue
+        chosen_python = _python_for(release, python, kb, requests)
         if chosen_python is None:
             continue
         plan = Plan(
@@ -199,10 +490,8 @@ def _cpu_plan(kb: Knowledge, target: Target, releases: list[PytorchRelease], pyt
         plan.reasons.append(
             f"pytorch {plan.pytorch_minor} CPU build: newest release pointops supports on {target.platform}"
         )
-        plan.reasons.append(
-            f"python {chosen_python}: "
-            + ("as asked" if python else f"newest Python that pytorch {plan.pytorch_minor} is built for")
-        )
+        plan.reasons.append(_python_reason(plan, python, requests))
+        plan.with_pins = _with_pins(requests, "cpu", release, chosen_python)
         return plan
     if python is not None:
         raise _no_python(python, releases)
@@ -472,8 +761,15 @@ def check_gpu_target(kb: Knowledge, target: Target, cuda: str | None = None) -> 
 
 
 def _gpu_plan(
-    kb: Knowledge, target: Target, releases: list[PytorchRelease], python: str | None, cuda: str | None
+    kb: Knowledge,
+    target: Target,
+    releases: list[PytorchRelease],
+    python: str | None,
+    cuda: str | None,
+    requests: list[WithRequest] = (),
+    misfits: list[str] | None = None,
 ) -> Plan:
+    misfits = [] if misfits is None else misfits
     stack = check_gpu_target(kb, target, cuda)
     cc = target.compute_capability
     tegra = stack is not None
@@ -485,7 +781,12 @@ def _gpu_plan(
     python_missing = True
     variant_seen = False
     for release in releases:
-        chosen_python = _python_for(release, python, kb)
+        misfit = _with_torch_misfit(requests, release) or _with_python_misfit(kb, requests, release, python)
+        if misfit:
+            misfits.append(misfit)
+            python_missing = False
+            continue
+        chosen_python = _python_for(release, python, kb, requests)
         if chosen_python is None:
             continue
         python_missing = False
@@ -573,7 +874,11 @@ def _gpu_plan(
                     )
                 )
                 continue
-            return _gpu_result(
+            with_coverage, misfit = _with_build_fit(requests, target, variant, arm_variant, mode, tegra)
+            if misfit:
+                misfits.append(f"pytorch {_minor(release.version)} {torch_build.key}: {misfit}")
+                continue
+            plan = _gpu_result(
                 kb,
                 target,
                 release,
@@ -586,11 +891,15 @@ def _gpu_plan(
                 rejections,
                 stack,
                 since,
+                requests,
+                with_coverage,
             )
+            plan.with_pins = _with_pins(requests, variant, release, chosen_python)
+            return plan
     if python_missing and python is not None:
         raise _no_python(python, releases)
     if wanted_variant and not variant_seen:
-        raise _no_such_cuda(kb, target, releases, python, cuda, arm_variant, stack)
+        raise _no_such_cuda(kb, target, releases, python, cuda, arm_variant, stack, requests)
     raise PlanError(_explain(kb, target, rejections, cuda, stack))
 
 
@@ -602,6 +911,7 @@ def _no_such_cuda(
     cuda: str,
     arm_variant: str | None,
     stack: JetsonStack | None,
+    requests: list[WithRequest] = (),
 ) -> PlanError:
     """--cuda names a version conda-forge lacks here: name the ones it has, and the ones among them
     that plan for this GPU and driver (the fix must work); none: the refusal without --cuda."""
@@ -618,13 +928,13 @@ def _no_such_cuda(
     fitting = []
     for version in built:
         try:
-            _gpu_plan(kb, target, releases, python, version)
+            _gpu_plan(kb, target, releases, python, version, requests)
         except PlanError:
             continue
         fitting.append(version)
     if not fitting:
         try:
-            _gpu_plan(kb, target, releases, python, None)
+            _gpu_plan(kb, target, releases, python, None, requests)
         except PlanError as refusal:
             return refusal
     have = f"conda-forge pytorch has no CUDA {cuda} build for {_where(kb, target, stack)} (it has {', '.join(built)})"
@@ -653,6 +963,8 @@ def _gpu_result(
     rejections,
     stack,
     since,
+    requests=(),
+    with_coverage=None,
 ) -> Plan:
     variant = torch_build.variant
     cuda_version = cuda_of_variant(variant)
@@ -664,7 +976,7 @@ def _gpu_result(
         cuda_version=cuda_version,
         pointops_version=kb.pointops.version,
         driver_mode=mode,
-        coverage={"pytorch": torch_cov, "pointops": ops_cov},
+        coverage={"pytorch": torch_cov, "pointops": ops_cov, **(with_coverage or {})},
         arm_variant=torch_build.arm_variant,
         pytorch_min_build_number=since,
     )
@@ -707,13 +1019,19 @@ def _gpu_result(
             f"target: conda-forge builds them against glibc {min_glibc} (target glibc "
             f"{target.glibc}{assumed})"
         )
+    binaries = list(plan.coverage)  # pytorch, pointops, then the --with packages with CUDA code
     if mode == "mvc":
+        carriers = (
+            "pytorch and pointops both"
+            if len(binaries) == 2
+            else ", ".join(binaries[:-1]) + " and " + binaries[-1]
+        )
         plan.reasons.append(
             f"CUDA {cuda_version} runs on this driver through minor-version compatibility: "
-            f"pytorch and pointops both carry SASS for {target.compute_capability}"
+            f"{carriers} carry SASS for {target.compute_capability}"
         )
-    if "ptx" in (torch_cov, ops_cov):
-        which = " and ".join(k for k, v in (("pytorch", torch_cov), ("pointops", ops_cov)) if v == "ptx")
+    if "ptx" in plan.coverage.values():
+        which = " and ".join(k for k in binaries if plan.coverage[k] == "ptx")
         plan.warnings.append(
             f"only PTX covers compute capability {target.compute_capability} in {which} "
             f"{variant}: kernels are JIT-compiled by the driver on first use (slow first start)"
@@ -730,10 +1048,7 @@ def _gpu_result(
             f"{arch.family} GPUs are supported up to driver R{arch.last_branch} only, and CUDA 13 "
             "builds no longer target them: this machine stays on CUDA 12 builds"
         )
-    plan.reasons.append(
-        f"python {chosen_python}: "
-        + ("as asked" if python else f"newest Python that pytorch {plan.pytorch_minor} is built for")
-    )
+    plan.reasons.append(_python_reason(plan, python, requests))
     return plan
 
 

@@ -1,10 +1,12 @@
 """Check a solved environment against the planning rules, independently of how it was found:
 no CPU pytorch for a GPU target, the planned CUDA variant and cuda-version, a cuda-version the
 driver runs, the planned Python, the planned arm variant (sbsa and tegra builds share build
-strings), a pytorch build new enough for the GPU, and __cuda_arch constraints the GPU satisfies."""
+strings), a pytorch build new enough for the GPU, __cuda_arch constraints the GPU satisfies, and
+each --with package in the version and build the plan pinned."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from solver.knowledge import Knowledge, parse_version
@@ -20,7 +22,7 @@ def verify(kb: Knowledge, plan: Plan, records) -> list[str]:
     if missing:
         return missing
     problems = []
-    for check in (_versions, _variants, _arm_variant, _cuda_version, _arch_constraints):
+    for check in (_versions, _variants, _arm_variant, _cuda_version, _arch_constraints, _with_packages):
         problems += check(kb, plan, by_name, records)
     return problems
 
@@ -106,4 +108,18 @@ def _arch_constraints(kb, plan, by_name, records) -> list[str]:
                     f"{record.name} {record.build} needs compute capability >= "
                     f"{match.group(1)}, the GPU has {capability}"
                 )
+    return problems
+
+
+def _with_packages(kb, plan, by_name, records) -> list[str]:
+    """Each --with package solved, in the planned version and a build of the pinned pattern."""
+    problems = []
+    for pin in plan.with_pins:
+        record = by_name.get(pin.name)
+        if record is None:
+            problems.append(f"the solution has no {pin.name} (--with)")
+        elif str(record.version) != pin.version:
+            problems.append(f"{pin.name} {record.version} was solved, {pin.version} was planned")
+        elif not fnmatch.fnmatchcase(str(record.build), pin.build):
+            problems.append(f"{pin.name} build {record.build} is not the planned {pin.build}")
     return problems

@@ -59,6 +59,10 @@ FLAGS = {
     "--torch": (["2.13", "2.12.0", "2.11", "2.10"], ["2.12.7", "2.9", "2.20", "two", ""]),
     "--cuda": (["12.9", "13.0", "12.8"], ["12.4", "12", "x"]),
     "--name": (["pointops", "null", "yes", "0x1F", "ünï", "1e3"], ["a b", "a\nb", "", "-x", "a/b"]),
+    "--with": (
+        ["mmcv", "mmcv<2.2", "pointnet2_ops", "mmcv >=2.1"],
+        ["mmcv<2.0", "numpy", "mmcv=2.1=cuda*", "<2", "", "mm\x01cv", "mmcv[md5=1]", "pointops"],
+    ),
 }
 CHANNELS = (
     ["conda-forge", "owner/label/dev", "https://x.org/c", "./local", "null", "yes", "a: b", "#x"],
