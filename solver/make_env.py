@@ -8,6 +8,9 @@ written all or none (solver.output), after everything else succeeded.
 
 --format pip|uv: detect -> target -> solver.pip_plan -> solver.emit_pip -> output, same exit statuses;
 no solve (pip and uv resolve at install time), and the conda-only flags are usage errors.
+
+--with SPEC (repeatable): packages of the pointops channel (solver/knowledge/channel_packages.yaml)
+added to either plan; the specs are parsed (exit 2 when malformed) before anything else.
 """
 
 from __future__ import annotations

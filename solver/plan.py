@@ -18,7 +18,11 @@ Rules (newest pytorch first, then newest CUDA, unless flags pin them):
   builds; JetPack 6 runs only conda-forge's tegra builds, which pointops does not publish, so it
   is refused before any --cuda/--torch choice, naming the JetPack that works; modules without a
   CUDA 12 stack are refused;
-- on linux-aarch64 `arm-variant` is pinned, since sbsa and tegra builds share build strings.
+- on linux-aarch64 `arm-variant` is pinned, since sbsa and tegra builds share build strings;
+- --with packages (channel_packages.yaml) narrow the choice to the pytorch minors, variants and
+  Pythons the channel builds them for, with binaries that cover the GPU (SASS where minor-version
+  compatibility is used); each is pinned to the build of that minor, variant and Python. Where
+  none fits, the refusal without them comes first, else one naming what did not fit.
 """
 
 from __future__ import annotations
