@@ -492,7 +492,8 @@ def _cpu_plan(
         )
         plan.reasons.extend(target.notes)
         plan.reasons.append(
-            f"pytorch {plan.pytorch_minor} CPU build: newest release pointops supports on {target.platform}"
+            f"pytorch {plan.pytorch_minor} CPU build: newest conda-forge release that pointops supports on "
+            f"{target.platform}"
         )
         plan.reasons.append(_python_reason(plan, python, requests))
         plan.with_pins = _with_pins(requests, "cpu", release, chosen_python)

@@ -12,26 +12,22 @@ PURE_WHEELS_PUBLISHED and the notes go.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 CHANNEL = "pointops"
 CHANNEL_URL = f"https://conda.anaconda.org/{CHANNEL}"
 CHANNEL_PUBLISHED = False  # nothing uploaded to anaconda.org/pointops yet
 WHEELS_PUBLISHED = False  # pointops, pointops-cu12, pointops-cu13: nothing on PyPI yet
 PURE_WHEELS_PUBLISHED = False  # pointnet2_ops: not on PyPI yet
 
-# The checkout beside this package, when the solver runs from a pointops checkout.
-_CHECKOUT = Path(__file__).resolve().parent.parent
+# A plan is written for a target machine, often not this one, and its files are compared
+# across checkouts (envs/): the source route names where the user's checkout is, not ours.
+SOURCE_PLACEHOLDER = "/ABSOLUTE/PATH/TO/pointops"
 
 
 def source_tree(relative: str = "ops-src") -> str:
-    """The absolute path of a source tree to build from (`relative`: from the checkout's root):
-    this checkout's, else a placeholder to fill in (pip takes a relative path from the current
-    folder only)."""
-    tree = _CHECKOUT / relative
-    if (tree / "pyproject.toml").is_file() or (tree / "setup.py").is_file():
-        return str(tree)
-    return f"/path/to/pointops/{relative}"
+    """The absolute path, with the checkout's root to fill in, of a source tree to build from
+    (`relative`: from the checkout's root); pip takes a relative path from the current folder
+    only, so the route never uses one."""
+    return f"{SOURCE_PLACEHOLDER}/{relative}"
 
 
 def from_source_command() -> str:
