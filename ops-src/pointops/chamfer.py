@@ -21,8 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import ops, packed
-from .compat import _bruteforce
+from . import _bruteforce, ops, packed
 
 __all__ = ["chamfer_distance"]
 

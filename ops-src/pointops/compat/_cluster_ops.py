@@ -19,8 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import ops, packed
-from . import _bruteforce
+from .. import _bruteforce, ops, packed
 
 _KERNEL_DTYPES_CPU = (torch.float32, torch.float64)
 _KERNEL_DTYPES_CUDA = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import packed
+from . import packed
 
 _CHUNK_ELEMENTS = 1 << 24
 
