@@ -108,11 +108,14 @@ def route(op, *args):
     the context: under torch.func transforms through the op's transformable autograd.Function
     (the op's autograd kernel in the dispatcher cannot serve a transform), in grad mode through
     the dispatcher, so the call is recorded for a higher-order gradient (create_graph=True), and
-    in a plain backward (grad mode off) straight below the autograd layer."""
+    in a plain backward (grad mode off) straight below the autograd layer. While dynamo traces
+    (on the CPU an eager backward after a graph break runs these formulas under its frame hook)
+    the dispatcher call too: dynamo cannot trace the below-autograd guard, and with grad mode
+    off the op's autograd kernel only redispatches."""
     if torch._C._are_functorch_transforms_active():
         transformable = _TRANSFORMABLE.get(op)
         return transformable.apply(*args) if transformable is not None else op(*args)
-    if torch.is_grad_enabled():
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
         return op(*args)
     with torch._C._AutoDispatchBelowAutograd():
         return op(*args)

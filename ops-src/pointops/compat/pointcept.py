@@ -38,6 +38,7 @@ import numbers
 
 import torch
 from torch import Tensor
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from .. import ops, packed
 
@@ -79,6 +80,16 @@ def _points(t, name: str) -> Tensor:
     return t.contiguous()
 
 
+def _is_empty(t: Tensor) -> bool:
+    """Whether t has no entries. While torch.compile traces, t's length may be known only at run
+    time (PTv2 rebuilds its offsets from the pooled batch vector): then the compiled graph checks
+    it when it runs (torch._check) instead of guarding on it, and the code after knows it is > 0."""
+    if torch.compiler.is_compiling() and not guard_or_false(t.numel() == 0):
+        torch._check(t.numel() > 0, lambda: "pointops: an offset needs one entry per cloud, got none")
+        return False
+    return t.numel() == 0
+
+
 def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Tensor:
     """Pointcept's offset -> ptr. Its entries must be >= 0 and nondecreasing (checked by
     packed.ptr_from_offset on CPU) and end at the rows of `points` when that is given; on CUDA
@@ -86,7 +97,7 @@ def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Ten
     library reads its offsets on the host too)."""
     if not isinstance(offset, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(offset).__name__}")
-    if offset.dim() != 1 or offset.numel() == 0:
+    if offset.dim() != 1 or _is_empty(offset):
         raise ValueError(
             f"pointops: {name} must be a non-empty 1-D tensor of cumulative cloud ends "
             f"(Pointcept's offset), got shape {list(offset.shape)}"

@@ -117,6 +117,11 @@ def _define_pyg_ops() -> None:
     ) -> Tensor:
         return grid_cluster(pos, size, start, end)
 
+    @_grid.register_fake
+    def _grid_fake(pos, size, start=None, end=None):
+        # one id per point: the shape torch.compile needs to trace voxel_grid
+        return pos.new_empty((pos.shape[0] if pos.dim() > 0 else 0,), dtype=torch.int64)
+
 
 def install_pyg_ops(torch_geometric_flags: bool = True) -> None:
     """Registers torch.ops.pyg.fps / knn / radius / nearest / grid_cluster (pyg-lib's schemas)
