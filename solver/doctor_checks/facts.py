@@ -128,6 +128,7 @@ class ImportFact:
     error: str = ""  # "" when the import worked (or before it was tried)
     torch_requirement: str = ""  # what the distribution says about torch, e.g. "torch==2.4.0"
     origin: DistOrigin | None = None  # where the distribution came from, for the fix
+    path: str = ""  # the folder its top-level package was found in by the import ("" unknown)
 
 
 @dataclass

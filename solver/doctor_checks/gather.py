@@ -113,6 +113,7 @@ class ProbeOutput:
     cuda: dict | None = None
     pointops: dict | None = None
     results: dict[str, str] = field(default_factory=dict)  # module -> import error ("" imported)
+    paths: dict[str, str] = field(default_factory=dict)  # module -> the folder its package was found in
     running: tuple[str, str] | None = None  # (phase, module) started and never reported: what it died in
     pointops_path: str = ""
     finished: bool = False
@@ -134,6 +135,7 @@ def parse_probe_output(stdout: str) -> ProbeOutput:
             out.running = None
         elif kind == "import":
             out.results[str(item.get("module"))] = str(item.get("error", ""))
+            out.paths[str(item.get("module"))] = str(item.get("path", ""))
             out.running = None
         elif kind == "done":
             out.finished = True
@@ -185,6 +187,7 @@ def run_runtime_probe(
     for the rest, within the same time limit. A death while importing torch ends the probe."""
     torch, pointops = TorchFacts(), PointopsFacts(stage="not tried")
     results: dict[str, str] = {}
+    paths: dict[str, str] = {}
     flags: list[str] = []
     pending = [m.module for m in modules]
     deadline = time.monotonic() + timeout_s
@@ -204,6 +207,7 @@ def run_runtime_probe(
             pointops = _pointops_facts(out.pointops)
             flags.append("--no-pointops")
         results.update(out.results)
+        paths.update(out.paths)
         if out.finished:
             break
         death = describe_death(done, timeout_s)
@@ -227,7 +231,11 @@ def run_runtime_probe(
     return (
         torch,
         pointops,
-        [dataclasses.replace(m, error=results[m.module]) for m in modules if m.module in results],
+        [
+            dataclasses.replace(m, error=results[m.module], path=paths.get(m.module, ""))
+            for m in modules
+            if m.module in results
+        ],
     )
 
 

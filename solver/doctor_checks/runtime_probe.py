@@ -112,19 +112,42 @@ def probe_pointops():
         emit("pointops", installed=True, stage="build_info", error=error_text(exc), path=path)
 
 
+def package_folder(name):
+    """The folder the top-level package of `name` is found in, without importing it ("" unknown): a
+    source checkout on sys.path can hide the installed package."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name.split(".")[0])
+    except BaseException:
+        return ""
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return ""
+    return os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
+
+
 def probe_imports(modules):
     import importlib
 
     for name in modules:
+        path = package_folder(name)
         emit("start", phase="import", module=name)
         try:
             importlib.import_module(name)
-            emit("import", module=name, error="")
+            emit("import", module=name, error="", path=path)
         except BaseException as exc:
-            emit("import", module=name, error=error_text(exc))
+            emit("import", module=name, error=error_text(exc), path=path)
+
+
+def without_own_folder(path):
+    """sys.path without this script's folder, which Python puts first: its neighbours (mmcv.py,
+    network.py, ...) must not stand in for the environment's modules of the same name."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [p for p in path if os.path.abspath(p or os.curdir) != here]
 
 
 if __name__ == "__main__":
+    sys.path[:] = without_own_folder(sys.path)
     options = {"--no-cuda", "--no-pointops"}
     arguments = sys.argv[1:]
     torch = probe_torch()

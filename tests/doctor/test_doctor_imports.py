@@ -105,6 +105,21 @@ def test_a_crashing_and_a_hanging_extension_cost_one_module_each(tmp_path):
     assert finding_for_import(hung, "2.13.0", None).status == "warn"
 
 
+def test_a_module_named_like_a_file_next_to_the_probe_is_the_environments(tmp_path):
+    """The probe runs as a script, so Python puts its folder (solver/doctor_checks: mmcv.py,
+    network.py ...) first on sys.path: the environment's `network` or `mmcv` must win."""
+    site = tmp_path / "site"
+    for name in ("network", "mmcv"):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text("FROM_THE_ENVIRONMENT = True\n")
+    modules = [ImportFact("network"), ImportFact("mmcv")]
+    _, _, imports = run_runtime_probe(sys.executable, modules, _env(site, without_torch=True), timeout_s=60)
+    assert [(m.module, m.error, m.path) for m in imports] == [
+        ("network", "", str(site / "network")),
+        ("mmcv", "", str(site / "mmcv")),
+    ]
+
+
 def test_discovery_skips_distributions_that_do_not_need_torch(tmp_path):
     site = _site_with(tmp_path, "numlike", "", requires=("numpy",))
     write_dist(
