@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from solver.knowledge import Knowledge
 
-from . import conda_env, gpu, imports, libstdcxx, network, pointops_owners, toolchain, windows
+from . import conda_env, gpu, imports, libstdcxx, mmcv, network, pointops_owners, toolchain, windows
 from .facts import Facts
 from .findings import Finding, warned
 
@@ -26,6 +26,7 @@ CHECKS: dict[str, Check] = {
     "conda.resolve": conda_env.check_resolve,
     "extensions": imports.check_imports,
     "libstdcxx": libstdcxx.check_libstdcxx,
+    "mmcv": mmcv.check_mmcv,
     "pointops.installations": pointops_owners.check_pointops_installations,
     "windows": windows.check_windows,
     "network": network.check_network,

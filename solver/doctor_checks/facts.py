@@ -132,6 +132,37 @@ class ImportFact:
 
 
 @dataclass
+class MmcvInstall:
+    """One installed mmcv package folder and the distribution that put it there."""
+
+    package: str  # the package folder: .../site-packages/mmcv
+    distribution: str  # as its METADATA spells it: "mmcv", "mmcv-lite", "mmcv-full", a fork's name
+    version: str
+    origin: DistOrigin | None = None
+    others: list[str] = field(default_factory=list)  # other distributions whose RECORD lists the folder
+    recorded_ext: list[str] = field(default_factory=list)  # "mmcv/_ext.cpython-312-x86_64-linux-gnu.so"
+    ext_files: list[str] = field(default_factory=list)  # the _ext files in the folder now
+    cuda_archs: list[str] = field(default_factory=list)  # "sm_90", "compute_90" in _ext ([]: CPU only)
+    archs_error: str = ""  # why _ext's archs could not be read
+
+
+@dataclass
+class MmcvDependent:
+    """An installed package that requires mmcv (mmdet, mmdet3d, mmseg ...)."""
+
+    module: str  # its top-level module: "mmdet"
+    distribution: str
+    version: str
+    requirement: str  # its Requires-Dist on mmcv: "mmcv<2.2.0,>=2.0.0rc4; extra == \"mim\""
+
+
+@dataclass
+class MmcvFacts:
+    installs: list[MmcvInstall] = field(default_factory=list)
+    dependents: list[MmcvDependent] = field(default_factory=list)
+
+
+@dataclass
 class DllCopy:
     path: str  # full path of the DLL file
     version: tuple[int, ...] | None  # file version from its version resource
@@ -183,6 +214,7 @@ class Facts:
     pointops_installs: list = field(default_factory=list)  # pointops_owners.PointopsInstall, one per package
     torch_dependents: list[str] = field(default_factory=list)  # "pointops 0.1.0 requires torch>=2.10"
     binaries: list[BinaryFact] = field(default_factory=list)  # compiled files of point-cloud packages
+    mmcv: MmcvFacts = field(default_factory=MmcvFacts)
     libstdcxx: LibstdcxxFacts = field(default_factory=LibstdcxxFacts)
     windows: WindowsFacts | None = None  # None off Windows
     network: NetworkFacts = field(default_factory=NetworkFacts)

@@ -21,6 +21,7 @@ from .dists import read_installed
 from .facts import DriverFacts, Facts, GpuFact, ImportFact, PointopsFacts, TorchFacts
 from .imports import discover_extensions
 from .libstdcxx import gather_binaries, gather_libstdcxx
+from .mmcv import gather_mmcv, import_modules, same_spelling
 from .network import gather_network, run_probes
 from .pointops_owners import find_installs
 from .toolchain import gather_toolchain
@@ -256,6 +257,15 @@ def with_pointops_import(
     return [found[m.module] for m in modules if m.module in found]
 
 
+def with_mmcv_imports(modules: list[ImportFact], mmcv_modules: list[ImportFact]) -> list[ImportFact]:
+    """The discovered modules with mmcv's: mmcv.ops replaces a plain `mmcv` (whose import does not
+    load _ext), and each package that requires mmcv is imported once."""
+    if not mmcv_modules:
+        return modules
+    taken = {m.module for m in mmcv_modules} | {"mmcv"}
+    return [m for m in modules if m.module not in taken] + mmcv_modules
+
+
 def torch_dependents(modules: list[ImportFact], installs: list) -> list[str]:
     """What needs torch here: 'pointops 0.1.0 requires torch>=2.10', one per distribution."""
     found: list[str] = []
@@ -287,7 +297,8 @@ def gather(options: GatherOptions) -> Facts:
     installed = read_installed(site_dirs)  # every check reads these, nothing parses METADATA again
     facts.conda = gather_conda(options.prefix, installed)
     facts.pointops_installs = find_installs(site_dirs, installed)
-    modules = discover_extensions(installed)
+    facts.mmcv = gather_mmcv(installed)
+    modules = with_mmcv_imports(discover_extensions(installed), import_modules(facts.mmcv))
     known = {m.module for m in modules}
     modules += [ImportFact(m) for m in options.extra_modules if m not in known]
     facts.torch_dependents = torch_dependents(modules, facts.pointops_installs)
@@ -295,13 +306,14 @@ def gather(options: GatherOptions) -> Facts:
     facts.torch, facts.pointops, tried = run_runtime_probe(
         options.python, others, options.env, options.runtime_timeout_s
     )
-    facts.imports = with_pointops_import(modules, tried, facts.pointops)
+    facts.imports = same_spelling(with_pointops_import(modules, tried, facts.pointops), facts.mmcv)
     if facts.pointops.path:
         facts.pointops.path = str(Path(facts.pointops.path).resolve())
         facts.pointops.source_tree = source_tree_of(facts.pointops.path, facts.pointops_installs)
     if facts.platform.startswith("linux"):  # ELF files and /proc/self/maps
         facts.libstdcxx = gather_libstdcxx(facts.torch.libstdcxx)
-        facts.binaries = gather_binaries(site_dirs, installed)
+        elsewhere = [("mmcv", Path(i.package)) for i in facts.mmcv.installs]  # an editable mmcv's checkout
+        facts.binaries = gather_binaries(site_dirs, installed, elsewhere)
     facts.torch.cuda_visible_devices = options.env.get("CUDA_VISIBLE_DEVICES")
     facts.toolchain = gather_toolchain(options.env)
     if facts.is_windows:

@@ -399,7 +399,7 @@ def coverage(cc: str, archs: ArchList, exact: set[str]) -> str | None:
     return "sass" if cc in exact else arch_coverage(cc, archs)
 
 
-def _arch_findings(
+def arch_findings(
     check: str,
     what: str,
     archs: ArchList,
@@ -480,7 +480,7 @@ def check_torch_archs(facts: Facts, kb: Knowledge) -> list[Finding]:
             )
         ]
     archs, exact = arch_list_from_names(torch.arch_list)
-    return _arch_findings(
+    return arch_findings(
         check, f"torch {torch.version}", archs, exact, torch.cuda, facts, lambda cc: _gpu_build_fix(facts, kb)
     )
 
@@ -569,7 +569,7 @@ def check_pointops(facts: Facts, kb: Knowledge) -> list[Finding]:
         )
         return findings
     fix = 'conda install "pointops=*=cuda*" with the CUDA variant made for this GPU (' + MAKE_ENV_FIX + ")"
-    return findings + _arch_findings(check, "pointops", archs, exact, cuda, facts, lambda cc: fix)
+    return findings + arch_findings(check, "pointops", archs, exact, cuda, facts, lambda cc: fix)
 
 
 def check_cuda_probe(facts: Facts, kb: Knowledge) -> list[Finding]:

@@ -310,6 +310,7 @@ def _explained_elsewhere(result: ImportFact, facts: Facts) -> bool:
 
 
 def _finding(result: ImportFact, facts: Facts) -> Finding:
+    from . import mmcv
     from .pointops_owners import reinstall_pointops
 
     if _explained_elsewhere(result, facts):
@@ -319,7 +320,14 @@ def _finding(result: ImportFact, facts: Facts) -> Finding:
             "(extensions.libstdcxx names the file and the fix)",
             result.error[:300],
         )
-    reinstall = reinstall_pointops(facts) if result.module == "pointops" else ""
+    known = mmcv.import_finding(result, facts)  # mmcv's failures, by their own messages
+    if known is not None:
+        return known
+    reinstall = ""
+    if result.module == "pointops":
+        reinstall = reinstall_pointops(facts)
+    elif result.module == mmcv.OPS_MODULE:
+        reinstall = mmcv.reinstall(facts)
     return finding_for_import(result, facts.torch.version, facts.torch.cuda, facts.conda.records, reinstall)
 
 

@@ -72,14 +72,20 @@ def describe_binary(path: Path, package: str, origin: DistOrigin | None = None) 
     )
 
 
-def gather_binaries(site_dirs: list[Path], installed: list[InstalledDist] | None = None) -> list[BinaryFact]:
-    """`installed`: read_installed() of the same folders (read here when not given), for each file's owner."""
+def gather_binaries(
+    site_dirs: list[Path],
+    installed: list[InstalledDist] | None = None,
+    elsewhere: list[tuple[str, Path]] = (),
+) -> list[BinaryFact]:
+    """The shared objects of the point-cloud packages in these site-packages, and in `elsewhere`
+    ((package, folder) of packages installed outside them: an editable mmcv's checkout).
+    `installed`: read_installed() of the same folders (read here when not given), for each owner."""
     recorded = owners(read_installed(site_dirs) if installed is None else installed)
-    return [
-        describe_binary(path, package, recorded.get(path))
-        for site in site_dirs
-        for package, path in _shared_objects(site)
-    ]
+    found = [(package, path) for site in site_dirs for package, path in _shared_objects(site)]
+    for package, folder in elsewhere:
+        if folder.parent not in site_dirs:
+            found += [(package, f) for f in sorted(folder.rglob("*.so")) if f.is_file()]
+    return [describe_binary(path, package, recorded.get(path)) for package, path in found[:MAX_BINARIES]]
 
 
 def gather_libstdcxx(path: str) -> LibstdcxxFacts:
@@ -124,6 +130,10 @@ def compiler_for(facts: Facts) -> str:
 def _fix(binary: BinaryFact, facts: Facts) -> str:
     from .pointops_owners import rebuild_pointops
 
+    if binary.package == "mmcv":
+        from .mmcv import libstdcxx_fix
+
+        return libstdcxx_fix(binary, facts)
     cxx = compiler_for(facts)
     if binary.package == "pointops":
         rebuild = rebuild_pointops(facts, cxx)

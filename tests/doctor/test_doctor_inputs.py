@@ -128,6 +128,7 @@ def test_every_check_has_one_signature():
         "conda.resolve",
         "extensions",
         "libstdcxx",
+        "mmcv",
         "pointops.installations",
         "windows",
         "network",
@@ -162,8 +163,42 @@ def _varied_facts(tmp_path) -> list[Facts]:
         driver=driver("590.44.01", "13.1", ("NVIDIA GeForce GTX 1080", "6.1")),
         torch=h200_torch(),
         network=network,
+        mmcv=_mmcv_facts(),
+        imports=_mmcv_imports(),
     )
     return [conda, windows, pascal, Facts(platform="linux-64")]
+
+
+def _mmcv_facts():
+    from solver.doctor_checks.dists import DistOrigin
+    from solver.doctor_checks.facts import MmcvDependent, MmcvFacts, MmcvInstall
+
+    origin = DistOrigin("mmcv", "2.1.0", "pip", "editable", "/src/mmcv", location_exists=True)
+    install = MmcvInstall(
+        "/env/site/mmcv",
+        "mmcv",
+        "2.1.0",
+        origin,
+        ["mmcv-lite 2.2.0"],
+        ["mmcv/_ext.so"],
+        ["/env/site/mmcv/_ext.so"],
+    )
+    install.cuda_archs = ["sm_80", "compute_80"]
+    return MmcvFacts([install], [MmcvDependent("mmdet", "mmdet", "3.3.0", "mmcv<2.2.0,>=2.0.0rc4")])
+
+
+def _mmcv_imports():
+    from solver.doctor_checks.facts import ImportFact
+
+    symbol = "ImportError: /env/site/mmcv/_ext.so: undefined symbol: _ZN3c105ErrorC1ENS_14SourceLocationESs"
+    incompatible = (
+        "AssertionError: MMCV==2.2.0 is used but incompatible. Please install mmcv>=2.0.0rc4, <2.2.0."
+    )
+    return [
+        ImportFact("mmcv.ops", "mmcv", "2.1.0", error=symbol, path="/env/site/mmcv"),
+        ImportFact("mmdet", "mmdet", "3.3.0", error=incompatible),
+        ImportFact("mmcv.ops", "mmcv", "2.1.0", error="ModuleNotFoundError: No module named 'mmcv._ext'"),
+    ]
 
 
 def test_checks_do_not_touch_the_machine(tmp_path, monkeypatch):

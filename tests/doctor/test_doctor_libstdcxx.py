@@ -97,9 +97,10 @@ def test_a_static_libstdcxx_fails_and_a_dynamic_one_passes(tmp_path):
     assert finding.summary.startswith(f"{static} (mmcv 2.1.0) carries its own libstdc++")
     assert "libstdc++.so.6 is not in its DT_NEEDED" in finding.evidence and "_ZNSo" in finding.evidence
     assert "exported in its dynamic symbol table" in finding.evidence
-    assert finding.fix.startswith(
-        "rebuild it with the compiler that matches this libstdc++: CXX=/usr/bin/g++ pip install --no-deps "
-        '--no-build-isolation --force-reinstall --no-cache-dir --no-binary mmcv "mmcv==2.1.0"'
+    # mmcv's fix is the channel's build of the same version, never a pip build of mmcv's sdist
+    assert finding.fix == (
+        'solver make-env --gpu auto --with "mmcv=2.1.0" > env.yml && conda env create -f env.yml  '
+        "(a conda environment with the channel's mmcv 2.1.0 and the torch it was built for)"
     )
     static.unlink()
     [finding] = check_libstdcxx(Facts(platform="linux-64", binaries=gather_binaries([site])), None)
@@ -206,3 +207,34 @@ def test_doctor_finds_both_in_a_real_environment(tmp_path):
     [imported] = [f for f in found["extensions.import"] if f["summary"].startswith("pointnet2_ops")]
     assert imported["status"] == "info" and "extensions.libstdcxx" in imported["summary"]
     assert f"version `{version}' not found" in imported["evidence"]
+
+
+@needs_gxx
+def test_an_editable_mmcv_built_with_a_static_libstdcxx_is_scanned_in_its_checkout(tmp_path):
+    """`MMCV_WITH_OPS=1 pip install -e .` builds _ext inside the checkout, outside site-packages: it is
+    scanned there, and the fix rebuilds that checkout with the compiler of the loaded libstdc++ (or
+    takes the channel's build)."""
+    import json
+
+    venv = Venv(tmp_path / "env")
+    venv.add_torch(torch_provider(tmp_path / "torch-provider"))
+    checkout = tmp_path / "mmcv-src"
+    ext = compile_into(checkout / "mmcv" / "_ext.cpython-311-x86_64-linux-gnu.so", "-static-libstdc++")
+    (checkout / "mmcv" / "__init__.py").write_text("__version__ = '2.1.0'\n")
+    meta = venv.site / "mmcv-2.1.0.dist-info"  # what pip writes for an editable install
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: mmcv\nVersion: 2.1.0\n")
+    (meta / "INSTALLER").write_text("pip\n")
+    (meta / "direct_url.json").write_text(
+        json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}})
+    )
+    (meta / "RECORD").write_text("__editable__.mmcv-2.1.0.pth,,\nmmcv-2.1.0.dist-info/METADATA,,\n")
+    (venv.site / "__editable__.mmcv-2.1.0.pth").write_text(f"{checkout}\n")
+    done = doctor("--json", "--prefix", str(venv.root), env_updates={"HOME": str(tmp_path)})
+    [failure] = [f for f in findings_of(done.stdout)["extensions.libstdcxx"] if f["status"] == "fail"]
+    assert failure["summary"].startswith(f"{ext} carries its own libstdc++")
+    assert failure["fix"].startswith('solver make-env --gpu auto --with "mmcv=2.1.0"')
+    assert failure["fix"].endswith(
+        f"; or rebuild it from {checkout} with this libstdc++'s compiler: CXX=/usr/bin/g++ MMCV_WITH_OPS=1 "
+        f"pip install --no-deps --no-build-isolation --force-reinstall -e {checkout}"
+    )
