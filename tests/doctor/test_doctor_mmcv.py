@@ -6,7 +6,9 @@ the channel's mmcv built for the installed torch, pip only with --no-deps."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -350,7 +352,6 @@ def _cuda_facts(site: Path) -> Facts:
 def _install_cuda_mmcv(site: Path, build: Path, *gencode: str) -> None:
     ext = compile_cuda(build, *gencode)
     wheel = write_wheel(build / "wheels", "mmcv", "2.1.0", mmcv_files("2.1.0", ext))
-    import zipfile
 
     with zipfile.ZipFile(wheel) as archive:  # unpacked as pip would, RECORD included
         archive.extractall(site)
@@ -387,7 +388,6 @@ def test_a_cpu_mmcv_on_a_gpu_machine_and_an_unreadable_ext(tmp_path):
     wheel = write_wheel(
         tmp_path / "wheels", "mmcv", "2.1.0", mmcv_files("2.1.0", compile_ext(tmp_path, LOADABLE_EXT))
     )
-    import zipfile
 
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)
@@ -418,7 +418,7 @@ def test_an_ext_without_the_gpus_arch_fails_with_the_message_doctor_predicts(tmp
     launched.restype = ctypes.c_char_p
     assert launched().decode() == "no kernel image is available for execution on the device"
     facts = _cuda_facts(site)
-    facts.driver = gather_driver(dict(__import__("os").environ))
+    facts.driver = gather_driver(dict(os.environ))
     findings = [f for f in check_mmcv(facts, None) if f.check == "gpu.mmcv-archs"]
     assert findings and all(f.status == "fail" for f in findings)
     assert all("no kernel image is available for execution on the device" in f.summary for f in findings)
