@@ -40,6 +40,9 @@ except RuntimeError as error:
     print(error)
 """
 _PROBE_EXPECTED = "idx holds index 7"
+_LOADER_WORDS = re.compile(
+    r"undefined symbol|GLIBCXX|CXXABI|cannot open shared object|^\w*(OS|Import)Error: (?!Could not load)"
+)
 
 
 def _run(command: list[str]) -> str | None:
@@ -166,7 +169,9 @@ def load_problem(library: str) -> str | None:
     if _PROBE_EXPECTED in out.stdout:
         return None
     lines = out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or ["no output"]
-    detail = " ".join(line.strip() for line in lines[-3:])
+    # the loader's own words (undefined symbol, missing version) sit in the chained exception
+    causes = [line.strip() for line in lines if _LOADER_WORDS.search(line)]
+    detail = causes[0] if causes else lines[-1].strip()
     if "GLIBCXX" in detail or "CXXABI" in detail:
         return (
             f"it needs a newer libstdc++ than the one torch's process loads ({detail}): build with the "
