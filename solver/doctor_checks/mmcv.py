@@ -21,6 +21,7 @@ whatever torch pip picks; every pip command here has --no-deps.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 import shlex
@@ -35,8 +36,6 @@ ARCH_CHECK = "gpu.mmcv-archs"
 INSTALL_CHECK = "mmcv.installations"
 OPS_MODULE = "mmcv.ops"  # what loads _ext, as users import it (`import mmcv` alone does not)
 MMCV_NAMES = ("mmcv", "mmcv-full", "mmcv-lite")
-# what recipes/mmcv builds (its conda_build_config.yaml), newest first
-CHANNEL_VERSIONS = ("2.2.0", "2.1.0")
 CHANNEL = "conda install -c pointops -c conda-forge"
 _EXT = re.compile(r"^mmcv/_ext(\.[^/]*)?\.(so|pyd)$")
 # mmdet/mmdet3d/mmseg's own check of the mmcv (or mmengine) they import, as the message reads
@@ -212,11 +211,21 @@ def _build_glob(facts: Facts) -> str:
     return f"{kind}_torch{minor.replace('.', '')}_*"
 
 
+@functools.lru_cache(maxsize=1)
+def channel_versions() -> tuple[str, ...]:
+    """The mmcv versions the channel builds, newest first (the knowledge's channel_packages table,
+    which a test keeps equal to recipes/mmcv)."""
+    from solver.knowledge import load
+
+    package = load().channel_package("mmcv")
+    return package.versions if package is not None else ()
+
+
 def channel_version(facts: Facts, specifier: str = "") -> str:
     """The mmcv version the channel builds that fits every dependent and `specifier`, the installed
     one when it does ("" when none fits)."""
     ranges = [_specifier(d.requirement) for d in facts.mmcv.dependents] + [specifier]
-    fitting = [v for v in CHANNEL_VERSIONS if all(satisfies(v, r) for r in ranges)]
+    fitting = [v for v in channel_versions() if all(satisfies(v, r) for r in ranges)]
     installed = facts.mmcv.installs[0].version.split("+")[0] if facts.mmcv.installs else ""
     return installed if installed in fitting else (fitting[0] if fitting else "")
 
@@ -236,7 +245,7 @@ def _source_build(facts: Facts, specifier: str) -> str:
     name = normalise(re.split(r"[\s;<>=!~(\[]", asked)[0]) or "mmcv"
     wanted = specifier or _specifier(asked)
     return (
-        f"the channel builds mmcv {' and '.join(sorted(CHANNEL_VERSIONS))}, none in {wanted}: build {name} from "
+        f"the channel builds mmcv {' and '.join(sorted(channel_versions()))}, none in {wanted}: build {name} from "
         f"source against this torch: MMCV_WITH_OPS=1 pip install --no-deps --no-build-isolation --no-binary "
         f'{name} "{name}{wanted}"'
     )
