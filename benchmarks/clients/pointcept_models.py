@@ -21,6 +21,24 @@ _shims.py. The pointops run installs pointops' torch.ops.pyg ops (PyTorch Geomet
 calls pyg-lib for voxel_grid); the Pointcept-library run uses the plain-torch grid stand-in.
 The two runs share weights (the pointops run saves them, the other loads them), inputs (seeded)
 and drop_path 0, so their outputs and gradients differ only by the libraries.
+
+Training steps (issue 48): `--compile none|default|reduce-overhead` (repeatable) times PTv2's
+training step (forward, the harness's loss, backward, SGD with momentum) eagerly and, per mode
+other than none, under torch.compile (`--compile-backend`, inductor by default), in each run:
+
+    python benchmarks/clients/pointcept_models.py all --pointcept .peers/Pointcept \
+        --pointcept-lib .peers/build/pointcept_pointops --device cuda --models ptv2 \
+        --compile default --compile reduce-overhead --out-dir out/pointcept-compiled \
+        --json out/pointcept-compiled/report.json
+
+PTv2 pools with data-dependent sizes (voxel_grid, torch.unique, bincount): dynamo captures them
+(capture_dynamic_output_shape_ops, capture_scalar_outputs) unless --no-dynamic-outputs, which
+breaks the graph there instead. Reported per mode: the first call apart from the steady median,
+torch._dynamo.explain's graphs and graph breaks by source (pointops when the stack passes
+through pointops; else the owner of the innermost frame: peer, torch, pointcept-lib, ...),
+recompiles during the timed steps, the compiled step's loss and gradients against the eager
+step's, and on CUDA every host sync inside one steady step (torch.cuda.set_sync_debug_mode) with
+its source. The helpers are pointnet2_training.py's.
 """
 
 from __future__ import annotations
@@ -28,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +58,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _shims  # noqa: E402
+import pointnet2_training as steps  # noqa: E402  (the compiled-step helpers)
 
 PTV2_ARGS = dict(  # Pointcept configs/scannet/semseg-pt-v2m2-0-base.py, drop_path 0 for determinism
     in_channels=9,
@@ -129,6 +149,106 @@ def synthetic_batch(scenes: int, points: int, device: str, seed: int):
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def make_ptv2_step(model, opt, inputs):
+    """One PTv2 training step returning its loss (a copy: backward consumes the loss's graph)."""
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(inputs).float().square().mean()
+        value = loss.detach().clone()
+        loss.backward()
+        opt.step()
+        return value
+
+    return step
+
+
+def give_grid_cluster_a_fake() -> None:
+    """_shims' plain pyg::grid_cluster (the Pointcept-library run's) has no fake kernel, without
+    which torch.compile cannot trace voxel_grid: one id per point."""
+    try:
+        torch.library.register_fake("pyg::grid_cluster")(
+            lambda pos, size, start=None, end=None: pos.new_empty((pos.shape[0],), dtype=torch.int64)
+        )
+    except RuntimeError:  # it has one (pointops' install_pyg_ops registers it)
+        pass
+
+
+def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> tuple[dict, dict]:
+    """PTv2's step from the initial weights, eager (mode none) or compiled: times, capture, the
+    loss and gradients of a step from the initial weights, host syncs. (entry, gradients)."""
+    device = torch.device(args.device)
+    clock = steps.Clock(device)
+    model.load_state_dict(initial)
+    plain = make_ptv2_step(model, torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9), inputs)
+    entry = {"mode": mode}
+    if mode == "none":
+        step = plain
+        entry["first_step_ms"] = clock(step)[1]
+    else:
+        torch._dynamo.reset()
+        entry["capture"] = steps.capture_step(plain, owners, dynamic_outputs=args.dynamic_outputs)
+        step = torch.compile(plain, mode=None if mode == "default" else mode, backend=args.compile_backend)
+        entry.update(steps.first_compiled_calls(step, clock))
+        entry["capture"]["counters_after_first_calls"] = steps.dynamo_counters()
+    for _ in range(args.warmup):
+        step()
+    entry["step_ms"] = steps.time_steps(step, args.steps, clock, device)
+    entry["median_step_ms"] = statistics.median(entry["step_ms"]) if entry["step_ms"] else None
+    if mode != "none":
+        entry["capture"]["counters_after_timed_steps"] = steps.dynamo_counters()
+    model.load_state_dict(initial)
+    entry["loss"] = float(step())
+    grads = {k: p.grad.detach().cpu().clone() for k, p in model.named_parameters() if p.grad is not None}
+    entry["host_syncs"] = steps.host_syncs_in_step(step, device, owners)
+    return entry, grads
+
+
+def ptv2_training_steps(args, seg2, pointops, init) -> dict:
+    """PTv2's training step in every --compile mode (eager first), each compiled one compared with
+    the eager step (loss, gradients)."""
+    device = args.device
+    data = synthetic_batch(args.scenes, args.points, device, args.seed)
+    inputs = {k: data[k] for k in ("coord", "feat", "offset")}
+    torch.manual_seed(args.seed)
+    model = seg2.PointTransformerV2(**PTV2_ARGS).to(device)
+    if init is not None and "ptv2" in init:
+        model.load_state_dict(init["ptv2"])
+    model.train()
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    library = "pointops" if args.backend == "pointops" else "pointcept-lib"
+    owners = steps.code_owners(args.pointcept, {os.path.dirname(os.path.abspath(pointops.__file__)): library})
+    if args.backend != "pointops":
+        give_grid_cluster_a_fake()
+    out, eager_grads = {}, None
+    for mode in ["none", *[m for m in dict.fromkeys(args.compile) if m != "none"]]:
+        entry, grads = ptv2_step_in_mode(args, model, initial, inputs, mode, owners)
+        if eager_grads is None:
+            eager_grads, eager_loss = grads, entry["loss"]
+        else:
+            entry["loss_rel_to_eager"] = abs(entry["loss"] - eager_loss) / max(abs(eager_loss), 1e-30)
+            entry["grads_missing"] = sorted(set(eager_grads) - set(grads))  # must stay empty
+            entry["grads_vs_eager"] = _compare_grads(grads, eager_grads) if grads else None
+        out[mode] = entry
+        syncs = entry["host_syncs"]
+        breaks = entry.get("capture", {}).get("explain", {}).get("breaks_by_source")
+        print(
+            f"[{args.backend}] ptv2 step ({mode}): median {steps._fmt(entry['median_step_ms'], '.2f')} ms, "
+            + (
+                f"first call {entry['compile_step_ms'] / 1e3:.1f} s, graph breaks {breaks or 'none'}, "
+                if breaks is not None
+                else ""
+            )
+            + (
+                f"host syncs {syncs['by_source'] or 'none'}"
+                if syncs is not None
+                else "no CUDA: host syncs not checked"
+            ),
+            flush=True,
+        )
+    return out
+
+
 def run(args) -> dict:
     if args.cpu:
         _shims.install_cpu_legacy_constructors()
@@ -198,6 +318,8 @@ def run(args) -> dict:
     )
     result["knn_query_1"] = {"idx": idx.cpu(), "dist": dist.cpu()}
     print(f"[{args.backend}] knn_query(1, ...): {idx.shape[0]} origin points mapped", flush=True)
+    if args.compile:
+        result["ptv2_steps"] = ptv2_training_steps(args, seg2, pointops, init)
     if args.save_init:
         torch.save(saved_init, args.save_init)
     torch.save(result, args.out)
@@ -233,6 +355,36 @@ def _compare_grads(ga: dict, gb: dict) -> dict:
     return report
 
 
+def step_rows(a: dict, b: dict) -> list[dict]:
+    """PTv2's training steps, one row per library and mode, for benchmarks/update_baseline.py:
+    the median against Pointcept's library's eager step, with the capture in words."""
+    theirs = b.get("ptv2_steps", {}).get("none")
+    rows = []
+    for backend, run in ((a["backend"], a), ("pointcept-lib", b)):
+        for mode, entry in run.get("ptv2_steps", {}).items():
+            explained = entry.get("capture", {}).get("explain")
+            note = []
+            if explained:
+                by_source = ", ".join(f"{k} {n}" for k, n in sorted(explained["breaks_by_source"].items()))
+                note.append(f"{explained['graphs']} graphs, breaks: {by_source or 'none'}")
+                note.append(f"first call {entry['compile_step_ms'] / 1e3:.1f} s")
+            if entry.get("host_syncs"):
+                by_source = ", ".join(f"{k} {n}" for k, n in sorted(entry["host_syncs"]["by_source"].items()))
+                note.append(f"host syncs in the step: {by_source or 'none'}")
+            rows.append(
+                {
+                    "case": "ptv2 step",
+                    "variant": backend if mode == "none" else f"{backend}-{steps.COMPILE_MODES[mode]}",
+                    "ms": entry["median_step_ms"],
+                    "pointcept_ms": theirs["median_step_ms"] if theirs else None,
+                    "ratio": entry["median_step_ms"] / theirs["median_step_ms"] if theirs else None,
+                    "grad_rel_l2": (entry.get("grads_vs_eager") or {}).get("all_grads_rel_l2"),
+                    "note": "; ".join(note) or None,
+                }
+            )
+    return rows
+
+
 def compare(a_path: str, b_path: str) -> dict:
     a, b = torch.load(a_path), torch.load(b_path)
     report = {"a": a["backend"], "b": b["backend"], "models": {}}
@@ -248,6 +400,19 @@ def compare(a_path: str, b_path: str) -> dict:
             **_compare_grads(ma["grads"], mb["grads"]),
             "seconds": [ma["seconds"], mb["seconds"]],
         }
+    report["ptv2_steps"] = {
+        mode: {
+            "pointops_ms": entry["median_step_ms"],
+            "pointcept_lib_ms": b["ptv2_steps"][mode]["median_step_ms"],
+            "ratio": entry["median_step_ms"] / b["ptv2_steps"][mode]["median_step_ms"],
+            # issue 48's measure: against Pointcept's library in an eager step
+            "ratio_to_pointcept_lib_eager": entry["median_step_ms"]
+            / b["ptv2_steps"]["none"]["median_step_ms"],
+        }
+        for mode, entry in a.get("ptv2_steps", {}).items()
+        if mode in b.get("ptv2_steps", {})
+    }
+    report["rows"] = step_rows(a, b)
     ia, ib = a["knn_query_1"]["idx"], b["knn_query_1"]["idx"]
     report["knn_query_1"] = {
         "same_idx": int((ia == ib).sum()),
@@ -274,6 +439,26 @@ def main() -> int:
         s.add_argument("--points", type=int, default=20000, help="mean points per scene")
         s.add_argument("--seed", type=int, default=0)
         s.add_argument("--models", nargs="+", default=["ptv1", "ptv2"], choices=["ptv1", "ptv2"])
+        s.add_argument(
+            "--compile",
+            action="append",
+            choices=["none", "default", "reduce-overhead"],
+            help="time PTv2's training step eagerly and with torch.compile in this mode (none: eager "
+            "only); repeatable",
+        )
+        s.add_argument(
+            "--compile-backend", default="inductor", help="torch.compile's backend (aot_eager: no codegen)"
+        )
+        s.add_argument(
+            "--no-dynamic-outputs",
+            dest="dynamic_outputs",
+            action="store_false",
+            help="break the graph at data-dependent sizes instead of capturing them",
+        )
+        s.add_argument(
+            "--steps", type=int, default=20, help="timed training steps per mode (median reported)"
+        )
+        s.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
         if cmd == "run":
             s.add_argument("--backend", choices=["pointops", "pointcept"], required=True)
             s.add_argument("--out", required=True)
@@ -309,6 +494,18 @@ def main() -> int:
     ]
     if args.cpu:
         common.append("--cpu")
+    for mode in args.compile or []:
+        common += ["--compile", mode]
+    common += [
+        "--compile-backend",
+        args.compile_backend,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+    ]
+    if not args.dynamic_outputs:
+        common.append("--no-dynamic-outputs")
     init = os.path.join(args.out_dir, "init.pt")
     ours, theirs = os.path.join(args.out_dir, "pointops.pt"), os.path.join(args.out_dir, "pointcept.pt")
     me = [sys.executable, os.path.abspath(__file__), "run"]
