@@ -57,9 +57,10 @@ the default, adds nothing) add variants NAME-compiled / NAME-cudagraphs of the p
 and of pointnet2_ops that are in --variants: the whole training step (zero_grad, forward, loss,
 backward, SGD step) under torch.compile with that mode. With torch._dynamo.config.trace_autograd_ops
 (torch >= 2.13) the backward is traced into the forward's graph, unless the forward itself breaks
-the graph (pointnet2_ops' extension calls do): dynamo's traced backward() then sees only its own
-frame's leaves and would compute no gradients, so there, as on older torch, Tensor.backward() is
-a graph break of torch's and AOTAutograd's compiled backward of each forward graph runs. SGD's
+the graph (pointnet2_ops' extension calls do; PTv2 with the traced backward, aot_eager, CPU,
+torch 2.13, ended its compiled step with no parameter gradient at all and no error), so there,
+as on older torch, Tensor.backward() is a graph break of torch's and AOTAutograd's compiled
+backward of each forward graph runs. SGD's
 step() is a graph of its own: torch.optim breaks the graph around it on purpose (_use_grad).
 Before compiling, torch._dynamo.explain runs the step: its graph count and each graph break, with
 the code it comes from (pointops: the stack passes through pointops or its drop-in; else the owner
@@ -522,15 +523,16 @@ def breaks_before_backward(explained: dict) -> list[dict]:
 
 
 def capture_step(step, owners: list, dynamic_outputs: bool = False) -> dict:
-    """Configures dynamo for the whole step and explains it (explain runs the step once). Dynamo's
-    traced backward() accumulates gradients only into the leaves its own frame sees: after a graph
-    break in the forward it computes none, silently (torch 2.13). So where the forward breaks, the
-    backward stays outside the graph (a break of torch's), and the step is explained again."""
+    """Configures dynamo for the whole step and explains it (explain runs the step once). The
+    traced backward() is kept only for a forward without graph breaks: PTv2's compiled step, whose
+    forward breaks, ended with no parameter gradient and no error with it (aot_eager, CPU, torch
+    2.13). Otherwise the backward stays outside the graph (a break of torch's), and the step is
+    explained again."""
     capture = configure_capture(dynamic_outputs)
     capture["explain"] = explain_step(step, owners)
     if capture["backward_traced"] and breaks_before_backward(capture["explain"]):
         capture = configure_capture(dynamic_outputs, trace_backward=False)
-        capture["backward"] += " (the forward breaks the graph, so dynamo's backward would miss gradients)"
+        capture["backward"] += " (the forward breaks the graph: a traced backward is not trusted there)"
         capture["explain"] = explain_step(step, owners)
     return capture
 

@@ -10,8 +10,9 @@ eagerly and under torch.compile, compared. Prints one JSON object.
 - fullgraph: the forward, loss and backward (forward and loss where this torch cannot trace
   Tensor.backward) compiled with fullgraph=True: loss and gradients against eager's.
 - step: the whole step compiled (MODE: default or reduce-overhead): loss, gradients and the
-  updated parameters against eager's step; two more steps (SGD's first step differs), then one on
-  other point values of the same shapes (a recompile would mean a guard on values); on CUDA one
+  updated parameters against eager's step; two more steps (SGD's first step differs), a steady step
+  from the initial weights (loss and gradients against eager's), then one on other point values
+  of the same shapes (a recompile would mean a guard on values); on CUDA one
   more step under torch.cuda.set_sync_debug_mode (the harness's host_syncs_in_step: every host
   sync inside the step, with where it came from).
 Dropout is off (compiled dropout draws other masks); on CUDA TF32 is off.
@@ -117,9 +118,14 @@ def step_check(
         "params_rel": worst_rel(parameters_of(model), eager["params"]),
     }
     # SGD's first step creates its momentum buffers (another graph); with reduce-overhead the
-    # next calls record and replay the CUDA graphs
+    # next calls record and replay the CUDA graphs. Then a steady call from the initial weights:
+    # its loss and gradients are eager's first step's (the momentum no longer is)
     step()
     step()
+    model.load_state_dict(initial)
+    loss = step()
+    out["steady_loss_rel"] = abs(float(loss) - float(eager["loss"])) / abs(float(eager["loss"]))
+    out["steady_grads_rel"] = worst_rel(grads_of(model), eager["grads"])
     graphs = harness.dynamo_counters()["unique_graphs"]
     with torch.no_grad():
         data.copy_(data.flip(0))  # other values, the same shapes
