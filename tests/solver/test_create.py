@@ -363,9 +363,11 @@ def _children(pid: int) -> list[int]:
 def test_interrupted_install_leaves_nothing(working_channel, serve, tmp_path, how):
     served = serve(working_channel, hold="pointops-")
     prefix = tmp_path / "env"
+    # Ctrl-C as a terminal delivers it: a test runner started as a background job (as CI may be)
+    # passes SIGINT down ignored, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen(
         _command(served.url, prefix), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=_env(tmp_path),
+        env=_env(tmp_path), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert served.held.wait(120), "the install never asked for pointops"
@@ -376,7 +378,7 @@ def test_interrupted_install_leaves_nothing(working_channel, serve, tmp_path, ho
             (child,) = _children(proc.pid)
             assert b"solver.create_install" in Path(f"/proc/{child}/cmdline").read_bytes()
             os.kill(child, signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=180)  # (cleanup of a half-linked prefix, on a loaded machine)
+        _, stderr = proc.communicate(timeout=180)
     finally:
         served.release.set()
         if proc.poll() is None:

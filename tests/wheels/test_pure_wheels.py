@@ -311,7 +311,7 @@ def test_the_not_yet_published_note_gives_the_build_and_the_source_route(monkeyp
     note = published.wheel_note(entry)
     assert "pointnet2_ops is not on PyPI yet" in note
     assert "`solver wheels build pointnet2_ops -o out/wheels`" in note
-    assert f"pip install --no-deps {SOURCE}" in note
+    assert f"pip install --no-deps {published.source_tree(entry.source)}" in note
     assert parse_wheel_name(WHEEL_NAME).distribution == "pointnet2_ops"
     monkeypatch.setattr(published, "PURE_WHEELS_PUBLISHED", True)
     assert published.wheel_note(entry) is None
