@@ -7,34 +7,14 @@ compared with a brute-force reference in float64."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pointops
 import pytest
 import torch
 import torch.nn.functional as F
+from bad_values import raises_bad_value
+from hostile_params import ALL_DTYPES, CUDA, DEVICES
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from bad_values import raises_bad_value  # noqa: E402
-
-HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
-)
-DEVICES = ["cpu", CUDA]
-ALL_DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-]
 # (norm, squared, D): the knn path (L2 in 3-D) and the exact searches (L1, other dimensions)
 PATHS = [(2, True, 3), (2, False, 3), (1, False, 3), (2, True, 5), (1, False, 2)]
 PATH_IDS = ["l2sq-3d", "l2-3d", "l1-3d", "l2sq-5d", "l1-2d"]

@@ -5,17 +5,13 @@ answer of a brute-force numpy reference. On CUDA a bad value is reported by a la
 call or pointops.check_errors() (bad_values.raises_bad_value)."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pointops
 import pytest
 import torch
+from bad_values import raises_bad_value
 from pointops import packed
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))  # tests/ops/bad_values.py
-from bad_values import raises_bad_value  # noqa: E402
 
 NOT_A_ROW_POINTER = "was not a row pointer"  # the CUDA checks' words
 

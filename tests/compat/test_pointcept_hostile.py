@@ -5,16 +5,12 @@ naming the argument or the answer of a brute-force numpy reference. On CUDA a ba
 layer does not read itself is reported by a later pointops call or pointops.check_errors()."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from bad_values import raises_bad_value
 from pointops.compat import pointcept as pc
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))  # tests/ops/bad_values.py
-from bad_values import raises_bad_value  # noqa: E402
 
 
 @pytest.fixture(params=[1, 2], ids=["threads1", "threads2"])

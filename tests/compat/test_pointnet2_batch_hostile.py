@@ -7,35 +7,14 @@ brute-force references in float64."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from bad_values import raises_bad_value
+from hostile_params import ALL_DTYPES, DEVICES
 
 pn2 = pytest.importorskip("pointnet2_batch_cuda")
-import pointops  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from bad_values import raises_bad_value  # noqa: E402
-
-HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
-)
-DEVICES = ["cpu", CUDA]
-ALL_DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-]
 # the float dtypes a device takes
 FLOATS = {"cpu": [torch.float32, torch.float64], "cuda": [torch.float32, torch.float64, torch.float16]}
 # the CUDA checks' words for a bad coordinate (the binding names the op's own arguments)

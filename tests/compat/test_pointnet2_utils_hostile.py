@@ -7,34 +7,13 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-from pathlib import Path
 
-import pointops
 import pytest
 import torch
+from bad_values import raises_bad_value
+from hostile_params import ALL_DTYPES, DEVICES
 from pointops.compat import pointnet2_utils as pn2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from bad_values import raises_bad_value  # noqa: E402
-
-HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
-)
-DEVICES = ["cpu", CUDA]
-ALL_DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-]
 FLOATS = {"cpu": [torch.float32, torch.float64], "cuda": [torch.float32, torch.float64, torch.float16]}
 CUDA_BAD_COORDINATE = "held nan, inf or a coordinate too large"
 

@@ -8,22 +8,14 @@ references in float64 on integer lattice points (exact in every float dtype, man
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pointops
 import pytest
 import torch
+from bad_values import raises_bad_value
+from hostile_params import DEVICES, HAS_CUDA
 from pointops.compat import torch_cluster as tc
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from bad_values import raises_bad_value  # noqa: E402
-
-HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
-)
-DEVICES = ["cpu", CUDA]
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 NOT_FLOATS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool]
 DIMS = [1, 2, 3, 5]

@@ -5,14 +5,15 @@ clouds and batches, npoint > N, nsample 0, devices, 1 and 2 threads)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pointnet2_ops
-import pointops
 import pytest
 import torch
+from bad_values import raises_bad_value
+from hostile_params import ALL_DTYPES, DEVICES, HAS_CUDA
+from pointnet2_dropin import DROPIN  # noqa: E402
 from pointnet2_ops import pointnet2_modules, pointnet2_utils
 from pointnet2_ops.pointnet2_modules import (
     PointnetFPModule,
@@ -23,27 +24,6 @@ from pointnet2_ops.pointnet2_modules import (
 from pointops.compat import pointnet2_utils as compat
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from bad_values import raises_bad_value  # noqa: E402
-from pointnet2_dropin import DROPIN  # noqa: E402
-
-HAS_CUDA = torch.cuda.is_available() and pointops.build_info()["cuda"]
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")]
-)
-DEVICES = ["cpu", CUDA]
-ALL_DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-]
 CUDA_BAD_COORDINATE = "held nan, inf or a coordinate too large"
 
 
