@@ -39,7 +39,8 @@ def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a child started with start_new_session and everything it started (Windows: the child)."""
     try:
         if os.name == "posix":
             os.killpg(proc.pid, signal.SIGKILL)
@@ -71,7 +72,7 @@ def run(
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         try:
             out, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:  # a grandchild left the group and holds the pipes open

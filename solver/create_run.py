@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from solver.bounded import signal_text
+from solver.bounded import kill_group, signal_text
 
 
 @dataclass
@@ -37,13 +36,7 @@ class Ended:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
-    except OSError:
-        pass
+    kill_group(proc)
     proc.wait()
 
 
