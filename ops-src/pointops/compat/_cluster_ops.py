@@ -161,6 +161,17 @@ def ptr_from_batch(batch: Tensor, rows: int, batch_size: int | None, name: str) 
     return ptr
 
 
+def _searched_pair(x: Tensor, y: Tensor, ptr_x: Tensor | None, ptr_y: Tensor | None):
+    """knn's and radius's shared checks: x and y in their working dtype with their values
+    checked, their row pointers, and the largest x cloud."""
+    xs, ys = _working(x), _working(y, x)
+    px, py = _ptr(ptr_x, x.shape[0], x.device, "ptr_x"), _ptr(ptr_y, y.shape[0], y.device, "ptr_y")
+    (largest,) = _check_values(
+        [(xs, "x"), (ys, "y")], [(px, x.shape[0], "ptr_x"), (py, y.shape[0], "ptr_y")], [_largest_cloud(px)]
+    )
+    return xs, ys, px, py, largest
+
+
 def knn_rows(x: Tensor, y: Tensor, px: Tensor, py: Tensor, k: int, cosine: bool):
     """(dist [M, k], idx [M, k]) of the k nearest x rows of each y row (cosine: 1 - cos, where
     a zero row has cosine distance 1 to every row); x and y in their working dtype."""
@@ -176,11 +187,7 @@ def knn(x: Tensor, y: Tensor, ptr_x: Tensor | None, ptr_y: Tensor | None, k: int
     _same_features(x, y)
     if k <= 0:
         raise ValueError(f"pointops: k must be > 0, got {k}")
-    xs, ys = _working(x), _working(y, x)
-    px, py = _ptr(ptr_x, x.shape[0], x.device, "ptr_x"), _ptr(ptr_y, y.shape[0], y.device, "ptr_y")
-    (largest,) = _check_values(
-        [(xs, "x"), (ys, "y")], [(px, x.shape[0], "ptr_x"), (py, y.shape[0], "ptr_y")], [_largest_cloud(px)]
-    )
+    xs, ys, px, py, largest = _searched_pair(x, y, ptr_x, ptr_y)
     if x.shape[0] == 0 or y.shape[0] == 0:
         return _empty_edges(x.device)
     px, py = _same_clouds(px, py)
@@ -207,11 +214,7 @@ def radius(
         raise ValueError(f"pointops: r must be >= 0 (inf: every point of the cloud), got {r}")
     if max_num_neighbors <= 0:
         raise ValueError(f"pointops: max_num_neighbors must be > 0, got {max_num_neighbors}")
-    xs, ys = _working(x), _working(y, x)
-    px, py = _ptr(ptr_x, x.shape[0], x.device, "ptr_x"), _ptr(ptr_y, y.shape[0], y.device, "ptr_y")
-    (largest,) = _check_values(
-        [(xs, "x"), (ys, "y")], [(px, x.shape[0], "ptr_x"), (py, y.shape[0], "ptr_y")], [_largest_cloud(px)]
-    )
+    xs, ys, px, py, largest = _searched_pair(x, y, ptr_x, ptr_y)
     if x.shape[0] == 0 or y.shape[0] == 0:
         return _empty_edges(x.device)
     px, py = _same_clouds(px, py)
