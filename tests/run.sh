@@ -55,6 +55,12 @@ step "pip install out/ci-wheel/pointops-*.whl"
 $PY -m pip install -q --disable-pip-version-check --no-deps --force-reinstall out/ci-wheel/pointops-*.whl
 done_step
 
+# The peers' own code that the drop-in proofs run (Pointnet2_PyTorch's models), fetched at a
+# pinned commit into .peers/ (git-ignored). Without network the fetch says so and those tests skip.
+step "fetch the peers the drop-in tests run (tests/helpers/peers.py)"
+$PY tests/helpers/peers.py || echo "   not fetched: the tests that need it will skip"
+done_step
+
 echo "== ruff, ruff format, clang-format"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check --quiet .

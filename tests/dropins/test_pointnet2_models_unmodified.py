@@ -3,20 +3,21 @@ from the peer checkout) built and trained two steps on the CPU with only pointop
 installed pointnet2_ops wheel, in a child interpreter (train_peer_models.py).
 
 The checkout is $POINTOPS_PEERS/Pointnet2_PyTorch or .peers/Pointnet2_PyTorch of this repository
-(git-ignored; fetch github:erikwijmans/Pointnet2_PyTorch there). Without it the test skips.
+(git-ignored; `python tests/helpers/peers.py` fetches it at the pinned commit, as tests/run.sh does).
+Without it the test skips.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import peers
 import pytest
-from pointnet2_dropin import REPO, child_env
+from pointnet2_dropin import child_env
 
 pytestmark = pytest.mark.slow  # child interpreters that import torch and train four models
 
@@ -29,23 +30,11 @@ MODELS = [
 ]
 
 
-def peer_checkout() -> Path | None:
-    roots = [os.environ.get("POINTOPS_PEERS"), str(REPO / ".peers")]
-    for root in filter(None, roots):
-        candidate = Path(root) / "Pointnet2_PyTorch"
-        if (candidate / "pointnet2" / "models" / "__init__.py").is_file():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
 def peer() -> Path:
-    found = peer_checkout()
+    found = peers.peer_checkout("Pointnet2_PyTorch")
     if found is None:
-        pytest.skip(
-            "no Pointnet2_PyTorch checkout: looked for Pointnet2_PyTorch/pointnet2/models in "
-            "$POINTOPS_PEERS and in .peers/ of this repository (clone github:erikwijmans/Pointnet2_PyTorch there)"
-        )
+        pytest.skip(peers.missing_reason("Pointnet2_PyTorch"))
     return found
 
 

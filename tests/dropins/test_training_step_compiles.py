@@ -15,7 +15,8 @@ The aot_eager backend everywhere (dynamo's capture and AOTAutograd's graphs, whe
 kernels and autograd formulas take part); on CUDA also inductor and mode="reduce-overhead" (CUDA
 graphs), in float64 there: float32 rounding, amplified by batch norm over a batch of two, would
 hide nothing but blur the comparison. The checkout is $POINTOPS_PEERS/Pointnet2_PyTorch or
-.peers/Pointnet2_PyTorch of this repository (git-ignored); without it the tests skip.
+.peers/Pointnet2_PyTorch of this repository (git-ignored; tests/helpers/peers.py fetches it); without
+it the tests skip.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import peers
 import pytest
 import torch
 
@@ -46,22 +48,11 @@ CASES = {
 TOLERANCE = {"float32": 1e-5, "float64": 1e-8}  # relative, for the loss, gradients and parameters
 
 
-def peer_checkout() -> Path | None:
-    for root in filter(None, [os.environ.get("POINTOPS_PEERS"), str(REPO / ".peers")]):
-        candidate = Path(root) / "Pointnet2_PyTorch"
-        if (candidate / "pointnet2" / "models" / "__init__.py").is_file():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
 def peer() -> Path:
-    found = peer_checkout()
+    found = peers.peer_checkout("Pointnet2_PyTorch")
     if found is None:
-        pytest.skip(
-            "no Pointnet2_PyTorch checkout: looked for Pointnet2_PyTorch/pointnet2/models in "
-            "$POINTOPS_PEERS and in .peers/ of this repository (clone github:erikwijmans/Pointnet2_PyTorch there)"
-        )
+        pytest.skip(peers.missing_reason("Pointnet2_PyTorch"))
     return found
 
 
