@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Every GPU run the open issues wait on, in one master that outlives a device call (setsid), so
+# that builds, suites and proofs share the host's 16 cores instead of waiting for each other:
+#
+#   tests/gpu/open_proofs.sh start WHEEL CONDA_SITE_TGZ   # call 1: starts the master, then waits
+#   tests/gpu/open_proofs.sh wait [SECONDS]                # next calls: wait (default 560 s) and report
+#
+# WHEEL is a pointops-cu13 wheel built on the CPU machine (`solver wheels build pointops-cu13`);
+# CONDA_SITE_TGZ the CUDA 13 conda package's files as a .tar.gz (tests/gpu/conda_site_tarball.sh
+# makes it from the .conda of tests/recipes/test_rattler_build.py). Carry both, .peers/Pointnet2_PyTorch,
+# .peers/mmcv-2.1.0 and .whl in call 1 only: a later call that carries .peers replaces the peer
+# built there. Each call's $OUT gets proofs.tgz (every log) every 10 s, and its output ends with
+# the timeline and every summary.
+#
+# Side by side, as soon as the master starts:
+#   ways      tests/gpu/build_ways.sh: source-default (setup.py must refuse the static-libstdc++
+#             compiler) and source-system (CXX=/usr/bin/g++) built here, then pytest (tests/ops,
+#             tests/compat, tests/dropins) and memcheck on source-system
+#   wheel     run_device_suite.sh on WHEEL: oracle, pytest (CUDA cases), memcheck, racecheck
+#   conda     run_device_suite.sh on the conda package: pytest (CUDA cases), memcheck
+#   hostile   compute-sanitizer memcheck over the CUDA cases of the hostile-input files (WHEEL)
+#   peers     Pointnet2_PyTorch's pointnet2_ops_lib built here (benchmarks/peers/build_peers.sh)
+#   mmcv      tests/gpu/mmcv_proof.sh (build, import, mmdet, upstream test_ops)
+# Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases), and
+# bench_gpu --quick.
+set -u
+L=/tmp/open-proofs
+VERB=${1:?usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]}
+cd "$(dirname "$0")/../.."
+
+wait_and_report() {
+  local end=$((SECONDS + ${1:-560}))
+  # tar exits 1 when a log grows while it reads it: that copy still comes back
+  pack() {
+    tar czf "$OUT/proofs.tgz.tmp" --exclude='*.pt' --exclude=kernel_oracle -C "$(dirname $L)" "$(basename $L)" 2> /dev/null
+    [ $? -le 1 ] && mv "$OUT/proofs.tgz.tmp" "$OUT/proofs.tgz"
+  }
+  while [ $SECONDS -lt $end ] && [ ! -f $L/DONE ]; do
+    sleep 10
+    pack
+  done
+  pack
+  cat $L/timeline.txt
+  for f in $L/*/summary.txt; do [ -f "$f" ] && echo "== $f" && cat "$f"; done
+  cat $L/peers/status.txt 2> /dev/null
+  return 0
+}
+
+if [ "$VERB" = wait ]; then
+  wait_and_report "${2:-560}"
+  exit 0
+fi
+[ "$VERB" = start ] || { echo "usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]" >&2; exit 2; }
+WHEEL=$(readlink -f "${2:?start needs WHEEL}")
+TGZ=$(readlink -f "${3:?start needs CONDA_SITE_TGZ}")
+
+master() {
+  export PYTHONUNBUFFERED=1
+  local cases="cuda or gpu" pids=()
+  note() { echo "$(date +%T) +$SECONDS s $*" >> $L/timeline.txt; }
+  note start
+  python3 -m pip install -q --no-deps --no-index --target /tmp/site-wheel "$WHEEL" > $L/wheel-install.log 2>&1
+  rm -rf /tmp/conda-site && mkdir -p /tmp/conda-site && tar xzf "$TGZ" -C /tmp/conda-site
+  nvidia-smi > $L/nvidia-smi.txt 2>&1
+
+  (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
+    note peers rc=$?) &
+  pids+=($!)
+  (OUT=$L/mmcv DEADLINE=1000 MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
+  pids+=($!)
+  (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
+    bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
+  pids+=($!)
+  (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout 900 compute-sanitizer --tool memcheck \
+    --error-exitcode 3 --target-processes all python3 -m pytest -q -p no:cacheprovider -k cuda \
+    tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
+    note memcheck-hostile rc=$?) &
+  pids+=($!)
+  (CXX=/usr/bin/g++ OUT=$L/wheel STEPS="oracle pytest memcheck racecheck" POINTOPS_PYTEST_K="$cases" \
+    POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-wheel" \
+    bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
+  pids+=($!)
+  (CXX=/usr/bin/g++ OUT=$L/conda STEPS="pytest memcheck" POINTOPS_PYTEST_K="$cases" \
+    POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-conda" \
+    bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1; note conda rc=$?) &
+  pids+=($!)
+  wait "${pids[@]}"
+  note side-by-side runs done
+
+  if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
+    mkdir -p $L/pointnet2
+    PYTHONPATH=/tmp/site-wheel timeout 500 python3 benchmarks/clients/pointnet2_training.py all \
+      --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
+      --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
+    note pointnet2 harness rc=$?
+  else
+    note "pointnet2 harness: pointnet2_ops did not build (see peers/)"
+  fi
+  OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
+  note bench rc=$?
+  touch $L/DONE
+}
+
+rm -rf $L && mkdir -p $L
+export -f master
+export L WHEEL TGZ
+setsid bash -c master > $L/master.log 2>&1 < /dev/null &
+sleep 2
+wait_and_report "${4:-560}"
