@@ -9,6 +9,11 @@
 set -euo pipefail
 PKG=$(readlink -f "${1:?usage: conda_site_tarball.sh PACKAGE.conda OUT.tar.gz}")
 OUT_TGZ=${2:?usage: conda_site_tarball.sh PACKAGE.conda OUT.tar.gz}
+[ $# -eq 2 ] || { echo "usage: conda_site_tarball.sh PACKAGE.conda OUT.tar.gz (got $# arguments)" >&2; exit 2; }
+case "$OUT_TGZ" in
+  *.tar.gz | *.tgz) ;;
+  *) echo "conda_site_tarball.sh: OUT must end in .tar.gz or .tgz, got $OUT_TGZ (a glob that matched twice?)" >&2; exit 2 ;;
+esac
 command -v zstd > /dev/null || { echo "conda_site_tarball.sh: needs zstd (the .conda's inner tarballs are zstd)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
