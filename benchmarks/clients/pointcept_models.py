@@ -363,14 +363,8 @@ def step_rows(a: dict, b: dict) -> list[dict]:
     for backend, run in ((a["backend"], a), ("pointcept-lib", b)):
         for mode, entry in run.get("ptv2_steps", {}).items():
             explained = entry.get("capture", {}).get("explain")
-            note = []
-            if explained:
-                by_source = ", ".join(f"{k} {n}" for k, n in sorted(explained["breaks_by_source"].items()))
-                note.append(f"{explained['graphs']} graphs, breaks: {by_source or 'none'}")
-                note.append(f"first call {entry['compile_step_ms'] / 1e3:.1f} s")
-            if entry.get("host_syncs"):
-                by_source = ", ".join(f"{k} {n}" for k, n in sorted(entry["host_syncs"]["by_source"].items()))
-                note.append(f"host syncs in the step: {by_source or 'none'}")
+            first_call_ms = entry["compile_step_ms"] if explained else None
+            note = steps.capture_words(explained, first_call_ms, entry.get("host_syncs"))
             rows.append(
                 {
                     "case": "ptv2 step",

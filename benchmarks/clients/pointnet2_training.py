@@ -1024,19 +1024,28 @@ def target_ratio(variant: str) -> float | None:
     return TARGET_RATIO_COMPILED if base.startswith("pointops") else None
 
 
-def capture_note(v: dict) -> str | None:
-    """A compiled variant's capture and a variant's host sync, in words, for the baseline's note."""
+def capture_words(
+    explained: dict | None, compile_step_ms: float | None, host_syncs: dict | None
+) -> list[str]:
+    """A compiled step's capture (dynamo's explain and its first call) and a step's host syncs, in
+    words: the note of a baseline row (also PTv2's in pointcept_models.py)."""
     parts = []
-    capture = v.get("capture")
-    if capture:
-        explained = capture["explain"]
+    if explained:
         by_source = ", ".join(f"{k} {n}" for k, n in sorted(explained["breaks_by_source"].items()))
         parts.append(f"{explained['graphs']} graphs, breaks: {by_source or 'none'}")
-        parts.append(f"first call {v['first_call']['compile_step_ms'] / 1e3:.1f} s")
-    if v.get("host_sync"):
-        by_source = ", ".join(f"{k} {n}" for k, n in sorted(v["host_sync"]["by_source"].items()))
+        parts.append(f"first call {compile_step_ms / 1e3:.1f} s")
+    if host_syncs:
+        by_source = ", ".join(f"{k} {n}" for k, n in sorted(host_syncs["by_source"].items()))
         parts.append(f"host syncs in the step: {by_source or 'none'}")
-    return "; ".join(parts) or None
+    return parts
+
+
+def capture_note(v: dict) -> str | None:
+    """A compiled variant's capture and a variant's host sync, in words, for the baseline's note."""
+    capture = v.get("capture")
+    explained = capture["explain"] if capture else None
+    first_call_ms = v["first_call"]["compile_step_ms"] if capture else None
+    return "; ".join(capture_words(explained, first_call_ms, v.get("host_sync"))) or None
 
 
 def summary_rows(report: dict) -> list[dict]:

@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import peers
 import pytest
 from pointnet2_dropin import DROPIN, pip
 
@@ -39,3 +40,12 @@ def pointnet2_ops_site(pointnet2_ops_wheel, tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("pointnet2_ops-site")
     pip("install", "--no-deps", "-q", "--target", str(site), str(pointnet2_ops_wheel), cwd=site)
     return site
+
+
+@pytest.fixture(scope="module")
+def peer() -> Path:
+    """Pointnet2_PyTorch's checkout (tests/helpers/peers.py), or a skip that says how to fetch it."""
+    found = peers.peer_checkout("Pointnet2_PyTorch")
+    if found is None:
+        pytest.skip(peers.missing_reason("Pointnet2_PyTorch"))
+    return found

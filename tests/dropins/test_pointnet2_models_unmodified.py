@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import peers
 import pytest
 from pointnet2_dropin import child_env
 
@@ -28,14 +27,6 @@ MODELS = [
     "PointNet2SemSegSSG",
     "PointNet2SemSegMSG",
 ]
-
-
-@pytest.fixture(scope="module")
-def peer() -> Path:
-    found = peers.peer_checkout("Pointnet2_PyTorch")
-    if found is None:
-        pytest.skip(peers.missing_reason("Pointnet2_PyTorch"))
-    return found
 
 
 def train(peer: Path, site: Path, model: str) -> dict:

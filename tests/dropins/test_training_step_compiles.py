@@ -27,7 +27,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import peers
 import pytest
 import torch
 
@@ -46,14 +45,6 @@ CASES = {
     "sem-msg-4096": 1024,
 }
 TOLERANCE = {"float32": 1e-5, "float64": 1e-8}  # relative, for the loss, gradients and parameters
-
-
-@pytest.fixture(scope="module")
-def peer() -> Path:
-    found = peers.peer_checkout("Pointnet2_PyTorch")
-    if found is None:
-        pytest.skip(peers.missing_reason("Pointnet2_PyTorch"))
-    return found
 
 
 def compile_case(peer: Path, case: str, device: str, backend: str, dtype: str, mode: str = "default") -> dict:

@@ -39,7 +39,7 @@ import pytest
 from standin_toolchain import PY, SITE, SUBDIR, _distribution_files, write_toolchain_channel
 
 from solver.channel import ChannelError, build_channel, current_platform
-from solver.channel.recipe import RecipeFiles
+from solver.channel.recipe import RecipeFiles, recipe_files
 from solver.channel.render import PLATFORMS, rendered_variants
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,10 +47,7 @@ import conda_forge_standins as standins  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO / "recipes" / "mmcv"
-FILES = RecipeFiles(
-    recipe=RECIPE_DIR / "recipe.yaml",
-    variant_configs=(REPO / "conda_build_config.yaml", RECIPE_DIR / "conda_build_config.yaml"),
-)
+FILES = recipe_files(RECIPE_DIR)  # recipe.yaml, then the pinning and the recipe's own variant files
 PATCHES = sorted((RECIPE_DIR / "patches").glob("*.patch"))
 CACHE = REPO / "out" / "mmcv-recipe-test"
 PYPI = "https://files.pythonhosted.org/packages"
@@ -466,10 +463,7 @@ def recipe_with_local_sdist(tmp: Path) -> RecipeFiles:
     assert text.count(url) == 1
     local = f"file://{fetch_sdist('2.1.0').parent}/mmcv-${{{{ version }}}}.tar.gz"
     recipe.write_text(text.replace(url, f"url: {local}"))
-    return RecipeFiles(
-        recipe=recipe,
-        variant_configs=(tree / "conda_build_config.yaml", recipe.parent / "conda_build_config.yaml"),
-    )
+    return recipe_files(recipe)
 
 
 class Built:

@@ -25,7 +25,7 @@ from test_rattler_build import NO_GPU, extracted, rattler_install, read_package
 
 from solver import cli
 from solver.channel import ChannelError, build_channel, current_platform
-from solver.channel.recipe import RecipeFiles
+from solver.channel.recipe import recipe_files
 from solver.channel.render import PLATFORMS, rendered_variants
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,10 +33,7 @@ import conda_forge_standins as standins  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_DIR = REPO / "recipes" / "pointnet2_ops"
-FILES = RecipeFiles(
-    recipe=RECIPE_DIR / "recipe.yaml",
-    variant_configs=(REPO / "conda_build_config.yaml", RECIPE_DIR / "conda_build_config.yaml"),
-)
+FILES = recipe_files(RECIPE_DIR)  # recipe.yaml, then the pinning and the recipe's own variant files
 VERSION_FILE = REPO / "ops-src" / "dropins" / "pointnet2_ops" / "pointnet2_ops" / "_version.py"
 OVERRIDES = {"python_min": [PY]}
 

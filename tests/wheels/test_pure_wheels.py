@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pip_target import pip_install_target
 from solver_cli import one_line
 
 from solver import published
@@ -82,22 +83,7 @@ def test_the_wheel_holds_the_import_package_and_its_extras(built):
 def test_pip_installs_it_beside_this_pointops_and_upstream_s_imports_work(built, tmp_path):
     wheel, _, _ = built
     site = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--target",
-            str(site),
-            wheel,
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip_install_target(wheel, site)
     probe = (
         "import pointnet2_ops\n"
         "from pointnet2_ops import pointnet2_utils\n"

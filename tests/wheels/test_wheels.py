@@ -12,6 +12,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from pip_target import pip_install_target
 from solver_cli import one_line
 
 from solver.cli import main
@@ -67,25 +68,6 @@ def rewrite(wheel: Path, target: Path, change) -> Path:
     return target
 
 
-def pip_install(wheel: Path, site: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--target",
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
-
-
 def test_the_cpu_wheel_is_abi3_manylinux_and_passes_its_audit(cpu_wheel):
     name = parse_wheel_name(cpu_wheel.name)
     assert (name.distribution, name.python, name.abi) == ("pointops", "cp310", "abi3")
@@ -100,7 +82,7 @@ def test_the_cpu_wheel_is_abi3_manylinux_and_passes_its_audit(cpu_wheel):
 
 def test_pip_installs_the_wheel_next_to_this_torch_and_it_runs(cpu_wheel, tmp_path):
     site = tmp_path / "site"
-    pip_install(cpu_wheel, site)
+    pip_install_target(cpu_wheel, site)
     probe = (
         "import json, torch, pointops, pointnet2_batch_cuda;"
         "x = torch.rand(2, 256, 3);"
@@ -132,7 +114,7 @@ def test_renaming_makes_a_wheel_pip_accepts_under_the_new_name(cpu_wheel, tmp_pa
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.strip().splitlines()[-1] == "Would install pointops-cu13-0.1.0"
     site = tmp_path / "site"
-    pip_install(renamed, site)  # pip checks the METADATA name against the file name
+    pip_install_target(renamed, site)  # pip checks the METADATA name against the file name
     assert (site / "pointops_cu13-0.1.0.dist-info").is_dir() and (site / "pointops" / "_C.abi3.so").exists()
     # the audit sees a CPU binary published as the CUDA 13 distribution
     assert any("CUDA 13.0 build" in p for p in audit_wheel(renamed, run_abi3audit=False))
