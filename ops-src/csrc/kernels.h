@@ -140,12 +140,15 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
 // Gradient w.r.t. feat:  grad_feat[b,c,n] = sum over (p,t) with idx[b,p,t] == n of
 //   w[b,p,t] * grad_out[b,c,p]. grad_feat [B,C,N] is fully written (zeros where nothing maps).
 // Deterministic: the sum for each n is taken in ascending (p,t) order, no float atomics.
+// With `checks` (CUDA), in both gradients and in the packed gradients below: an index outside
+// -1..N-1 adds nothing and is recorded, so a direct call with indices the forward never saw
+// is reported too (by the next call or check_errors).
 Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* idx, const void* weight,
                                 int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_feat);
 CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T);
 Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
                                  const void* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
-                                 void* grad_feat, void* workspace, void* stream);
+                                 void* grad_feat, void* workspace, const InKernelChecks* checks, void* stream);
 
 // Gradient w.r.t. weight: grad_w[b,p,t] = sum_c grad_out[b,c,p] * feat[b,c,idx[b,p,t]]
 // (0 where idx is -1). grad_w [B,P,T].
@@ -153,7 +156,7 @@ Status gather_backward_weight_cpu(Dtype dt, const void* grad_out, const void* fe
                                   int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight);
 Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
                                    int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight,
-                                   void* stream);
+                                   const InKernelChecks* checks, void* stream);
 
 // Rows of channels-last features (packed batches): feat [P,C], idx [Q,T] (global rows, -1 adds
 // nothing), weight [Q,T] or null -> out [Q,C], out[q,c] = sum_t w[q,t] * feat[idx[q,t],c] in
@@ -175,12 +178,13 @@ Status gather_rows_backward_feat_cpu(Dtype dt, const void* grad_out, const int64
 CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t T);
 Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, RowIndex idx,
                                       const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
-                                      void* grad_feat, void* workspace, void* stream);
+                                      void* grad_feat, void* workspace, const InKernelChecks* checks,
+                                      void* stream);
 Status gather_rows_backward_weight_cpu(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
                                        int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight);
 Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, RowIndex idx,
                                         int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
-                                        void* stream);
+                                        const InKernelChecks* checks, void* stream);
 
 // ---------------------------------------------------------------------------------------------
 // Asynchronous value checks (CUDA): the default CUDA path never waits for the device, so input

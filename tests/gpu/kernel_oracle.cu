@@ -391,11 +391,11 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
                                    nullptr),
                "gather");
   check_status(gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
-                                         d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr),
+                                         d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr, nullptr),
                "gather_backward_feat");
   if (weighted)
     check_status(gather_backward_weight_cuda(dt, d_g.ptr, d_feat.ptr, d_idx.as<int64_t>(), B, C, N, P, T,
-                                             d_gw.ptr, nullptr),
+                                             d_gw.ptr, nullptr, nullptr),
                  "gather_backward_weight");
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
@@ -463,10 +463,10 @@ static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t
   const void* wp = weighted ? d_w.ptr : nullptr;
   check_status(gather_rows_cuda(dt, feat_p, rix, wp, P, C, Q, T, d_out.ptr, nullptr, nullptr), "gather_rows");
   check_status(
-      gather_rows_backward_feat_cuda(plan, dt, grad_p, rix, wp, P, C, Q, T, d_gf.ptr, ws.ptr, nullptr),
+      gather_rows_backward_feat_cuda(plan, dt, grad_p, rix, wp, P, C, Q, T, d_gf.ptr, ws.ptr, nullptr, nullptr),
       "gather_rows_backward_feat");
   if (weighted)
-    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, rix, P, C, Q, T, d_gw.ptr, nullptr),
+    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, rix, P, C, Q, T, d_gw.ptr, nullptr, nullptr),
                  "gather_rows_backward_weight");
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
@@ -993,7 +993,7 @@ static void bench_gathers(double bw, bool sweep) {
       const double bwd = time_ms(
           [&] {
             check_status(gather_backward_feat_cuda(bwd_plan, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C,
-                                                   s.N, s.P, s.T, d_gf.ptr, ws.ptr, nullptr),
+                                                   s.N, s.P, s.T, d_gf.ptr, ws.ptr, nullptr, nullptr),
                          "bwd");
           },
           3, 20);
@@ -1009,7 +1009,7 @@ static void bench_gathers(double bw, bool sweep) {
           const double alt = time_ms(
               [&] {
                 check_status(gather_backward_feat_cuda(forced, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C,
-                                                       s.N, s.P, s.T, d_gf.ptr, ws_forced.ptr, nullptr),
+                                                       s.N, s.P, s.T, d_gf.ptr, ws_forced.ptr, nullptr, nullptr),
                              "bwd");
               },
               3, 20);
@@ -1041,7 +1041,7 @@ static void bench_gathers(double bw, bool sweep) {
         const double bw_ms = time_ms(
             [&] {
               check_status(gather_backward_weight_cuda(dt, d_out.ptr, d_f.ptr, d_i.as<int64_t>(), s.B, s.C,
-                                                       s.N, s.P, s.T, d_gw.ptr, nullptr),
+                                                       s.N, s.P, s.T, d_gw.ptr, nullptr, nullptr),
                            "bwd_w");
             },
             3, 20);

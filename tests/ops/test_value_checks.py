@@ -344,6 +344,85 @@ def test_cuda_bad_values_poison_the_outputs_and_are_raised_later():
         pointops.check_errors(0)
 
 
+# Every row building and sum path of the CUDA gather backward (tuning knobs; the planner's
+# own pick first): each reads idx in a different first kernel.
+BACKWARD_PATHS = {
+    "planned": {},
+    "direct": {"GATHER_STAGED": 0},
+    "transposed-radix": {"GATHER_SPARSE": 0},
+    "transposed-counted": {"GATHER_SPARSE": 0, "GATHER_ROWS_COUNTED": 1},
+    "sparse": {"GATHER_SPARSE": 1},
+    "sparse-staged": {"GATHER_SPARSE": 2},
+    "fused": {"GATHER_SPARSE": 3},
+    "chunked": {"GATHER_SPARSE": 4},
+}
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+@pytest.mark.parametrize("path", BACKWARD_PATHS)
+@pytest.mark.parametrize("T, weighted", [(1, False), (3, True), (8, False)])
+@pytest.mark.parametrize("bad", [64, -2, 2**40])
+def test_cuda_gather_backward_records_an_index_outside_the_range(path, T, weighted, bad):
+    # Through autograd the forward has seen the same indices; a direct call of the backward op
+    # must report them too, and sum every good entry as if the bad one were -1.
+    ops = torch.ops.pointops
+    pointops.check_errors()
+    g = torch.Generator().manual_seed(T)
+    B, C, N, P = 2, 8, 64, 48
+    idx = torch.randint(-1, N, (B, P, T), generator=g)
+    weight = torch.rand(B, P, T, generator=g) if weighted else None
+    grad, feat = torch.rand(B, C, P, generator=g), torch.rand(B, C, N, generator=g)
+    as_minus_one = idx.clone()
+    as_minus_one[1, 5, T - 1] = -1
+    idx[1, 5, T - 1] = bad
+    expected_feat = ops.gather_backward_feat(grad, as_minus_one, weight, N)
+    expected_weight = ops.gather_backward_weight(grad, feat, as_minus_one)
+    cuda = lambda t: None if t is None else t.cuda()  # noqa: E731
+    with pointops._tuning.override(**BACKWARD_PATHS[path]):
+        grad_feat = ops.gather_backward_feat(grad.cuda(), idx.cuda(), cuda(weight), N)
+        with pytest.raises(ValueError, match="idx held a value outside its range"):
+            pointops.check_errors()
+        grad_weight = ops.gather_backward_weight(grad.cuda(), feat.cuda(), idx.cuda())
+        with pytest.raises(ValueError, match="idx held a value outside its range"):
+            pointops.check_errors()
+        with pointops.value_checks(False):
+            unchecked = ops.gather_backward_feat(grad.cuda(), idx.cuda(), cuda(weight), N)
+            torch.cuda.synchronize()
+        pointops.check_errors()  # nothing recorded with the checks off
+    torch.testing.assert_close(grad_feat.cpu(), expected_feat)
+    torch.testing.assert_close(unchecked.cpu(), expected_feat)
+    torch.testing.assert_close(grad_weight.cpu(), expected_weight)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
+@pytest.mark.parametrize("counted", [0, 1])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("bad", [40, -3])
+def test_cuda_packed_gather_backward_records_an_index_outside_the_range(counted, index_dtype, bad):
+    ops = torch.ops.pointops
+    pointops.check_errors()
+    g = torch.Generator().manual_seed(1)
+    rows, C, Q, T = 40, 6, 30, 4
+    idx = torch.randint(-1, rows, (Q, T), generator=g)
+    weight = torch.rand(Q, T, generator=g)
+    grad, feat = torch.rand(Q, C, generator=g), torch.rand(rows, C, generator=g)
+    as_minus_one = idx.clone()
+    as_minus_one[7, 2] = -1
+    idx[7, 2] = bad
+    expected_feat = ops.gather_rows_backward_feat(grad, as_minus_one, weight, rows)
+    expected_weight = ops.gather_rows_backward_weight(grad, feat, as_minus_one)
+    idx = idx.to(index_dtype).cuda()
+    with pointops._tuning.override(GATHER_ROWS_COUNTED=counted):
+        grad_feat = ops.gather_rows_backward_feat(grad.cuda(), idx, weight.cuda(), rows)
+        with pytest.raises(ValueError, match="idx held a value outside its range"):
+            pointops.check_errors()
+        grad_weight = ops.gather_rows_backward_weight(grad.cuda(), feat.cuda(), idx)
+        with pytest.raises(ValueError, match="idx held a value outside its range"):
+            pointops.check_errors()
+    torch.testing.assert_close(grad_feat.cpu(), expected_feat)
+    torch.testing.assert_close(grad_weight.cpu(), expected_weight)
+
+
 @pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
 def test_cuda_checks_off_stay_in_bounds():
     dev = "cuda"

@@ -100,12 +100,15 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(grad_out);
-  raise_recorded_problem(grad_out.get_device_index(), cuda.stream, "gather_backward_feat");
+  // The kernels that read idx first record an index outside -1..n-1 (a direct call's; through
+  // autograd the forward has seen the same indices).
+  const InKernelChecks checks = in_kernel_checks(CheckedOp::Gather, CheckedArg::Idx, grad_out, cuda.stream);
   const CudaPlan plan = gather_backward_feat_cuda_plan(dt, s.B, s.C, s.N, s.P, s.T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
   raise_on_error(
       gather_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), idx_p, optional_ptr(w), s.B, s.C, s.N,
-                                s.P, s.T, grad_feat.mutable_data_ptr(), workspace_ptr(ws), cuda.stream),
+                                s.P, s.T, grad_feat.mutable_data_ptr(), workspace_ptr(ws),
+                                checks.device_code ? &checks : nullptr, cuda.stream),
       "gather_backward_feat");
 #endif
   return grad_feat;
@@ -142,9 +145,10 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
-  raise_recorded_problem(feat.get_device_index(), cuda.stream, "gather_backward_weight");
+  const InKernelChecks checks = in_kernel_checks(CheckedOp::Gather, CheckedArg::Idx, feat, cuda.stream);
   raise_on_error(gather_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), idx_p, s.B,
-                                             s.C, s.N, s.P, s.T, grad_w.mutable_data_ptr(), cuda.stream),
+                                             s.C, s.N, s.P, s.T, grad_w.mutable_data_ptr(),
+                                             checks.device_code ? &checks : nullptr, cuda.stream),
                  "gather_backward_weight");
 #endif
   return grad_w;

@@ -25,7 +25,8 @@ using namespace cuda_detail;
 
 template <class T>
 Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
-                    int64_t P, int64_t T_, const CudaPlan& plan, T* grad_feat, cudaStream_t s) {
+                    int64_t P, int64_t T_, const CudaPlan& plan, T* grad_feat, KernelChecks checks,
+                    cudaStream_t s) {
   auto kernel = T_ == 1 ? fused_sparse_sum_kernel<T, 1>
                         : (T_ == 3 ? fused_sparse_sum_kernel<T, 3> : fused_sparse_sum_kernel<T, 0>);
   // Every plan fits in kFusedSmemBytes: one limit for all of them.
@@ -35,7 +36,7 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
   const int64_t stage_rows = plan.shape[1], channels_per_block = plan.shape[2], blocks = plan.shape[3];
   kernel<<<static_cast<unsigned int>(blocks), kFusedThreads, fused_smem(P, T_, sizeof(T), stage_rows), s>>>(
       grad_out, idx, weight, B, C, N, P, T_, channels_per_block, static_cast<int>(stage_rows), vector_stores,
-      grad_feat);
+      grad_feat, checks);
   return launch_status();
 }
 
@@ -58,11 +59,11 @@ Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, 
 template <class T>
 Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
                         int64_t N, int64_t P, int64_t T_, T* grad_feat, const CudaPlan& plan, void* workspace,
-                        cudaStream_t s) {
+                        KernelChecks checks, cudaStream_t s) {
   RadixRows rows;
   if (Status st = carve_radix_rows(workspace, B, N, P, T_, chunked_packed_bytes(B, N, P, T_), &rows))
     return st;
-  if (Status st = build_radix_rows(idx, B, N, P, T_, false, &rows, s)) return st;
+  if (Status st = build_radix_rows(idx, B, N, P, T_, false, &rows, checks, s)) return st;
   const uint32_t entries = static_cast<uint32_t>(B * P * T_), targets = static_cast<uint32_t>(B * N);
   const int64_t pack_threads = int64_t{targets} + 1 > entries ? int64_t{targets} + 1 : entries;
   chunked_pack_kernel<T, float><<<grid_for(pack_threads, 256), 256, 0, s>>>(
@@ -133,13 +134,13 @@ Status transposed_sums(const T* grad_out, const T* weight, int64_t B, int64_t C,
 template <class T, class I>
 Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
                      int64_t P, int64_t T_, T* grad_feat, const CudaPlan& sums, void* workspace,
-                     cudaStream_t s) {
+                     KernelChecks checks, cudaStream_t s) {
   const SumPath path = static_cast<SumPath>(sums.path);
   if (path == SumPath::SparseFused)
-    return launch_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, s);
+    return launch_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, checks, s);
   if constexpr (!std::is_same<T, double>::value) {  // the planner never picks them for float64
     if (path == SumPath::Chunked)
-      return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, s);
+      return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, checks, s);
   }
   if (path == SumPath::Transposed && sums.shape[1] == 1) {  // rows by radix sort
     if constexpr (std::is_same<I, uint32_t>::value) {
@@ -147,7 +148,7 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
       if (Status st = carve_radix_rows(workspace, B, N, P, T_, slab_bytes(B, C, P, sizeof(T), path), &rows))
         return st;
       auto build = [&](cudaStream_t rs, const uint32_t** row_start, const uint32_t** entries) -> Status {
-        if (Status st = build_radix_rows(idx, B, N, P, T_, true, &rows, rs)) return st;
+        if (Status st = build_radix_rows(idx, B, N, P, T_, true, &rows, checks, rs)) return st;
         *row_start = rows.row_start;
         *entries = rows.vals.Current();  // the sort's last pass chose the buffer (known on the host)
         return nullptr;
@@ -168,7 +169,7 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
     if (err != cudaSuccess) return cudaGetErrorString(err);
     if (entries > 0) {
       count_kernel<I><<<grid_for(entries, kGatherBackwardThreads), kGatherBackwardThreads, 0, rows_stream>>>(
-          idx, B, N, P * T_, plan.counts);
+          idx, B, N, P * T_, plan.counts, checks);
       if (Status st = launch_status()) return st;
     }
     size_t bytes = plan.temp_bytes;
@@ -230,17 +231,19 @@ CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t 
 
 Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
                                  const void* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
-                                 void* grad_feat, void* workspace, void* stream) {
+                                 void* grad_feat, void* workspace, const InKernelChecks* in_kernel_checks,
+                                 void* stream) {
   if (B == 0 || C == 0 || N == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const KernelChecks checks = KernelChecks::from(in_kernel_checks);
   const bool narrow = plan.shape[0] == 1;
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
     const E* g = static_cast<const E*>(grad_out);
     const E* w = static_cast<const E*>(weight);
     E* out = static_cast<E*>(grad_feat);
-    if (narrow) return backward_feat<E, uint32_t>(g, idx, w, B, C, N, P, T, out, plan, workspace, s);
-    return backward_feat<E, unsigned long long>(g, idx, w, B, C, N, P, T, out, plan, workspace, s);
+    if (narrow) return backward_feat<E, uint32_t>(g, idx, w, B, C, N, P, T, out, plan, workspace, checks, s);
+    return backward_feat<E, unsigned long long>(g, idx, w, B, C, N, P, T, out, plan, workspace, checks, s);
   });
 }
 

@@ -21,12 +21,15 @@ inline bool fits_u32(int64_t B, int64_t N, int64_t P, int64_t T) {
 // Ix: the index type (int64_t, or int32_t for the packed gather's int32 indices).
 template <class I, class Ix>
 __global__ void count_kernel(const Ix* __restrict__ idx, int64_t B, int64_t N, int64_t entries_per_batch,
-                             I* __restrict__ counts) {
+                             I* __restrict__ counts, KernelChecks checks) {
   const int64_t total = B * entries_per_batch;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = idx[e];
-    if (j >= 0 && j < N) atomicAdd(&counts[(e / entries_per_batch) * N + j], I(1));
+    if (j >= 0 && j < N)
+      atomicAdd(&counts[(e / entries_per_batch) * N + j], I(1));
+    else if (j != -1)
+      checks.report();
   }
 }
 
@@ -177,10 +180,12 @@ inline Status carve_radix_rows(void* workspace, int64_t B, int64_t N, int64_t P,
 template <class Ix>
 __global__ void target_keys_kernel(const Ix* __restrict__ idx, uint32_t N, uint32_t rows,
                                    uint32_t entries_per_batch, uint32_t entries, uint32_t* __restrict__ keys,
-                                   uint32_t* __restrict__ vals) {
+                                   uint32_t* __restrict__ vals, KernelChecks checks) {
   for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < entries; e += gridDim.x * blockDim.x) {
     const int64_t j = idx[e];
-    keys[e] = j >= 0 && j < N ? (e / entries_per_batch) * N + static_cast<uint32_t>(j) : rows;
+    const bool in_range = j >= 0 && j < N;
+    if (!in_range && j != -1) checks.report();
+    keys[e] = in_range ? (e / entries_per_batch) * N + static_cast<uint32_t>(j) : rows;
     vals[e] = e;
   }
 }
@@ -212,12 +217,13 @@ __global__ void sorted_row_starts_kernel(const uint32_t* __restrict__ sorted_key
 // packing kernel instead). Ix: int64_t, or int32_t for the packed gather's indices.
 template <class Ix>
 Status build_radix_rows(const Ix* idx, int64_t B, int64_t N, int64_t P, int64_t T, bool row_starts,
-                        RadixRows* rows, cudaStream_t s) {
+                        RadixRows* rows, KernelChecks checks, cudaStream_t s) {
   const uint32_t entries = static_cast<uint32_t>(B * P * T), targets = static_cast<uint32_t>(B * N);
   if (entries > 0) {
     target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(idx, static_cast<uint32_t>(N), targets,
                                                                   static_cast<uint32_t>(P * T), entries,
-                                                                  rows->keys.Current(), rows->vals.Current());
+                                                                  rows->keys.Current(), rows->vals.Current(),
+                                                                  checks);
     if (Status st = launch_status()) return st;
     size_t bytes = rows->temp_bytes;
     cudaError_t err = cub::DeviceRadixSort::SortPairs(rows->temp, bytes, rows->keys, rows->vals,

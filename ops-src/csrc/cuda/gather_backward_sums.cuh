@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
     fused_sparse_sum_kernel(const T* __restrict__ grad_out, const int64_t* __restrict__ idx,
                             const T* __restrict__ weight, int64_t B, int64_t C, int64_t N, int64_t P,
                             int64_t T_, int64_t channels_per_block, int stage_rows, bool vector_stores,
-                            T* __restrict__ grad_feat) {
+                            T* __restrict__ grad_feat, KernelChecks checks) {
   using A = acc_t<T>;
   constexpr int VEC = 16 / sizeof(T);  // targets per 16-byte store
   constexpr int kGroups = kFusedTargetsPerThread / VEC;
@@ -410,6 +410,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2)
   for (int k = 0; k < kFusedEntriesPerThread; ++k) {
     const int64_t e = t + int64_t{k} * kFusedThreads;
     const int64_t j = e < E ? idx[b * E + e] : -1;
+    if (j < -1 || j >= N) checks.report();
     const uint64_t local = static_cast<uint64_t>(j - n0);  // < rows exactly when n0 <= j < n0 + rows
     const uint32_t packed = local < static_cast<uint64_t>(rows) ? static_cast<uint32_t>(local) : kNoTarget;
     if (k % 2 == 0)

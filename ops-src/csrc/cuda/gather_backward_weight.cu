@@ -13,7 +13,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     backward_weight_kernel(const T* __restrict__ grad_out, const T* __restrict__ feat,
                            const int64_t* __restrict__ idx, int64_t B, int64_t C, int64_t N, int64_t P,
-                           int64_t T_, T* __restrict__ grad_w) {
+                           int64_t T_, T* __restrict__ grad_w, KernelChecks checks) {
   using A = acc_t<T>;
   const int64_t total = B * P * T_;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t b = bp / P, p = bp - b * P;
     const int64_t j = idx[e];
     A acc = A(0);
+    if (j < -1 || j >= N) checks.report();
     if (j >= 0 && j < N) {
       const T* g = grad_out + b * C * P + p;
       const T* f = feat + b * C * N + j;
@@ -35,14 +36,14 @@ __global__ void __launch_bounds__(kThreads)
 
 Status gather_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, const int64_t* idx,
                                    int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, void* grad_weight,
-                                   void* stream) {
+                                   const InKernelChecks* checks, void* stream) {
   if (B == 0 || P == 0 || T == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
     backward_weight_kernel<E><<<grid_for(B * P * T, kThreads), kThreads, 0, s>>>(
         static_cast<const E*>(grad_out), static_cast<const E*>(feat), idx, B, C, N, P, T,
-        static_cast<E*>(grad_weight));
+        static_cast<E*>(grad_weight), KernelChecks::from(checks));
     return launch_status();
   });
 }

@@ -209,12 +209,13 @@ template <class T, class Ix>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_weight_kernel(const T* __restrict__ grad_out, const T* __restrict__ feat,
                               const Ix* __restrict__ idx, int64_t P, int64_t C, int64_t Q, int64_t T_,
-                              T* __restrict__ grad_w) {
+                              T* __restrict__ grad_w, KernelChecks checks) {
   using A = acc_t<T>;
   const int64_t total = Q * T_;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t q = e / T_, j = idx[e];
+    if (j < -1 || j >= P) checks.report();
     A acc = A(0);
     if (j >= 0 && j < P) {
       for (int64_t c = 0; c < C; ++c)
@@ -247,10 +248,10 @@ Status launch_backward_sums(const T* grad_out, const T* weight, const I* row_sta
 
 template <class T, class Ix>
 Status backward_sorted(const T* grad_out, const Ix* idx, const T* weight, int64_t P, int64_t C, int64_t Q,
-                       int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
+                       int64_t T_, T* grad_feat, void* workspace, KernelChecks checks, cudaStream_t s) {
   RadixRows rows;
   if (Status st = carve_radix_rows(workspace, 1, P, Q, T_, 0, &rows)) return st;
-  if (Status st = build_radix_rows<Ix>(idx, 1, P, Q, T_, true, &rows, s)) return st;
+  if (Status st = build_radix_rows<Ix>(idx, 1, P, Q, T_, true, &rows, checks, s)) return st;
   return launch_backward_sums<T, uint32_t>(grad_out, weight, rows.row_start, rows.vals.Current(), P, C, T_,
                                            grad_feat, s);
 }
@@ -259,14 +260,14 @@ Status backward_sorted(const T* grad_out, const Ix* idx, const T* weight, int64_
 
 template <class T, class I, class Ix>
 Status backward_counted(const T* grad_out, const Ix* idx, const T* weight, int64_t P, int64_t C, int64_t Q,
-                        int64_t T_, T* grad_feat, void* workspace, cudaStream_t s) {
+                        int64_t T_, T* grad_feat, void* workspace, KernelChecks checks, cudaStream_t s) {
   RowArrays<I> rows;
   if (Status st = carve_rows<I>(workspace, 1, P, Q, T_, 0, &rows)) return st;
   const int64_t entries = Q * T_;
   cudaError_t err = cudaMemsetAsync(rows.counts, 0, static_cast<size_t>(P + 1) * sizeof(I), s);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   if (entries > 0) {
-    count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, 1, P, entries, rows.counts);
+    count_kernel<I><<<grid_for(entries, kThreads), kThreads, 0, s>>>(idx, 1, P, entries, rows.counts, checks);
   }
   size_t bytes = rows.temp_bytes;
   err = cub::DeviceScan::ExclusiveSum(rows.temp, bytes, rows.counts, rows.row_start, P + 1, s);
@@ -337,9 +338,11 @@ CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int
 
 Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, RowIndex idx,
                                       const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
-                                      void* grad_feat, void* workspace, void* stream) {
+                                      void* grad_feat, void* workspace, const InKernelChecks* in_kernel_checks,
+                                      void* stream) {
   if (P == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const KernelChecks checks = KernelChecks::from(in_kernel_checks);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using E = decltype(tag);
     const E* g = static_cast<const E*>(grad_out);
@@ -349,10 +352,11 @@ Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void
       using Ix = decltype(itag);
       const Ix* ix = index_data<Ix>(idx);
       switch (plan.path) {
-        case kRowsSorted: return backward_sorted<E, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
+        case kRowsSorted: return backward_sorted<E, Ix>(g, ix, w, P, C, Q, T, out, workspace, checks, s);
         case kRowsCounted32:
-          return backward_counted<E, uint32_t, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
-        default: return backward_counted<E, unsigned long long, Ix>(g, ix, w, P, C, Q, T, out, workspace, s);
+          return backward_counted<E, uint32_t, Ix>(g, ix, w, P, C, Q, T, out, workspace, checks, s);
+        default:
+          return backward_counted<E, unsigned long long, Ix>(g, ix, w, P, C, Q, T, out, workspace, checks, s);
       }
     });
   });
@@ -360,7 +364,7 @@ Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void
 
 Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const void* feat, RowIndex idx,
                                         int64_t P, int64_t C, int64_t Q, int64_t T, void* grad_weight,
-                                        void* stream) {
+                                        const InKernelChecks* checks, void* stream) {
   if (Q == 0 || T == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   return dispatch_dtype(dt, [&](auto tag) -> Status {
@@ -369,7 +373,7 @@ Status gather_rows_backward_weight_cuda(Dtype dt, const void* grad_out, const vo
       using Ix = decltype(itag);
       gather_rows_weight_kernel<E, Ix><<<grid_for(Q * T, kThreads), kThreads, 0, s>>>(
           static_cast<const E*>(grad_out), static_cast<const E*>(feat), index_data<Ix>(idx), P, C, Q, T,
-          static_cast<E*>(grad_weight));
+          static_cast<E*>(grad_weight), KernelChecks::from(checks));
       return launch_status();
     });
   });
