@@ -423,6 +423,57 @@ def test_cuda_packed_gather_backward_records_an_index_outside_the_range(counted,
     torch.testing.assert_close(grad_weight.cpu(), expected_weight)
 
 
+# Shapes where no gather kernel runs (nothing to read from, or nothing to write): the index
+# is checked all the same, as on CPU.
+UNREAD_INDEX_CALLS = {
+    "gather, no points": lambda ops, i: ops.gather(torch.rand(1, 2, 0), i.view(1, 1, 1), None),
+    "gather, no channels": lambda ops, i: ops.gather(torch.rand(1, 0, 4), i.view(1, 1, 1), None),
+    "gather_backward_feat, n 0": lambda ops, i: ops.gather_backward_feat(
+        torch.rand(1, 2, 1), i.view(1, 1, 1), None, 0
+    ),
+    "gather_backward_weight, no points": lambda ops, i: ops.gather_backward_weight(
+        torch.rand(1, 2, 1), torch.rand(1, 2, 0), i.view(1, 1, 1)
+    ),
+    "packed gather, no rows": lambda ops, i: ops.gather_rows(torch.rand(0, 3), i.view(1, 1).int(), None),
+    "packed gather_rows_backward_feat, rows 0": lambda ops, i: ops.gather_rows_backward_feat(
+        torch.rand(1, 3), i.view(1, 1), None, 0
+    ),
+    "packed gather_rows_backward_weight, no channels": lambda ops, i: ops.gather_rows_backward_weight(
+        torch.rand(1, 0), torch.rand(4, 0), i.view(1, 1)
+    ),
+}
+
+
+@pytest.mark.parametrize("call", UNREAD_INDEX_CALLS)
+def test_an_index_no_kernel_reads_is_still_checked(call):
+    ops = torch.ops.pointops
+    bad = torch.tensor([5])
+    with pytest.raises(RuntimeError, match="idx holds index 5"):
+        UNREAD_INDEX_CALLS[call](ops, bad)  # the CPU binding refuses it before anything runs
+    if not CUDA:
+        return
+    pointops.check_errors()
+    cuda_ops = _OnDevice(ops, "cuda")
+    out = UNREAD_INDEX_CALLS[call](cuda_ops, bad.cuda())
+    with pytest.raises(ValueError, match="idx held a value outside its range"):
+        pointops.check_errors()
+    assert out.numel() == 0 or torch.isnan(out).all()  # poisoned, not zeros
+    UNREAD_INDEX_CALLS[call](cuda_ops, torch.tensor([-1], device="cuda"))
+    pointops.check_errors()  # -1 is fine
+
+
+class _OnDevice:
+    """torch.ops.pointops with every tensor argument moved to `device` first."""
+
+    def __init__(self, ops, device):
+        self._ops, self._device = ops, device
+
+    def __getattr__(self, name):
+        op = getattr(self._ops, name)
+        move = lambda a: a.to(self._device) if isinstance(a, torch.Tensor) else a  # noqa: E731
+        return lambda *args: op(*(move(a) for a in args))
+
+
 @pytest.mark.skipif(not CUDA, reason="needs a GPU and a CUDA build")
 def test_cuda_checks_off_stay_in_bounds():
     dev = "cuda"

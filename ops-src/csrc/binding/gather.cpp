@@ -48,9 +48,9 @@ Tensor gather(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   check_indices_cpu(idx, "idx", s.N);
   auto w = prepare_weight(weight, idx, feat, "feat");
   Tensor out = empty_like_shape(feat, {s.B, s.C, s.P}, feat.scalar_type());
-  if (out.numel() == 0) return out;
-  if (s.N == 0 || s.T == 0) {
-    torch::stable::zero_(out);  // only -1 indices can address an empty dimension
+  if (out.numel() == 0 || s.N == 0 || s.T == 0) {
+    if (out.numel() > 0) torch::stable::zero_(out);  // only -1 indices can address no points
+    check_unread_indices(CheckedOp::Gather, idx, s.N, out);
     return out;
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());
@@ -86,9 +86,9 @@ Tensor gather_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tensor> w
   check_indices_cpu(idx, "idx", n);
   auto w = prepare_weight(weight, idx, grad_out, "grad_out");
   Tensor grad_feat = empty_like_shape(grad_out, {s.B, s.C, n}, grad_out.scalar_type());
-  if (grad_feat.numel() == 0) return grad_feat;
-  if (s.P == 0 || s.T == 0) {
-    torch::stable::zero_(grad_feat);
+  if (grad_feat.numel() == 0 || s.P == 0 || s.T == 0) {
+    if (grad_feat.numel() > 0) torch::stable::zero_(grad_feat);
+    check_unread_indices(CheckedOp::Gather, idx, n, grad_feat);
     return grad_feat;
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());
@@ -131,9 +131,9 @@ Tensor gather_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   idx = as_contiguous(idx);
   check_indices_cpu(idx, "idx", s.N);
   Tensor grad_w = empty_like_shape(feat, {s.B, s.P, s.T}, feat.scalar_type());
-  if (grad_w.numel() == 0) return grad_w;
-  if (s.C == 0 || s.N == 0) {
-    torch::stable::zero_(grad_w);
+  if (grad_w.numel() == 0 || s.C == 0 || s.N == 0) {
+    if (grad_w.numel() > 0) torch::stable::zero_(grad_w);
+    check_unread_indices(CheckedOp::Gather, idx, s.N, grad_w);
     return grad_w;
   }
   const int64_t* idx_p = static_cast<const int64_t*>(idx.const_data_ptr());

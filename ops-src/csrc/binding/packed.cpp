@@ -248,9 +248,9 @@ Tensor gather_rows(Tensor feat, Tensor idx, std::optional<Tensor> weight) {
   check_indices_cpu(idx, "idx", P);
   auto w = prepare_row_weight(weight, idx, feat, "feat");
   Tensor out = empty_like_shape(feat, {Q, C}, feat.scalar_type());
-  if (out.numel() == 0) return out;
-  if (P == 0 || T == 0) {
-    torch::stable::zero_(out);
+  if (out.numel() == 0 || P == 0 || T == 0) {
+    if (out.numel() > 0) torch::stable::zero_(out);
+    check_unread_indices(CheckedOp::GatherRows, idx, P, out);
     return out;
   }
   const Dtype dt = float_dtype(feat, "feat");
@@ -283,9 +283,9 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   check_indices_cpu(idx, "idx", rows);
   auto w = prepare_row_weight(weight, idx, grad_out, "grad_out");
   Tensor grad_feat = empty_like_shape(grad_out, {rows, C}, grad_out.scalar_type());
-  if (grad_feat.numel() == 0) return grad_feat;
-  if (Q == 0 || T == 0) {
-    torch::stable::zero_(grad_feat);
+  if (grad_feat.numel() == 0 || Q == 0 || T == 0) {
+    if (grad_feat.numel() > 0) torch::stable::zero_(grad_feat);
+    check_unread_indices(CheckedOp::GatherRows, idx, rows, grad_feat);
     return grad_feat;
   }
   const Dtype dt = float_dtype(grad_out, "grad_out");
@@ -321,9 +321,9 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
   const int64_t P = feat.size(0), C = feat.size(1), Q = idx.size(0), T = idx.size(1);
   check_indices_cpu(idx, "idx", P);
   Tensor grad_w = empty_like_shape(feat, {Q, T}, feat.scalar_type());
-  if (grad_w.numel() == 0) return grad_w;
-  if (C == 0 || P == 0) {
-    torch::stable::zero_(grad_w);
+  if (grad_w.numel() == 0 || C == 0 || P == 0) {
+    if (grad_w.numel() > 0) torch::stable::zero_(grad_w);
+    check_unread_indices(CheckedOp::GatherRows, idx, P, grad_w);
     return grad_w;
   }
   const Dtype dt = float_dtype(feat, "feat");

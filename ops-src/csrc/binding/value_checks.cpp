@@ -1,11 +1,14 @@
 #include "value_checks.h"
 
+#include <torch/csrc/stable/ops.h>
+
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "checks.h"
+#include "ops.h"
 
 namespace pointops {
 namespace binding {
@@ -144,6 +147,22 @@ void AsyncValueChecks::poison(std::initializer_list<const Tensor*> outputs) {
   raise_on_error(poison_outputs_cuda(targets, count, stream_), op_name(op_));
 }
 
+void check_unread_indices(CheckedOp op, const Tensor& idx, int64_t n, const Tensor& out) {
+  if (!idx.is_cuda() || idx.numel() == 0) return;
+  CudaContext cuda(idx);
+  Tensor wide = idx;  // the range check reads int64 (the packed gather takes int32 as well)
+  if (idx.scalar_type() == ScalarType::Int) {
+    std::vector<int64_t> sizes;
+    for (int64_t d = 0; d < idx.dim(); ++d) sizes.push_back(idx.size(d));
+    wide = empty_like_shape(idx, sizes, ScalarType::Long);
+    torch::stable::copy_(wide, idx);
+  }
+  AsyncValueChecks checks(op, idx, cuda.stream);
+  checks.range(wide, CheckedArg::Idx, -1, n - 1);
+  checks.run();
+  checks.poison({&out});
+}
+
 #else  // CPU-only build: values are checked directly by the CPU binding.
 
 void raise_recorded_problem(int32_t, void*, const char*) {}
@@ -153,6 +172,7 @@ InKernelChecks in_kernel_checks(CheckedOp, CheckedArg, const Tensor&, void*) {
 AsyncValueChecks::AsyncValueChecks(CheckedOp op, const Tensor&, void* stream)
     : op_(op), stream_(stream), enabled_(false) {}
 void AsyncValueChecks::coordinates(const Tensor&, CheckedArg) {}
+void check_unread_indices(CheckedOp, const Tensor&, int64_t, const Tensor&) {}
 void AsyncValueChecks::range(const std::optional<Tensor>&, CheckedArg, int64_t, int64_t) {}
 void AsyncValueChecks::row_pointer(const Tensor&, CheckedArg, int64_t, int64_t) {}
 void AsyncValueChecks::run() {}

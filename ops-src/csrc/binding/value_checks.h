@@ -26,6 +26,11 @@ void raise_recorded_problem(int32_t device, void* stream, const char* calling_op
 // does), then returns where to record a new one (device_code null: checks off or not available).
 InKernelChecks in_kernel_checks(CheckedOp op, CheckedArg arg, const Tensor& like, void* stream);
 
+// For a gather whose kernels do not run on CUDA (an empty output, no points, no entries), so
+// that none reads idx: checks it against -1..n-1 on the device all the same and poisons `out`,
+// so a bad index is reported whatever the shape. Nothing for CPU tensors (checked already).
+void check_unread_indices(CheckedOp op, const Tensor& idx, int64_t n, const Tensor& out);
+
 class AsyncValueChecks {
  public:
   AsyncValueChecks(CheckedOp op, const Tensor& like, void* stream);
