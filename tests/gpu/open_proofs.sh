@@ -24,6 +24,8 @@
 #             MMCV_DEADLINE seconds (default 1000: the longest part; less when device time is short)
 # Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases), and
 # bench_gpu --quick.
+# With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
+# seconds, PN2_TIMEOUT (default 500) bounds the harness.
 set -u
 L=/tmp/open-proofs
 VERB=${1:?usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]}
@@ -64,33 +66,37 @@ master() {
   rm -rf /tmp/conda-site && mkdir -p /tmp/conda-site && tar xzf "$TGZ" -C /tmp/conda-site
   nvidia-smi > $L/nvidia-smi.txt 2>&1
 
-  (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
+  # SIDE_DEADLINE (seconds) stops every side-by-side part still running then (whole process
+  # groups, through timeout), so that the harness and the bench fit in the device time left.
+  local T=${SIDE_DEADLINE:-3000}
+  (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
     note peers rc=$?) &
   pids+=($!)
   (OUT=$L/mmcv DEADLINE=${MMCV_DEADLINE:-1000} MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
   pids+=($!)
   (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
-    bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
+    timeout -k 10 $T bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
   pids+=($!)
-  (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout 900 compute-sanitizer --tool memcheck \
+  (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout -k 10 $T compute-sanitizer --tool memcheck \
     --error-exitcode 3 --target-processes all python3 -m pytest -q -p no:cacheprovider -k cuda \
     tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
     note memcheck-hostile rc=$?) &
   pids+=($!)
   (CXX=/usr/bin/g++ OUT=$L/wheel STEPS="oracle pytest memcheck racecheck" POINTOPS_PYTEST_K="$cases" \
     POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-wheel" \
-    bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
+    timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
   pids+=($!)
   (CXX=/usr/bin/g++ OUT=$L/conda STEPS="pytest memcheck" POINTOPS_PYTEST_K="$cases" \
     POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-conda" \
-    bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1; note conda rc=$?) &
+    timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1
+    note conda rc=$?) &
   pids+=($!)
   wait "${pids[@]}"
   note side-by-side runs done
 
   if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
     mkdir -p $L/pointnet2
-    PYTHONPATH=/tmp/site-wheel timeout 500 python3 benchmarks/clients/pointnet2_training.py all \
+    PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
       --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
       --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
     note pointnet2 harness rc=$?
@@ -104,7 +110,7 @@ master() {
 
 rm -rf $L && mkdir -p $L
 export -f master
-export L WHEEL TGZ MMCV_DEADLINE
+export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT
 setsid bash -c master > $L/master.log 2>&1 < /dev/null &
 sleep 2
 wait_and_report "${4:-560}"
