@@ -799,6 +799,21 @@ def eager_first_step(args, model, opt, points, labels, clock, device) -> dict:
     return first
 
 
+def compile_step(step, mode: str, backend: str = "inductor"):
+    """torch.compile of a whole training step. With CUDA graphs (mode "reduce-overhead") every
+    call is a new step: torch.compiler.cudagraph_mark_step_begin() first, or the optimizer's
+    graph would read gradients that the replay of the next call's graphs has overwritten."""
+    compiled = torch.compile(step, backend=backend, mode=None if mode == "default" else mode)
+    if mode != "reduce-overhead":
+        return compiled
+
+    def marked_step():
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled()
+
+    return marked_step
+
+
 def compiled_step(args, model, opt, points, labels, clock, owners) -> tuple:
     """The step under torch.compile: explain's account of it first (explain runs one step and
     resets dynamo), then the compiled step's first calls. (step, first-call times, capture)."""
@@ -807,7 +822,7 @@ def compiled_step(args, model, opt, points, labels, clock, owners) -> tuple:
     t = time.perf_counter()
     capture = capture_step(plain, owners)
     explain_ms = (time.perf_counter() - t) * 1e3
-    step = torch.compile(plain, mode=None if args.compile == "default" else args.compile)
+    step = compile_step(plain, args.compile)
     torch.manual_seed(args.seed + 1)
     first = first_compiled_calls(step, clock)
     first["explain_ms"] = explain_ms

@@ -291,14 +291,16 @@ def _pair(xyz, ptr, query, query_ptr):
 
 
 def _call(op, args: tuple, grad_inputs: tuple = (), function=None):
-    """ops._call for the packed ops: the binding's value errors (a bad row pointer, nan) become
-    ValueError with the binding's own message, which names the argument."""
+    """ops._call for the packed ops: the binding's argument errors (on CPU a bad row pointer or
+    nan, on any device an output too large to allocate) become ValueError with the binding's own
+    message, which names the argument. A kernel's failure ("pointops.<op> failed: ...") stays a
+    RuntimeError."""
     try:
         return ops._call(op, args, None, grad_inputs, function)
     except RuntimeError as error:
         message = str(error)
         start = message.find("pointops: ")
-        if start >= 0 and not args[0].is_cuda:
+        if start >= 0:
             raise ValueError(message[start:].splitlines()[0]) from None
         raise
 

@@ -110,7 +110,7 @@ def step_check(
     model, initial, data, labels, backend: str, mode: str, device: str, eager: dict, owners
 ) -> dict:
     torch._dynamo.reset()
-    step = torch.compile(fresh_step(model, initial, data, labels), backend=backend, mode=mode)
+    step = harness.compile_step(fresh_step(model, initial, data, labels), mode, backend)
     loss = step()
     out = {
         "loss_rel": abs(float(loss) - float(eager["loss"])) / abs(float(eager["loss"])),

@@ -59,7 +59,7 @@ PY
 ORACLE_BIN=${ORACLE:-}
 if wanted oracle && [ -z "$ORACLE_BIN" ]; then
   ORACLE_BIN="$LOGS/kernel_oracle"
-  nvcc -O3 -std=c++17 -arch=native -Iops-src/csrc tests/gpu/kernel_oracle.cu \
+  nvcc -O3 -std=c++17 -arch=native --expt-relaxed-constexpr -Iops-src/csrc tests/gpu/kernel_oracle.cu \
     ops-src/csrc/cuda/*.cu ops-src/csrc/cpu/*.cpp ops-src/csrc/tuning.cpp -o "$ORACLE_BIN" \
     > "$LOGS/oracle-build.log" 2>&1 || { echo "oracle build-failed" >> "$SUMMARY"; status=1; STEPS=${STEPS/ oracle / }; }
 fi

@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kGenericThreads)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
 
   for (int64_t i = n + tid; i < K; i += blockDim.x) out[i] = -1;
-  if (n == 0) return;
+  // A cloud asking for no samples has no slot: out[0] is the next cloud's first.
+  if (n == 0 || K == 0) return;
   for (int64_t i = tid; i < n; i += blockDim.x) md[i] = acc_inf<A>();
 
   int64_t cur = start < 0 ? 0 : (start > n - 1 ? n - 1 : start);
