@@ -55,8 +55,10 @@ SITES=()
 for name in source-default source-system; do
   if [ -d "$WORK/site-$name/pointops" ]; then
     SITES+=("$name=$WORK/site-$name")
-  elif grep -q "links libstdc++ statically" "$LOGS/build-$name.log"; then
-    echo "$name refused by setup.py (static libstdc++): as intended" >> "$SUMMARY"
+  elif grep -q -e "links libstdc++ statically" -e "a C++ runtime other than the one torch uses" \
+    "$LOGS/build-$name.log"; then
+    # refused before compiling (a static-libstdc++ linker) or after linking (the load check)
+    echo "$name refused by setup.py (its own C++ runtime): as intended" >> "$SUMMARY"
   fi
 done
 SITES+=("$@")
