@@ -18,10 +18,12 @@
 #             tests/compat, tests/dropins) and memcheck on source-system
 #   wheel     run_device_suite.sh on WHEEL: oracle, pytest (CUDA cases), memcheck, racecheck
 #   conda     run_device_suite.sh on the conda package: pytest (CUDA cases), memcheck
-#   hostile   compute-sanitizer memcheck over the CUDA cases of the hostile-input files (WHEEL)
+#   hostile   compute-sanitizer memcheck over the CUDA cases of the hostile-input files (WHEEL), on
+#             8 xdist workers (one process took 760 s for 7 % of them on an H100)
 #   peers     Pointnet2_PyTorch's pointnet2_ops_lib built here (benchmarks/peers/build_peers.sh)
 #   mmcv      tests/gpu/mmcv_proof.sh (build, import, mmdet, upstream test_ops), within
-#             MMCV_DEADLINE seconds (default 1000: the longest part; less when device time is short)
+#             MMCV_DEADLINE seconds (default 1000; 0 leaves it out). Beside the other parts its
+#             build did not finish in 600 s (73 of 136 objects): alone, mmcv_proof.sh takes one call
 # Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases), and
 # bench_gpu --quick.
 # With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
@@ -72,13 +74,15 @@ master() {
   (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
     note peers rc=$?) &
   pids+=($!)
-  (OUT=$L/mmcv DEADLINE=${MMCV_DEADLINE:-1000} MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
-  pids+=($!)
+  if [ "${MMCV_DEADLINE:-1000}" != 0 ]; then
+    (OUT=$L/mmcv DEADLINE=${MMCV_DEADLINE:-1000} MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
+    pids+=($!)
+  fi
   (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
     timeout -k 10 $T bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
   pids+=($!)
   (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout -k 10 $T compute-sanitizer --tool memcheck \
-    --error-exitcode 3 --target-processes all python3 -m pytest -q -p no:cacheprovider -k cuda \
+    --error-exitcode 3 --target-processes all python3 -m pytest -q -p no:cacheprovider -n 8 -k cuda \
     tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
     note memcheck-hostile rc=$?) &
   pids+=($!)
