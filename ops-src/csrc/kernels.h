@@ -148,7 +148,8 @@ Status gather_backward_feat_cpu(Dtype dt, const void* grad_out, const int64_t* i
 CudaPlan gather_backward_feat_cuda_plan(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T);
 Status gather_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, const int64_t* idx,
                                  const void* weight, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
-                                 void* grad_feat, void* workspace, const InKernelChecks* checks, void* stream);
+                                 void* grad_feat, void* workspace, const InKernelChecks* checks,
+                                 void* stream);
 
 // Gradient w.r.t. weight: grad_w[b,p,t] = sum_c grad_out[b,c,p] * feat[b,c,idx[b,p,t]]
 // (0 where idx is -1). grad_w [B,P,T].

@@ -390,9 +390,10 @@ static void check_gather(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, i
   check_status(gather_forward_cuda(dt, d_feat.ptr, d_idx.as<int64_t>(), wp, B, C, N, P, T, d_out.ptr, nullptr,
                                    nullptr),
                "gather");
-  check_status(gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
-                                         d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr, nullptr),
-               "gather_backward_feat");
+  check_status(
+      gather_backward_feat_cuda(gather_backward_feat_cuda_plan(dt, B, C, N, P, T), dt, d_g.ptr,
+                                d_idx.as<int64_t>(), wp, B, C, N, P, T, d_gf.ptr, ws.ptr, nullptr, nullptr),
+      "gather_backward_feat");
   if (weighted)
     check_status(gather_backward_weight_cuda(dt, d_g.ptr, d_feat.ptr, d_idx.as<int64_t>(), B, C, N, P, T,
                                              d_gw.ptr, nullptr, nullptr),
@@ -462,12 +463,13 @@ static void check_gather_rows(Dtype dt, int64_t P, int64_t C, int64_t Q, int64_t
   const void* grad_p = d_g.as<unsigned char>() + pad;
   const void* wp = weighted ? d_w.ptr : nullptr;
   check_status(gather_rows_cuda(dt, feat_p, rix, wp, P, C, Q, T, d_out.ptr, nullptr, nullptr), "gather_rows");
-  check_status(
-      gather_rows_backward_feat_cuda(plan, dt, grad_p, rix, wp, P, C, Q, T, d_gf.ptr, ws.ptr, nullptr, nullptr),
-      "gather_rows_backward_feat");
+  check_status(gather_rows_backward_feat_cuda(plan, dt, grad_p, rix, wp, P, C, Q, T, d_gf.ptr, ws.ptr,
+                                              nullptr, nullptr),
+               "gather_rows_backward_feat");
   if (weighted)
-    check_status(gather_rows_backward_weight_cuda(dt, grad_p, feat_p, rix, P, C, Q, T, d_gw.ptr, nullptr, nullptr),
-                 "gather_rows_backward_weight");
+    check_status(
+        gather_rows_backward_weight_cuda(dt, grad_p, feat_p, rix, P, C, Q, T, d_gw.ptr, nullptr, nullptr),
+        "gather_rows_backward_weight");
   CK(cudaDeviceSynchronize());
   const HostPoints hf = host_copy(feat), hw = host_copy(w), hg = host_copy(grad);
   const Dtype rdt = ref_dt(dt);
@@ -1008,9 +1010,10 @@ static void bench_gathers(double bw, bool sweep) {
           DeviceBuffer ws_forced(forced.workspace_bytes);
           const double alt = time_ms(
               [&] {
-                check_status(gather_backward_feat_cuda(forced, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C,
-                                                       s.N, s.P, s.T, d_gf.ptr, ws_forced.ptr, nullptr, nullptr),
-                             "bwd");
+                check_status(
+                    gather_backward_feat_cuda(forced, dt, d_out.ptr, d_i.as<int64_t>(), wp, s.B, s.C, s.N,
+                                              s.P, s.T, d_gf.ptr, ws_forced.ptr, nullptr, nullptr),
+                    "bwd");
               },
               3, 20);
           knob(name, nullptr);

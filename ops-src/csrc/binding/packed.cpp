@@ -297,14 +297,15 @@ Tensor gather_rows_backward_feat(Tensor grad_out, Tensor idx, std::optional<Tens
   }
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(grad_out);
-  const InKernelChecks checks = in_kernel_checks(CheckedOp::GatherRows, CheckedArg::Idx, grad_out, cuda.stream);
+  const InKernelChecks checks =
+      in_kernel_checks(CheckedOp::GatherRows, CheckedArg::Idx, grad_out, cuda.stream);
   const CudaPlan plan = gather_rows_backward_feat_cuda_plan(dt, rows, C, Q, T);
   auto ws = workspace_for(grad_out, plan.workspace_bytes);
-  raise_on_error(gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), row_index(idx),
-                                                optional_ptr(w), rows, C, Q, T, grad_feat.mutable_data_ptr(),
-                                                workspace_ptr(ws), checks.device_code ? &checks : nullptr,
-                                                cuda.stream),
-                 "gather_rows_backward_feat");
+  raise_on_error(
+      gather_rows_backward_feat_cuda(plan, dt, grad_out.const_data_ptr(), row_index(idx), optional_ptr(w),
+                                     rows, C, Q, T, grad_feat.mutable_data_ptr(), workspace_ptr(ws),
+                                     checks.device_code ? &checks : nullptr, cuda.stream),
+      "gather_rows_backward_feat");
 #endif
   return grad_feat;
 }
@@ -336,11 +337,10 @@ Tensor gather_rows_backward_weight(Tensor grad_out, Tensor feat, Tensor idx) {
 #ifdef POINTOPS_WITH_CUDA
   CudaContext cuda(feat);
   const InKernelChecks checks = in_kernel_checks(CheckedOp::GatherRows, CheckedArg::Idx, feat, cuda.stream);
-  raise_on_error(
-      gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(), row_index(idx),
-                                       P, C, Q, T, grad_w.mutable_data_ptr(),
-                                       checks.device_code ? &checks : nullptr, cuda.stream),
-      "gather_rows_backward_weight");
+  raise_on_error(gather_rows_backward_weight_cuda(dt, grad_out.const_data_ptr(), feat.const_data_ptr(),
+                                                  row_index(idx), P, C, Q, T, grad_w.mutable_data_ptr(),
+                                                  checks.device_code ? &checks : nullptr, cuda.stream),
+                 "gather_rows_backward_weight");
 #endif
   return grad_w;
 }

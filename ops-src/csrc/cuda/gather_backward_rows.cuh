@@ -220,10 +220,9 @@ Status build_radix_rows(const Ix* idx, int64_t B, int64_t N, int64_t P, int64_t 
                         RadixRows* rows, KernelChecks checks, cudaStream_t s) {
   const uint32_t entries = static_cast<uint32_t>(B * P * T), targets = static_cast<uint32_t>(B * N);
   if (entries > 0) {
-    target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(idx, static_cast<uint32_t>(N), targets,
-                                                                  static_cast<uint32_t>(P * T), entries,
-                                                                  rows->keys.Current(), rows->vals.Current(),
-                                                                  checks);
+    target_keys_kernel<Ix><<<grid_for(entries, 256), 256, 0, s>>>(
+        idx, static_cast<uint32_t>(N), targets, static_cast<uint32_t>(P * T), entries, rows->keys.Current(),
+        rows->vals.Current(), checks);
     if (Status st = launch_status()) return st;
     size_t bytes = rows->temp_bytes;
     cudaError_t err = cub::DeviceRadixSort::SortPairs(rows->temp, bytes, rows->keys, rows->vals,

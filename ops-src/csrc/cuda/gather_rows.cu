@@ -338,8 +338,8 @@ CudaPlan gather_rows_backward_feat_cuda_plan(Dtype dt, int64_t P, int64_t C, int
 
 Status gather_rows_backward_feat_cuda(const CudaPlan& plan, Dtype dt, const void* grad_out, RowIndex idx,
                                       const void* weight, int64_t P, int64_t C, int64_t Q, int64_t T,
-                                      void* grad_feat, void* workspace, const InKernelChecks* in_kernel_checks,
-                                      void* stream) {
+                                      void* grad_feat, void* workspace,
+                                      const InKernelChecks* in_kernel_checks, void* stream) {
   if (P == 0 || C == 0) return nullptr;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const KernelChecks checks = KernelChecks::from(in_kernel_checks);
