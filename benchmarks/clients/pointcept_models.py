@@ -180,7 +180,8 @@ def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> 
     device = torch.device(args.device)
     clock = steps.Clock(device)
     model.load_state_dict(initial)
-    plain = make_ptv2_step(model, torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9), inputs)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    plain = make_ptv2_step(model, opt, inputs)
     entry = {"mode": mode}
     if mode == "none":
         step = plain
@@ -188,7 +189,7 @@ def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> 
     else:
         torch._dynamo.reset()
         entry["capture"] = steps.capture_step(plain, owners, dynamic_outputs=args.dynamic_outputs)
-        step = torch.compile(plain, mode=None if mode == "default" else mode, backend=args.compile_backend)
+        step = steps.compile_step(plain, mode, args.compile_backend, optimizer=opt)
         entry.update(steps.first_compiled_calls(step, clock))
         entry["capture"]["counters_after_first_calls"] = steps.dynamo_counters()
     for _ in range(args.warmup):

@@ -658,7 +658,8 @@ def host_syncs_in_step(step, device: torch.device, owners: list) -> dict | None:
     show = warnings.showwarning
 
     def record(message, category, filename, lineno, file=None, line=None):
-        if "synchroniz" not in str(message):
+        # set_sync_debug_mode's own note ("... is a prototype feature ...") is no sync
+        if "synchroniz" not in str(message) or "prototype feature" in str(message):
             return show(message, category, filename, lineno, file, line)
         stack = [f for f in traceback.extract_stack()[:-1] if not f.filename.endswith("warnings.py")]
         where = " < ".join(_frame_text(f) for f in reversed(stack[-3:]))
@@ -799,19 +800,33 @@ def eager_first_step(args, model, opt, points, labels, clock, device) -> dict:
     return first
 
 
-def compile_step(step, mode: str, backend: str = "inductor"):
+def compile_step(step, mode: str, backend: str = "inductor", optimizer=None):
     """torch.compile of a whole training step. With CUDA graphs (mode "reduce-overhead") every
     call is a new step: torch.compiler.cudagraph_mark_step_begin() first, or the optimizer's
-    graph would read gradients that the replay of the next call's graphs has overwritten."""
+    graph would read gradients that the replay of the next call's graphs has overwritten.
+    `optimizer` (the step's) gets its momentum buffers outside the graphs first: made by its
+    first step, they would live in the CUDA graphs' pool, and the next step, a new generation,
+    may not read them (torch raises "accessing tensor output of CUDAGraphs that has been
+    overwritten"). Zeros give the same first step: 0 * momentum + grad is grad."""
     compiled = torch.compile(step, backend=backend, mode=None if mode == "default" else mode)
     if mode != "reduce-overhead":
         return compiled
+    if optimizer is not None:
+        momentum_buffers_outside_graphs(optimizer)
 
     def marked_step():
         torch.compiler.cudagraph_mark_step_begin()
         return compiled()
 
     return marked_step
+
+
+def momentum_buffers_outside_graphs(optimizer) -> None:
+    """Zero momentum buffers for every parameter of `optimizer` (SGD) that has none yet."""
+    for group in optimizer.param_groups:
+        if group.get("momentum", 0):
+            for p in group["params"]:
+                optimizer.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
 
 
 def compiled_step(args, model, opt, points, labels, clock, owners) -> tuple:
@@ -822,7 +837,7 @@ def compiled_step(args, model, opt, points, labels, clock, owners) -> tuple:
     t = time.perf_counter()
     capture = capture_step(plain, owners)
     explain_ms = (time.perf_counter() - t) * 1e3
-    step = compile_step(plain, args.compile)
+    step = compile_step(plain, args.compile, optimizer=opt)
     torch.manual_seed(args.seed + 1)
     first = first_compiled_calls(step, clock)
     first["explain_ms"] = explain_ms

@@ -68,11 +68,12 @@ def worst_rel(got: dict, expected: dict) -> float:
     return worst
 
 
-def fresh_step(model, initial, data, labels):
-    """The harness's training step on a model reset to its initial state, with a new SGD."""
+def fresh_step(model, initial, data, labels) -> tuple:
+    """The harness's training step on a model reset to its initial state, with a new SGD:
+    (step, optimizer)."""
     model.load_state_dict(initial)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    return harness.make_step(model, opt, data, labels)
+    return harness.make_step(model, opt, data, labels), opt
 
 
 def parameters_of(model) -> dict:
@@ -80,7 +81,7 @@ def parameters_of(model) -> dict:
 
 
 def eager_reference(model, initial, data, labels) -> dict:
-    step = fresh_step(model, initial, data, labels)
+    step, _ = fresh_step(model, initial, data, labels)
     loss = step()
     return {"loss": loss, "grads": grads_of(model), "params": parameters_of(model)}
 
@@ -115,7 +116,8 @@ def step_check(
     model, initial, data, labels, backend: str, mode: str, device: str, eager: dict, owners
 ) -> dict:
     torch._dynamo.reset()
-    step = harness.compile_step(fresh_step(model, initial, data, labels), mode, backend)
+    plain, opt = fresh_step(model, initial, data, labels)
+    step = harness.compile_step(plain, mode, backend, optimizer=opt)
     loss = step()
     out = {
         "loss_rel": abs(float(loss) - float(eager["loss"])) / abs(float(eager["loss"])),
@@ -156,7 +158,7 @@ def main() -> int:
 
     eager = eager_reference(model, initial, data, labels)
     owners = harness.code_owners(peer, harness.library_owners(library))
-    explained = harness.explain_step(fresh_step(model, initial, data, labels), owners)
+    explained = harness.explain_step(fresh_step(model, initial, data, labels)[0], owners)
     report = {
         "torch": torch.__version__,
         "library_file": library.__file__,

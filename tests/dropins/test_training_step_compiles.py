@@ -153,3 +153,77 @@ def test_a_step_whose_forward_breaks_the_graph_still_trains_every_parameter():
     assert got.keys() == expected.keys()
     for name, grad in expected.items():
         torch.testing.assert_close(got[name], grad)
+
+
+def _harness():
+    sys.path.insert(0, str(REPO / "benchmarks" / "clients"))
+    import pointnet2_training as harness
+
+    return harness
+
+
+def test_momentum_buffers_made_before_the_graphs_give_sgds_own_steps():
+    # Under mode "reduce-overhead", buffers SGD makes in its first step would live in the CUDA
+    # graphs' pool; the harness makes them first, as zeros. Every step must stay SGD's own, bitwise.
+    harness = _harness()
+    torch.manual_seed(0)
+    x = torch.randn(16, 3)
+    trajectories = []
+    for premade in (False, True):
+        model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        torch.manual_seed(1)
+        for p in model.parameters():
+            torch.nn.init.normal_(p)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        if premade:
+            harness.momentum_buffers_outside_graphs(opt)
+            assert all(opt.state[p]["momentum_buffer"].count_nonzero() == 0 for p in model.parameters())
+        params = []
+        for _ in range(4):
+            opt.zero_grad(set_to_none=True)
+            model(x).square().mean().backward()
+            opt.step()
+            params.append([p.detach().clone() for p in model.parameters()])
+        trajectories.append(params)
+    for without, with_premade in zip(*trajectories, strict=True):
+        for a, b in zip(without, with_premade, strict=True):
+            assert torch.equal(a, b)
+
+
+def test_momentum_buffers_outside_graphs_keeps_existing_buffers_and_skips_plain_sgd():
+    harness = _harness()
+    p, q = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([{"params": [p], "momentum": 0.9}, {"params": [q]}], lr=0.1)
+    kept = torch.full((3,), 7.0)
+    opt.state[p]["momentum_buffer"] = kept
+    harness.momentum_buffers_outside_graphs(opt)
+    assert opt.state[p]["momentum_buffer"] is kept
+    assert "momentum_buffer" not in opt.state[q]  # momentum 0: SGD keeps no buffer
+
+
+def test_host_sync_count_ignores_the_sync_debug_modes_own_note(monkeypatch):
+    # torch warns "Synchronization debug mode is a prototype feature ..." when the mode is set:
+    # that note is no sync (it made every CUDA step look synced once). No GPU here: the mode
+    # switch is a double that warns as torch 2.11 does; the step warns as a real sync does.
+    import warnings
+
+    harness = _harness()
+    modes = []
+
+    def set_mode(mode):
+        if mode != "default":
+            warnings.warn(
+                "Synchronization debug mode is a prototype feature and does not yet detect all "
+                "synchronizing operations",
+                stacklevel=2,
+            )
+        modes.append(mode)
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", set_mode)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    report = harness.host_syncs_in_step(
+        lambda: warnings.warn("called a synchronizing CUDA operation", stacklevel=2), torch.device("cuda"), []
+    )
+    assert modes == ["warn", "default"]
+    assert report["synced"] and [s["count"] for s in report["syncs"]] == [1]
+    assert "synchronizing CUDA operation" in report["syncs"][0]["message"]
