@@ -28,6 +28,12 @@
 # bench_gpu --quick.
 # With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
 # seconds, PN2_TIMEOUT (default 500) bounds the harness.
+# To finish what an earlier run left (fewer parts share the host's cores): PARTS (default
+# "ways wheel conda hostile peers mmcv pointnet2 bench") names the parts to run, WHEEL_STEPS (default
+# "oracle pytest memcheck racecheck") and CONDA_STEPS ("pytest memcheck") their steps,
+# PYTEST_K ("cuda or gpu") the wheel's and conda's cases, HOSTILE_WORKERS (8) memcheck's xdist
+# workers over the hostile files (its log names each case as it ends, so a run the deadline
+# stops still says which ran).
 set -u
 L=/tmp/open-proofs
 VERB=${1:?usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]}
@@ -61,8 +67,9 @@ TGZ=$(readlink -f "${3:?start needs CONDA_SITE_TGZ}")
 
 master() {
   export PYTHONUNBUFFERED=1
-  local cases="cuda or gpu" pids=()
+  local cases=${PYTEST_K:-cuda or gpu} parts=" ${PARTS:-ways wheel conda hostile peers mmcv pointnet2 bench} " pids=()
   note() { echo "$(date +%T) +$SECONDS s $*" >> $L/timeline.txt; }
+  part() { [[ "$parts" == *" $1 "* ]]; }
   note start
   python3 -m pip install -q --no-deps --no-index --target /tmp/site-wheel "$WHEEL" > $L/wheel-install.log 2>&1
   rm -rf /tmp/conda-site && mkdir -p /tmp/conda-site && tar xzf "$TGZ" -C /tmp/conda-site
@@ -71,34 +78,46 @@ master() {
   # SIDE_DEADLINE (seconds) stops every side-by-side part still running then (whole process
   # groups, through timeout), so that the harness and the bench fit in the device time left.
   local T=${SIDE_DEADLINE:-3000}
-  (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
-    note peers rc=$?) &
-  pids+=($!)
-  if [ "${MMCV_DEADLINE:-1000}" != 0 ]; then
+  if part peers; then
+    (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
+      note peers rc=$?) &
+    pids+=($!)
+  fi
+  if part mmcv && [ "${MMCV_DEADLINE:-1000}" != 0 ]; then
     (OUT=$L/mmcv DEADLINE=${MMCV_DEADLINE:-1000} MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
     pids+=($!)
   fi
-  (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
-    timeout -k 10 $T bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
-  pids+=($!)
-  (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout -k 10 $T compute-sanitizer --tool memcheck \
-    --error-exitcode 3 --target-processes all python3 -m pytest -q -p no:cacheprovider -n 8 -k cuda \
-    tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
-    note memcheck-hostile rc=$?) &
-  pids+=($!)
-  (CXX=/usr/bin/g++ OUT=$L/wheel STEPS="oracle pytest memcheck racecheck" POINTOPS_PYTEST_K="$cases" \
-    POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-wheel" \
-    timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
-  pids+=($!)
-  (CXX=/usr/bin/g++ OUT=$L/conda STEPS="pytest memcheck" POINTOPS_PYTEST_K="$cases" \
-    POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-conda" \
-    timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1
-    note conda rc=$?) &
-  pids+=($!)
+  if part ways; then
+    (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
+      timeout -k 10 $T bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
+    pids+=($!)
+  fi
+  if part hostile; then
+    (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout -k 10 $T compute-sanitizer --tool memcheck \
+      --error-exitcode 3 --target-processes all python3 -m pytest -v -p no:cacheprovider -n ${HOSTILE_WORKERS:-8} \
+      -k cuda tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
+      note memcheck-hostile rc=$?) &
+    pids+=($!)
+  fi
+  if part wheel; then
+    (CXX=/usr/bin/g++ OUT=$L/wheel STEPS=${WHEEL_STEPS:-oracle pytest memcheck racecheck} POINTOPS_PYTEST_K="$cases" \
+      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-wheel" \
+      timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
+    pids+=($!)
+  fi
+  if part conda; then
+    (CXX=/usr/bin/g++ OUT=$L/conda STEPS=${CONDA_STEPS:-pytest memcheck} POINTOPS_PYTEST_K="$cases" \
+      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-conda" \
+      timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1
+      note conda rc=$?) &
+    pids+=($!)
+  fi
   wait "${pids[@]}"
   note side-by-side runs done
 
-  if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
+  if ! part pointnet2; then
+    :
+  elif [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
     mkdir -p $L/pointnet2
     PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
       --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
@@ -107,14 +126,16 @@ master() {
   else
     note "pointnet2 harness: pointnet2_ops did not build (see peers/)"
   fi
-  OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
-  note bench rc=$?
+  if part bench; then
+    OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
+    note bench rc=$?
+  fi
   touch $L/DONE
 }
 
 rm -rf $L && mkdir -p $L
 export -f master
-export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT
+export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K HOSTILE_WORKERS
 setsid bash -c master > $L/master.log 2>&1 < /dev/null &
 sleep 2
 wait_and_report "${4:-560}"
