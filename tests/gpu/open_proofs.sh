@@ -87,44 +87,40 @@ master() {
     (OUT=$L/mmcv DEADLINE=${MMCV_DEADLINE:-1000} MAX_JOBS=6 bash tests/gpu/mmcv_proof.sh > $L/mmcv.log 2>&1; note mmcv rc=$?) &
     pids+=($!)
   fi
-  if part ways; then
-    (OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 \
-      timeout -k 10 $T bash tests/gpu/build_ways.sh > $L/ways.log 2>&1; note ways rc=$?) &
+  # side NAME CMD...: one side-by-side part in the background, its output in $L/NAME.log
+  side() {
+    local name=$1
+    shift
+    (timeout -k 10 $T "$@" > $L/$name.log 2>&1; note $name rc=$?) &
     pids+=($!)
-  fi
-  if part hostile; then
-    (PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel timeout -k 10 $T compute-sanitizer --tool memcheck \
-      --error-exitcode 3 --target-processes all python3 -m pytest -v -p no:cacheprovider -n ${HOSTILE_WORKERS:-8} \
-      -k cuda tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py > $L/memcheck-hostile.log 2>&1
-      note memcheck-hostile rc=$?) &
-    pids+=($!)
-  fi
-  if part wheel; then
-    (CXX=/usr/bin/g++ OUT=$L/wheel STEPS=${WHEEL_STEPS:-oracle pytest memcheck racecheck} POINTOPS_PYTEST_K="$cases" \
-      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-wheel" \
-      timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/wheel.log 2>&1; note wheel rc=$?) &
-    pids+=($!)
-  fi
-  if part conda; then
-    (CXX=/usr/bin/g++ OUT=$L/conda STEPS=${CONDA_STEPS:-pytest memcheck} POINTOPS_PYTEST_K="$cases" \
-      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-conda" \
-      timeout -k 10 $T bash tests/gpu/run_device_suite.sh /tmp/conda-site/site-packages > $L/conda.log 2>&1
-      note conda rc=$?) &
-    pids+=($!)
-  fi
+  }
+  # suite NAME STEPS SITE_DIR: run_device_suite.sh's STEPS on one build of pointops
+  suite() {
+    side $1 env CXX=/usr/bin/g++ OUT=$L/$1 STEPS="$2" POINTOPS_PYTEST_K="$cases" \
+      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-$1" \
+      bash tests/gpu/run_device_suite.sh "$3"
+  }
+  part ways && side ways env OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" \
+    PYTEST_WORKERS=5 bash tests/gpu/build_ways.sh
+  part hostile && side memcheck-hostile env PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel \
+    compute-sanitizer --tool memcheck --error-exitcode 3 --target-processes all \
+    python3 -m pytest -v -p no:cacheprovider -n ${HOSTILE_WORKERS:-8} -k cuda \
+    tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py
+  part wheel && suite wheel "${WHEEL_STEPS:-oracle pytest memcheck racecheck}" /tmp/site-wheel
+  part conda && suite conda "${CONDA_STEPS:-pytest memcheck}" /tmp/conda-site/site-packages
   wait "${pids[@]}"
   note side-by-side runs done
 
-  if ! part pointnet2; then
-    :
-  elif [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
-    mkdir -p $L/pointnet2
-    PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
-      --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
-      --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
-    note pointnet2 harness rc=$?
-  else
-    note "pointnet2 harness: pointnet2_ops did not build (see peers/)"
+  if part pointnet2; then
+    if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
+      mkdir -p $L/pointnet2
+      PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
+        --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
+        --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
+      note pointnet2 harness rc=$?
+    else
+      note "pointnet2 harness: pointnet2_ops did not build (see peers/)"
+    fi
   fi
   if part bench; then
     OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
