@@ -333,7 +333,7 @@ def _call(op, args: tuple, checks=None, grad_inputs: tuple = (), function=None):
     try:
         if torch._C._are_functorch_transforms_active():
             return route(op, *args)
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in grad_inputs):
+        if torch.is_grad_enabled() and _any_requires_grad(grad_inputs):
             return function.apply(*args) if function is not None and not torch._C._is_tracing() else op(*args)
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
@@ -345,6 +345,13 @@ def _call(op, args: tuple, checks=None, grad_inputs: tuple = (), function=None):
             if problem is not None:
                 raise problem from None
         raise
+
+
+def _any_requires_grad(tensors: tuple) -> bool:
+    for t in tensors:  # (a loop: a generator for any() costs more than the check on small calls)
+        if t is not None and t.requires_grad:
+            return True
+    return False
 
 
 def _traceable(fn):
@@ -492,11 +499,29 @@ def _features_and_index(feat, idx, idx_layout: str):
     return feat, idx, _index_checks(idx, feat.shape[2])
 
 
+def _plain_gather_args(feat, idx, idx_dims: int) -> bool:
+    """True when feat and idx need neither a conversion nor a clearer error than the binding's:
+    the common call, checked in a few attribute reads (a gather's host time is most of what a
+    single call costs). _features_and_index says what is wrong with the others."""
+    if not (isinstance(feat, Tensor) and isinstance(idx, Tensor)):
+        return False
+    if idx.dtype is not torch.int64 or feat.dim() != 3 or idx.dim() != idx_dims:
+        return False
+    if feat.is_cuda:
+        same_place = _HAS_CUDA_KERNELS and idx.is_cuda and feat.get_device() == idx.get_device()
+        floats = _CUDA_FLOATS
+    else:
+        same_place, floats = feat.is_cpu and idx.is_cpu, _CPU_FLOATS
+    return same_place and feat.dtype in floats and idx.size(0) == feat.size(0)
+
+
 @_traceable
 def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
-    feat, idx, checks = _features_and_index(feat, idx, "[B, M]")
-    return _call(_gather_op, (feat, idx.unsqueeze(-1), None), checks, (feat,), GatherFunction)
+    if not _plain_gather_args(feat, idx, 2):
+        feat, idx, _ = _features_and_index(feat, idx, "[B, M]")
+    checks = lambda: _ValueChecks().indices(idx, "idx", feat.shape[2])  # noqa: E731 (only on an error)
+    return _call(_gather_op, (feat, idx, None), checks, (feat,), GatherFunction)
 
 
 @_traceable

@@ -98,6 +98,17 @@ def test_size_start_end_of_other_dtypes_and_devices(device):
     assert torch.equal(both(pos, size.view(1, 3)), reference(pos, size))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_unconverted_call_gives_the_converted_ids(device, dtype):
+    # size of pos's dtype on pos's device goes to the op as it is; the others are converted first
+    pos = cloud(500, 3, dtype, device, seed=6)
+    size = torch.tensor([0.07, 0.11, 0.05], dtype=dtype, device=device)
+    other = torch.float64 if dtype == torch.float32 else torch.float32
+    converted = tc.grid_cluster(pos, size.to("cpu", other))
+    assert torch.equal(tc.grid_cluster(pos, size), converted)
+    assert torch.equal(converted, reference(pos, size))
+
+
 def test_pos_of_more_than_two_dimensions_is_flattened(device):
     pos = cloud(50, 4, torch.float64, device, seed=5)
     size = torch.tensor([0.5, 1.0, 1.5, 2.0], dtype=torch.float64)

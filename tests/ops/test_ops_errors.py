@@ -138,6 +138,14 @@ def test_python_api_errors_name_the_argument(call, error, words):
             "weight must have the same shape",
         ),
         (
+            lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([[1]]), torch.rand(1, 1, 1)),
+            "a weighted gather needs idx of shape [B, P, T]",
+        ),
+        (
+            lambda: ops.gather(torch.rand(1, 2, 5), torch.tensor([1]), None),
+            "idx must have shape [B, P, T] (or [B, P])",
+        ),
+        (
             lambda: ops.gather_backward_feat(torch.rand(1, 2, 1), torch.tensor([[[3]]]), None, 2),
             "idx holds index 3",
         ),

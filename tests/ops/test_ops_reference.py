@@ -177,6 +177,20 @@ def test_gather_points(device, N, index_dtype):
 
 
 @pytest.mark.parametrize("N", [0, 1, 5, 40])
+def test_gather_op_takes_idx_without_its_last_dimension(device, N):
+    # the op's idx [B, P] (gather_points' own) is idx [B, P, 1]: forward and gradient
+    feat = torch.randn(2, 4, N, dtype=torch.float64, device=device, requires_grad=True)
+    idx = random_index((2, 7), N, seed=5).to(device)
+    op = torch.ops.pointops.gather
+    flat, unsqueezed = op(feat, idx, None), op(feat, idx.unsqueeze(-1), None)
+    assert torch.equal(flat, unsqueezed)
+    grad = torch.randn_like(flat)
+    (g_flat,) = torch.autograd.grad(flat, feat, grad)
+    (g_unsqueezed,) = torch.autograd.grad(unsqueezed, feat, grad)
+    assert torch.equal(g_flat, g_unsqueezed)
+
+
+@pytest.mark.parametrize("N", [0, 1, 5, 40])
 def test_group_points(device, N):
     feat = torch.randn(2, 3, N, dtype=torch.float64)
     idx = random_index((2, 6, 5), N, seed=3)

@@ -1,5 +1,6 @@
 // The weighted gather (gather_points, group_points, three_interpolate) and its two gradients:
-// feat [B, C, N], idx [B, P, T], weight [B, P, T] or none -> out [B, C, P].
+// feat [B, C, N], idx [B, P, T], weight [B, P, T] or none -> out [B, C, P]. Without weights idx
+// may also be [B, P] (T = 1): gather_points passes its indices as they are, without a view.
 #include <torch/csrc/stable/ops.h>
 
 #include "checks.h"
@@ -16,15 +17,17 @@ struct GatherShape {
 
 GatherShape check_gather_index(const Tensor& idx, int64_t B, int64_t N) {
   check_index(idx, "idx");
-  STD_TORCH_CHECK(idx.dim() == 3 && idx.size(0) == B, "pointops: idx must have shape [B, P, T] with B = ", B,
-                  ", got a tensor with ", idx.dim(), " dimensions");
-  return GatherShape{B, 0, N, idx.size(1), idx.size(2)};
+  STD_TORCH_CHECK((idx.dim() == 3 || idx.dim() == 2) && idx.size(0) == B,
+                  "pointops: idx must have shape [B, P, T] (or [B, P]) with B = ", B, ", got a tensor with ",
+                  idx.dim(), " dimensions");
+  return GatherShape{B, 0, N, idx.size(1), idx.dim() == 3 ? idx.size(2) : 1};
 }
 
 std::optional<Tensor> prepare_weight(const std::optional<Tensor>& weight, const Tensor& idx,
                                      const Tensor& like, const char* like_name) {
   if (!weight.has_value()) return std::nullopt;
   const Tensor& w = *weight;
+  STD_TORCH_CHECK(idx.dim() == 3, "pointops: a weighted gather needs idx of shape [B, P, T]");
   check_same_device(like, like_name, w, "weight");
   check_same_dtype(like, like_name, w, "weight");
   STD_TORCH_CHECK(

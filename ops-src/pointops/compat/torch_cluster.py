@@ -365,6 +365,27 @@ def _grid_vector(t: Tensor, name: str, dims: int, dtype: torch.dtype, device: to
 
 
 @torch.jit.unused
+@torch.jit.unused
+def _grid_args_ready(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> bool:
+    """True for the common call, which the op takes as it is: pos [N, D] float32/float64 where
+    the op runs (_grid_device), size [D] of pos's dtype on pos's device, no start or end. The
+    conversions below would change nothing for it, and they were most of a call's host time."""
+    if start is not None or end is not None or not (isinstance(pos, Tensor) and isinstance(size, Tensor)):
+        return False
+    if pos.dtype is not torch.float32 and pos.dtype is not torch.float64:
+        return False
+    if size.dtype is not pos.dtype or pos.dim() != 2 or size.dim() != 1 or size.size(0) != pos.size(1):
+        return False
+    if pos.is_cuda:
+        return (
+            _GRID_CUDA_KERNELS
+            and pos.size(1) <= 1024
+            and size.is_cuda
+            and size.get_device() == pos.get_device()
+        )
+    return pos.is_cpu and size.is_cpu
+
+
 def _grid_cluster_eager(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> Tensor:
     """The op outside TorchScript: a bad value found by the CPU op is raised as ValueError (a
     problem recorded on the GPU by an earlier pointops call, too)."""
@@ -402,6 +423,8 @@ def grid_cluster(
     by the kernels without a sync: the affected ids are INT64_MIN and the error is raised by the
     next pointops call or pointops.check_errors(); a CPU size / start / end is checked at once."""
     if not torch.jit.is_scripting():
+        if _grid_args_ready(pos, size, start, end):
+            return _grid_cluster_eager(pos, size, start, end)
         _check_types([("pos", pos), ("size", size), ("start", start), ("end", end)], [])
     if pos.dim() == 0:
         raise ValueError("pointops: pos must have at least one dimension (one row per point)")
