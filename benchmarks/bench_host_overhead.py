@@ -11,8 +11,9 @@ dispatcher, the autograd wrapper, the Python checks and the binding's checks and
 Each layer is timed as `calls` back-to-back calls, `reps` times; the median per-call time is
 reported in microseconds. Layers: the raw torch.ops.pointops op without and with an input that
 requires grad, the Python API (value checks on and off, and with an input that requires grad)
-and the pointnet2-compatible API. ball_query returns squared distances (return_dist2=True) in the
-raw and native rows, so the rows with requires_grad build a graph; the compat row returns indices.
+and the pointnet2-compatible API (torch_cluster's for grid_cluster). ball_query returns squared
+distances (return_dist2=True) in the raw and native rows, so the rows with requires_grad build a
+graph; the compat row returns indices.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _cases(torch, pointops, compat):
     feat_g = feat.clone().requires_grad_(True)
     idx2_col = idx2.unsqueeze(-1)
     idx3_flat = idx3.reshape(B, M * K, 1)
+    size = torch.full((3,), 0.25)
+    from pointops.compat import torch_cluster as cluster
 
     return [
         ("gather_points", "raw op", lambda: ops.gather(feat, idx2_col, None)),
@@ -87,6 +90,8 @@ def _cases(torch, pointops, compat):
         ("furthest_point_sample", "raw op", lambda: ops.furthest_point_sample(xyz, M, None, 0)),
         ("furthest_point_sample", "Python API", lambda: pointops.furthest_point_sample(xyz, M)),
         ("furthest_point_sample", "compat API", lambda: compat.furthest_point_sample(xyz, M)),
+        ("grid_cluster", "raw op", lambda: ops.grid_cluster(xyz[0], size, None, None)),
+        ("grid_cluster", "torch_cluster API", lambda: cluster.grid_cluster(xyz[0], size)),
     ]
 
 
