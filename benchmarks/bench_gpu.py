@@ -295,11 +295,13 @@ def _ops():
     return torch.ops.pointops
 
 
-def bench_gpu(table: Table, bw: float, quick: bool) -> None:
+def bench_gpu(table: Table, bw: float, quick: bool, only: list[str] | None = None) -> None:
+    """Every GPU row, or with `only` the rows of those ops (fps, ball_query, gather_points, ...)."""
     import torch
 
     f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
     reps = 3 if quick else 10
+    wanted = lambda op: only is None or op in only  # noqa: E731
     for B, N, K, peer, target in [
         (1, 1_000_000, 4096, 756.3, 25),
         (1, 100_000, 1024, 20.40, 3),
@@ -307,6 +309,8 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
         (32, 100_000, 1024, 41.45, 10),
         (16, 4096, 1024, 1.309, 0.65),
     ]:
+        if not wanted("fps"):
+            break
         for dtype in (f32, f16, bf16) if N == 100_000 else (f32,):
             _fps_case(table, B, N, K, dtype, peer, target, 3 if N >= 1_000_000 else reps)
     for op, B, N, M, r, K, peer, target in [
@@ -317,6 +321,8 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
         ("knn", 1, 1_000_000, 65536, 0, 16, 127.8, 15),
         ("three_nn", 8, 4096, 16384, 0, 3, 11.09, 1.5),
     ]:
+        if not wanted(op):
+            continue
         for dtype in (f32, f16) if B == 8 else (f32,):
             _neighbour_case(table, bw, op, B, N, M, r, K, dtype, peer, target, reps)
     for op, B, C, N, P, T, weighted, peer, target in [
@@ -326,6 +332,8 @@ def bench_gpu(table: Table, bw: float, quick: bool) -> None:
         ("gather_points_large_out", 16, 256, 16384, 65536, 1, False, None, None),
         ("gather_points_huge_rows", 8, 256, 262144, 131072, 1, False, None, None),
     ]:
+        if not wanted(op):
+            continue
         for dtype in (f32, f16, bf16):
             _gather_case(table, bw, op, B, C, N, P, T, weighted, dtype, peer, target, reps)
             torch.cuda.empty_cache()
@@ -453,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results to this file")
     parser.add_argument("--cpu", action="store_true", help="also time a few CPU cases")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument(
+        "--ops", nargs="+", help="only these ops' rows (e.g. gather_points fps); no dtype comparison"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -487,8 +498,9 @@ def main(argv: list[str] | None = None) -> int:
         f"copy {meta['copy_GBps']} GB/s (read + write)"
     )
     table = Table()
-    bench_gpu(table, bw, args.quick)
-    bench_dtypes(table)
+    bench_gpu(table, bw, args.quick, args.ops)
+    if args.ops is None:
+        bench_dtypes(table)
     if args.cpu:
         bench_cpu(table)
     if args.json:
