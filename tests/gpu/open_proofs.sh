@@ -15,7 +15,8 @@
 # Side by side, as soon as the master starts:
 #   ways      tests/gpu/build_ways.sh: source-default (setup.py must refuse the static-libstdc++
 #             compiler) and source-system (CXX=/usr/bin/g++) built here, then pytest (tests/ops,
-#             tests/compat, tests/dropins) and memcheck on source-system
+#             tests/compat, tests/dropins: the PYTEST_K cases, as for the wheel and conda) and
+#             memcheck on source-system
 #   wheel     run_device_suite.sh on WHEEL: oracle, pytest (CUDA cases), memcheck, racecheck
 #   conda     run_device_suite.sh on the conda package: pytest (CUDA cases), memcheck
 #   hostile   compute-sanitizer memcheck over the CUDA cases of the hostile-input files (WHEEL), on
@@ -95,13 +96,15 @@ master() {
     pids+=($!)
   }
   # suite NAME STEPS SITE_DIR: run_device_suite.sh's STEPS on one build of pointops
+  # Every pytest runs the same cases, each named as it ends (-vv after the suite's -q is -v), so
+  # that a run the deadline stops still names its failures.
   suite() {
     side $1 env CXX=/usr/bin/g++ OUT=$L/$1 STEPS="$2" POINTOPS_PYTEST_K="$cases" \
-      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 --basetemp /tmp/bt-$1" \
+      POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 -vv --basetemp /tmp/bt-$1" \
       bash tests/gpu/run_device_suite.sh "$3"
   }
-  part ways && side ways env OUT=$L/ways POINTOPS_PYTEST_ARGS="tests/dropins --basetemp /tmp/bt-ways" \
-    PYTEST_WORKERS=5 bash tests/gpu/build_ways.sh
+  part ways && side ways env OUT=$L/ways POINTOPS_PYTEST_K="$cases" \
+    POINTOPS_PYTEST_ARGS="tests/dropins -vv --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 bash tests/gpu/build_ways.sh
   part hostile && side memcheck-hostile env PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel \
     compute-sanitizer --tool memcheck --error-exitcode 3 --target-processes all \
     python3 -m pytest -v -p no:cacheprovider -n ${HOSTILE_WORKERS:-8} -k cuda \
