@@ -365,7 +365,6 @@ def _grid_vector(t: Tensor, name: str, dims: int, dtype: torch.dtype, device: to
 
 
 @torch.jit.unused
-@torch.jit.unused
 def _grid_args_ready(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> bool:
     """True for the common call, which the op takes as it is: pos [N, D] float32/float64 where
     the op runs (_grid_device), size [D] of pos's dtype on pos's device, no start or end. The
@@ -386,6 +385,7 @@ def _grid_args_ready(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Op
     return pos.is_cpu and size.is_cpu
 
 
+@torch.jit.unused
 def _grid_cluster_eager(pos: Tensor, size: Tensor, start: Optional[Tensor], end: Optional[Tensor]) -> Tensor:
     """The op outside TorchScript: a bad value found by the CPU op is raised as ValueError (a
     problem recorded on the GPU by an earlier pointops call, too)."""
