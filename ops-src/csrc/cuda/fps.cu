@@ -24,7 +24,6 @@
 
 #include <cstdlib>
 #include <cuda/atomic>
-#include <initializer_list>
 #include <type_traits>
 
 #include "common.cuh"
@@ -775,21 +774,24 @@ double step_cost_us(const GroupPlan& plan, bool lean) {
 // none fits (or none has the forced G).
 template <class T>
 GroupPlan grid_plan(int64_t B, int64_t N, int64_t forced) {
+  struct Shape {
+    int slots;
+    bool one_per_sm;
+  };
+  constexpr Shape kShapes[] = {{2, true},  {4, true},   {8, true},   {16, true},
+                               {32, true}, {32, false}, {16, false}, {8, false}};
   const int64_t sms = current_device_sm_count();
-  for (const bool one_per_sm : {true, false}) {
-    for (const int slots :
-         one_per_sm ? std::initializer_list<int>{2, 4, 8, 16, 32} : std::initializer_list<int>{32, 16, 8}) {
-      const int64_t G = ceil_div(N, static_cast<int64_t>(slots) * kThreads);
-      if (G < 2 || G > INT32_MAX / 2 || (forced > 0 && G != forced) || (one_per_sm && B * G > sms)) continue;
-      GroupPlan plan;
-      plan.G = static_cast<int>(G);
-      plan.slots = slots;
-      plan.chunk = static_cast<int64_t>(slots) * kThreads;
-      const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
-        return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
-      });
-      if (B * G <= resident) return plan;
-    }
+  for (const Shape& sh : kShapes) {
+    const int64_t G = ceil_div(N, static_cast<int64_t>(sh.slots) * kThreads);
+    if (G < 2 || G > INT32_MAX / 2 || (forced > 0 && G != forced) || (sh.one_per_sm && B * G > sms)) continue;
+    GroupPlan plan;
+    plan.G = static_cast<int>(G);
+    plan.slots = sh.slots;
+    plan.chunk = static_cast<int64_t>(sh.slots) * kThreads;
+    const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
+      return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
+    });
+    if (B * G <= resident) return plan;
   }
   return GroupPlan{};
 }
