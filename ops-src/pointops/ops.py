@@ -527,7 +527,10 @@ def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
 @_traceable
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m, j] = feat[b, c, idx[b, m, j]]: [B, C, M, K]; idx -1 gives 0."""
-    feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
+    if _plain_gather_args(feat, idx, 3):
+        checks = _index_checks(idx, feat.shape[2])
+    else:
+        feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
     B, M, K = idx.shape
     out = _call(_gather_op, (feat, idx.reshape(B, M * K, 1), None), checks, (feat,), GatherFunction)
     return out.view(B, feat.shape[1], M, K)
