@@ -483,8 +483,10 @@ def _features(feat, name: str = "feat") -> Tensor:
     return feat
 
 
-def _index_checks(idx: Tensor, n: int):
-    return lambda: _ValueChecks().indices(idx, "idx", n)
+def _index_checks(idx: Tensor, feat: Tensor):
+    """The pending range check of a gather's idx into feat [B, C, N]; reads N only when it runs
+    (on an error), as the gathers' host time is most of what a single call costs."""
+    return lambda: _ValueChecks().indices(idx, "idx", feat.shape[2])
 
 
 def _features_and_index(feat, idx, idx_layout: str):
@@ -496,7 +498,7 @@ def _features_and_index(feat, idx, idx_layout: str):
         raise ValueError(
             f"pointops: idx must have shape {idx_layout} with B = {feat.shape[0]}, got {list(idx.shape)}"
         )
-    return feat, idx, _index_checks(idx, feat.shape[2])
+    return feat, idx, _index_checks(idx, feat)
 
 
 def _plain_gather_args(feat, idx, idx_dims: int) -> bool:
@@ -520,15 +522,14 @@ def gather_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m] = feat[b, c, idx[b, m]]: [B, C, M]; idx -1 gives 0."""
     if not _plain_gather_args(feat, idx, 2):
         feat, idx, _ = _features_and_index(feat, idx, "[B, M]")
-    checks = lambda: _ValueChecks().indices(idx, "idx", feat.shape[2])  # noqa: E731 (only on an error)
-    return _call(_gather_op, (feat, idx, None), checks, (feat,), GatherFunction)
+    return _call(_gather_op, (feat, idx, None), _index_checks(idx, feat), (feat,), GatherFunction)
 
 
 @_traceable
 def group_points(feat: Tensor, idx: Tensor) -> Tensor:
     """out[b, c, m, j] = feat[b, c, idx[b, m, j]]: [B, C, M, K]; idx -1 gives 0."""
     if _plain_gather_args(feat, idx, 3):
-        checks = _index_checks(idx, feat.shape[2])
+        checks = _index_checks(idx, feat)
     else:
         feat, idx, checks = _features_and_index(feat, idx, "[B, M, K]")
     B, M, K = idx.shape
@@ -554,6 +555,4 @@ def three_interpolate(feat: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
         )
     if weight.dtype != feat.dtype:
         raise TypeError(f"pointops: weight has dtype {weight.dtype} but feat has {feat.dtype}")
-    return _call(
-        _gather_op, (feat, idx, weight), _index_checks(idx, feat.shape[2]), (feat, weight), GatherFunction
-    )
+    return _call(_gather_op, (feat, idx, weight), _index_checks(idx, feat), (feat, weight), GatherFunction)
