@@ -12,7 +12,8 @@
 namespace pointops {
 
 enum class Knob : int32_t {
-  // CUDA FPS: force the cluster size G (1, 2, 4, ...); 1 = no clusters (Hopper and newer
+  // CUDA FPS: force G, the blocks per cloud (1, 2, 4, ... 16: one block or a cluster where
+  // one fits, else a grid plan with that G); 1 = no clusters (Hopper and newer
   // otherwise may use them); 0 = no lean block path; 1 = the general (workspace) path only.
   FpsGroup,
   FpsNoCluster,

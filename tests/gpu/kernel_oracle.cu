@@ -563,7 +563,10 @@ static void run_checks(bool small) {
   check_fps(Dtype::BFloat16, 2, 100000, 100, false, 0, false, "POINTOPS_FPS_GROUP", "8");
   check_fps(Dtype::Float32, 3, 30000, 150, true, 0, true, "POINTOPS_FPS_NO_CLUSTER", "1");  // grid path
   check_fps(Dtype::Float32, 1, 300000, 100, false, 0, false);                               // grid path
-  check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);              // stream path
+  // Grid path with G > 128 (two rounds of polled words); grid by the cost model, many steps.
+  check_fps(Dtype::Float32, 1, 300000, 300, false, 0, true, "POINTOPS_FPS_GROUP", "147");
+  check_fps(Dtype::BFloat16, 1, 160000, 600, true, 0, true);
+  check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);  // stream path
   check_fps(Dtype::Float32, 2, 5000, 100, false, 0, false, "POINTOPS_FPS_GENERAL", "1");
   // Ball query: tiled and grid paths, lengths, inclusive/exclusive, K past 32.
   for (Dtype dt : all) check_ball(dt, 3, 2000, 300, 0.2, 16, true, true, true);

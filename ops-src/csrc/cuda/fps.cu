@@ -12,8 +12,8 @@
 //        blocks of 128 threads (one warp per SM scheduler) where the registers allow;
 //      * cluster: G <= 16 blocks of a Hopper+ thread-block cluster push their winners into each
 //        other's shared memory and meet at a hardware cluster barrier;
-//      * grid: G co-resident blocks (cooperative launch) exchange winners through global memory
-//        and a per-cloud counter barrier (large clouds).
+//      * grid: G co-resident blocks (cooperative launch) exchange winners through global memory,
+//        one self-tagged 64-bit word per block and step (large clouds).
 //  - stream path: like the grid path, but points and min-distances stay in global memory
 //    (clouds too large for the registers of the whole GPU).
 //  - general path (float64, or anything the others cannot take): one block per cloud, points
@@ -141,10 +141,6 @@ struct alignas(16) PickSlot {  // a Pick as written to shared or global memory
   uint32_t pad[3];
 };
 
-__device__ __forceinline__ bool pick_better(uint32_t d, uint32_t i, uint32_t od, uint32_t oi) {
-  return d > od || (d == od && i < oi);
-}
-
 // Every lane ends with the best Pick of the warp.
 __device__ __forceinline__ Pick warp_pick(Pick p) {
 #ifdef POINTOPS_WARP_REDUX
@@ -156,7 +152,7 @@ __device__ __forceinline__ Pick warp_pick(Pick p) {
   for (int offset = 16; offset > 0; offset >>= 1) {
     const uint32_t od = __shfl_xor_sync(0xffffffffu, dmax, offset);
     const uint32_t oi = __shfl_xor_sync(0xffffffffu, imin, offset);
-    if (pick_better(od, oi, dmax, imin)) {
+    if (od > dmax || (od == dmax && oi < imin)) {
       dmax = od;
       imin = oi;
     }
@@ -404,13 +400,62 @@ __device__ __forceinline__ unsigned long long block_key(uint32_t d, uint32_t i,
   return k[0];
 }
 
+// The grid path's exchange, run by warp 0 of each block: publishes the block's best key for
+// step k and returns the cloud's winner over its G blocks, coordinates read back by index. A
+// key is one 64-bit word, written and read whole, and tagged in bit 63 (free: its distance bits
+// are a non-negative float's) with the step, so a reader polls the words themselves: no counter
+// barrier, no fence. The words are double-buffered by step parity and start zeroed; the tag
+// (k + 1) / 2 % 2 tells this step's word from the one two steps back, and none from further on
+// can be there yet, as no block passes step k + 1 before this block has published it.
+// (On an H100 at N = 1M this took a step from 3.6 to 2.5 us against a counter barrier with
+// 32-byte winners; carrying the coordinates in two more tagged words, 3.3 us, was slower than
+// reading them back.)
+constexpr unsigned long long kStepTag = 1ull << 63;
+constexpr int kPollWidth = 4;  // words per lane read together per round
+
+template <class T>
+__device__ __forceinline__ Pick grid_exchange(unsigned long long* words, int G, int rank, int64_t k,
+                                              unsigned long long key, const T* pts) {
+  using Word = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
+  const unsigned long long tag = ((k + 1) >> 1) & 1 ? kStepTag : 0ull;
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) Word(words[rank]).store(key | tag, cuda::memory_order_relaxed);
+  unsigned long long best = 0;
+  for (int r0 = 0; r0 < G; r0 += 32 * kPollWidth) {
+    unsigned long long w[kPollWidth];
+    bool ready;
+    do {  // every word of the round at once: one memory round trip per try
+      ready = true;
+#pragma unroll
+      for (int j = 0; j < kPollWidth; ++j) {
+        const int r = r0 + j * 32 + lane;
+        w[j] = r < G ? Word(words[r]).load(cuda::memory_order_relaxed) : tag;
+        ready = ready && (w[j] & kStepTag) == tag;
+      }
+    } while (!ready);
+#pragma unroll
+    for (int j = 0; j < kPollWidth; ++j) {
+      const unsigned long long v = w[j] & ~kStepTag;
+      best = v > best ? v : best;
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, offset);
+    best = other > best ? other : best;
+  }
+  const uint32_t i = ~static_cast<uint32_t>(best);
+  return Pick{static_cast<uint32_t>(best >> 32), i, to_acc(pts[i * 3ull]), to_acc(pts[i * 3ull + 1]),
+              to_acc(pts[i * 3ull + 2])};
+}
+
 // One kernel for the register and stream paths and the three group modes.
 // Grid: B * G blocks; cloud = blockIdx.x / G, rank in the cloud's group = blockIdx.x % G.
 template <class T, class Points, int MODE>
 __global__ void __launch_bounds__(Points::kBlock)
     fps_group_kernel(const T* __restrict__ xyz, CloudRows clouds, CloudRows samples, int64_t start,
-                     int64_t* __restrict__ idx, int G, int64_t chunk, PickSlot* __restrict__ grid_slots,
-                     unsigned long long* __restrict__ arrivals, float* __restrict__ min_d) {
+                     int64_t* __restrict__ idx, int G, int64_t chunk,
+                     unsigned long long* __restrict__ grid_words, float* __restrict__ min_d) {
   constexpr int kBlock = Points::kBlock;
   __shared__ PickSlot warp_slots[2][kBlock / 32];
   __shared__ PickSlot cluster_slots[2][kMaxCluster];
@@ -421,7 +466,7 @@ __global__ void __launch_bounds__(Points::kBlock)
   const T* pts = xyz + clouds.begin(b) * 3;
   int64_t* out = idx + samples.begin(b);
   const int lane = threadIdx.x & 31;
-  (void)grid_slots, (void)arrivals, (void)cluster_slots, (void)warp_keys;  // unused by some modes
+  (void)grid_words, (void)cluster_slots, (void)warp_keys;  // unused by some modes
 
   if (rank == 0) {
     for (int64_t i = n + threadIdx.x; i < K; i += kBlock) out[i] = -1;
@@ -467,27 +512,12 @@ __global__ void __launch_bounds__(Points::kBlock)
       __trap();  // the host launches cluster groups only on devices that have them
 #endif
     } else if constexpr (MODE == kGridGroup) {
-      p = block_pick(points.update(cx, cy, cz), warp_slots, buf);
-      // Publish this block's winner, arrive at the cloud's counter, wait for all G blocks.
-      PickSlot* slots = grid_slots + (b * 2 + buf) * static_cast<int64_t>(G);
+      const Pick mine = points.update(cx, cy, cz);
+      const unsigned long long key = block_key(mine.d, mine.i, warp_keys, buf);
       __shared__ PickSlot group_pick[2];
       if (threadIdx.x < 32) {
-        if (threadIdx.x == 0) {
-          store_slot(slots[rank], p);
-          cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> arrive(arrivals[b]);
-          arrive.fetch_add(1ull, cuda::memory_order_release);
-        }
-        const unsigned long long target = static_cast<unsigned long long>(k) * G;
-        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> arrived(arrivals[b]);
-        while (arrived.load(cuda::memory_order_acquire) < target) {
-        }
-        Pick q = no_pick();
-        for (int r = lane; r < G; r += 32) {
-          const Pick c = load_slot(slots[r]);
-          if (pick_better(c.d, c.i, q.d, q.i)) q = c;
-        }
-        q = warp_pick(q);
-        if (lane == 0) store_slot(group_pick[buf], q);
+        p = grid_exchange(grid_words + (b * 2 + buf) * static_cast<int64_t>(G), G, rank, k, key, pts);
+        if (lane == 0) store_slot(group_pick[buf], p);
       }
       __syncthreads();
       p = load_slot(group_pick[buf]);
@@ -587,12 +617,14 @@ void cluster_config(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, unsigned
   cfg->numAttrs = 1;
 }
 
+// The grid exchange's words: one per block of a cloud, double-buffered.
+size_t grid_word_count(int64_t B, int G) { return static_cast<size_t>(B) * 2 * static_cast<size_t>(G); }
+
 struct LaunchArgs {
   CloudRows clouds, samples;
   int64_t B, start;
   int64_t* idx;
-  PickSlot* slots;
-  unsigned long long* arrivals;
+  unsigned long long* grid_words;
   float* min_d;
   cudaStream_t stream;
 };
@@ -606,26 +638,25 @@ Status launch_group(const T* xyz, const LaunchArgs& a, const GroupPlan& plan) {
   int64_t chunk = plan.chunk, start = a.start;
   CloudRows clouds = a.clouds, samples = a.samples;
   int64_t* idx = a.idx;
-  PickSlot* slots = a.slots;
-  unsigned long long* arrivals = a.arrivals;
+  unsigned long long* grid_words = a.grid_words;
   float* min_d = a.min_d;
   if (MODE == kClusterGroup) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[1];
     cluster_config(&cfg, attr, blocks, plan, a.stream);
     return status_of(
-        cudaLaunchKernelEx(&cfg, kernel, xyz, clouds, samples, start, idx, G, chunk, slots, arrivals, min_d));
+        cudaLaunchKernelEx(&cfg, kernel, xyz, clouds, samples, start, idx, G, chunk, grid_words, min_d));
   }
   if (MODE == kGridGroup) {
     cudaError_t err =
-        cudaMemsetAsync(arrivals, 0, static_cast<size_t>(a.B) * sizeof(unsigned long long), a.stream);
+        cudaMemsetAsync(grid_words, 0, grid_word_count(a.B, G) * sizeof(unsigned long long), a.stream);
     if (err != cudaSuccess) return cudaGetErrorString(err);
-    void* args[] = {&xyz, &clouds, &samples, &start, &idx, &G, &chunk, &slots, &arrivals, &min_d};
+    void* args[] = {&xyz, &clouds, &samples, &start, &idx, &G, &chunk, &grid_words, &min_d};
     return status_of(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
                                                  dim3(Points::kBlock), args, plan.smem, a.stream));
   }
-  kernel<<<blocks, Points::kBlock, plan.smem, a.stream>>>(xyz, clouds, samples, start, idx, G, chunk, slots,
-                                                          arrivals, min_d);
+  kernel<<<blocks, Points::kBlock, plan.smem, a.stream>>>(xyz, clouds, samples, start, idx, G, chunk,
+                                                          grid_words, min_d);
   return launch_status();
 }
 
@@ -737,6 +768,38 @@ double step_cost_us(const GroupPlan& plan, bool lean) {
          0.044 * static_cast<double>(tail_rounds);
 }
 
+// Grid plans: every block on an SM of its own where the clouds allow, with the fewest slots
+// (a second block on an SM slowed the step more than the shorter update gained); for larger
+// clouds 32, 16 or 8 slots and as many blocks per SM as are resident. An invalid plan where
+// none fits (or none has the forced G).
+template <class T>
+GroupPlan grid_plan(int64_t B, int64_t N, int64_t forced) {
+  struct Shape {
+    int slots;
+    bool one_per_sm;
+  };
+  constexpr Shape kShapes[] = {{2, true},  {4, true},   {8, true},   {16, true},
+                               {32, true}, {32, false}, {16, false}, {8, false}};
+  const int64_t sms = current_device_sm_count();
+  for (const Shape& sh : kShapes) {
+    const int64_t G = ceil_div(N, static_cast<int64_t>(sh.slots) * kThreads);
+    if (G < 2 || G > INT32_MAX / 2 || (forced > 0 && G != forced) || (sh.one_per_sm && B * G > sms)) continue;
+    GroupPlan plan;
+    plan.G = static_cast<int>(G);
+    plan.slots = sh.slots;
+    plan.chunk = static_cast<int64_t>(sh.slots) * kThreads;
+    const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
+      return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
+    });
+    if (B * G <= resident) return plan;
+  }
+  return GroupPlan{};
+}
+
+// Estimated microseconds per step of a grid plan (every cloud at once), measured on an H100 at
+// 8 to 32 slots: block reduction, exchange and the read of the winner, and the update.
+double grid_step_cost_us(const GroupPlan& plan) { return 1.6 + 0.034 * plan.slots; }
+
 // The paths (CudaPlan::path). Lean, Block, Cluster and Grid hold points in registers.
 enum FpsPath : int32_t { kGeneral = 0, kLean = 1, kBlock = 2, kCluster = 3, kGrid = 4, kStream = 5 };
 
@@ -772,21 +835,13 @@ FpsChoice choose_fast(int64_t B, int64_t N) {
       best_cost = cost;
     }
   }
-  if (best.path != kGeneral) return best;
 
-  // Grid path: all blocks of all clouds resident at once, points in registers.
-  for (int slots : {32, 16, 8}) {  // fewer, fuller blocks: a cheaper barrier
-    const int64_t G = ceil_div(N, static_cast<int64_t>(slots) * kThreads);
-    GroupPlan plan;
-    plan.G = static_cast<int>(G);
-    plan.slots = slots;
-    plan.chunk = static_cast<int64_t>(slots) * kThreads;
-    if (G < 2 || G > INT32_MAX / 2) continue;
-    const int64_t resident = with_points<T>(plan, [&](auto points) -> int64_t {
-      return resident_blocks(fps_group_kernel<T, decltype(points), kGridGroup>, 0);
-    });
-    if (B * G <= resident) return FpsChoice{kGrid, plan};
+  const GroupPlan grid = grid_plan<T>(B, N, forced);
+  // A forced G names a cluster plan where one exists.
+  if (grid.valid() && (best.path == kGeneral || (forced <= 0 && grid_step_cost_us(grid) < best_cost))) {
+    return FpsChoice{kGrid, grid};
   }
+  if (best.path != kGeneral) return best;
 
   // Stream path: as many resident blocks per cloud as fit.
   const int64_t resident = resident_blocks(fps_group_kernel<T, StreamPoints<T>, kGridGroup>, 0);
@@ -821,9 +876,8 @@ FpsChoice choose(Dtype dt, int64_t B, int64_t N) {
 }
 
 struct Workspace {
-  acc_t<float>* min_d;           // B*N accumulation-type values (general and stream paths)
-  PickSlot* slots;               // grid and stream paths: one per block of a cloud, double-buffered
-  unsigned long long* arrivals;  // grid and stream paths: one barrier counter per cloud
+  acc_t<float>* min_d;             // B*N accumulation-type values (general and stream paths)
+  unsigned long long* grid_words;  // grid and stream paths: grid_word_count(B, G)
   size_t bytes;
 };
 
@@ -831,13 +885,12 @@ struct Workspace {
 Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B,
                           int64_t rows) {
   WorkspaceCarver carve(base);
-  Workspace ws{nullptr, nullptr, nullptr, 0};
+  Workspace ws{nullptr, nullptr, 0};
   if (path == kGeneral || path == kStream) {
     ws.min_d = carve.take<float>(static_cast<size_t>(rows) * (dtype_acc_bytes(dt) / sizeof(float)));
   }
   if (path == kGrid || path == kStream) {
-    ws.slots = carve.take<PickSlot>(static_cast<size_t>(B) * 2 * static_cast<size_t>(plan.G + 1));
-    ws.arrivals = carve.take<unsigned long long>(static_cast<size_t>(B));
+    ws.grid_words = carve.take<unsigned long long>(grid_word_count(B, plan.G));
   }
   ws.bytes = carve.used();
   return ws;
@@ -882,7 +935,7 @@ Status launch_fps(const CudaPlan& plan, Dtype dt, const void* xyz, const CloudRo
     using T = decltype(tag);
     const T* points = static_cast<const T*>(xyz);
     if constexpr (!std::is_same<T, double>::value) {
-      const LaunchArgs args{clouds, samples, B, start, idx, ws.slots, ws.arrivals, ws.min_d, s};
+      const LaunchArgs args{clouds, samples, B, start, idx, ws.grid_words, ws.min_d, s};
       switch (path) {
         case kLean: return launch_lean<T>(points, args, group);
         case kBlock: return launch_plan<T, kBlockGroup>(points, args, group);
