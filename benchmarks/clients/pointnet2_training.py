@@ -1214,12 +1214,19 @@ def print_report(report: dict) -> None:
 # the whole run
 
 
-def compile_runs(variants: list[str], modes: list[str] | None) -> list[tuple[str, str]]:
-    """(variant, compile mode) of every process: each variant eager, then per mode the compilable ones."""
+def compile_runs(
+    variants: list[str], modes: list[str] | None, compiled: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """(variant, compile mode) of every process: each variant eager, then per mode the compilable
+    ones (only those in `compiled`, where given)."""
     runs = [(variant, "none") for variant in variants]
     for mode in dict.fromkeys(modes or []):
         if mode != "none":
-            runs += [(variant, mode) for variant in variants if variant in COMPILABLE]
+            runs += [
+                (variant, mode)
+                for variant in variants
+                if variant in COMPILABLE and (compiled is None or variant in compiled)
+            ]
     return runs
 
 
@@ -1245,7 +1252,7 @@ def run_all(args) -> int:
             "pointnet2_ops is not installed: pass --pointnet2-ops DIR (see build_peers.sh) or drop "
             "it from --variants"
         )
-    runs = compile_runs(variants, args.compile)
+    runs = compile_runs(variants, args.compile, args.compile_variants)
     if "reduce-overhead" in (args.compile or []) and not args.device.startswith("cuda"):
         raise SystemExit("--compile reduce-overhead records CUDA graphs: it needs --device cuda")
     me = [sys.executable, os.path.abspath(__file__), "run"]
@@ -1403,6 +1410,13 @@ def main() -> int:
                 choices=["none", *COMPILE_MODES],
                 help="add the compiled variants of the pointops variants and pointnet2_ops: default -> "
                 "NAME-compiled, reduce-overhead (CUDA graphs) -> NAME-cudagraphs; repeatable",
+            )
+            s.add_argument(
+                "--compile-variants",
+                nargs="+",
+                choices=COMPILABLE,
+                help="compile only these of --variants (default: every compilable one); e.g. "
+                "pointops alone, where pointnet2_ops' compiled steps are not wanted",
             )
             s.add_argument(
                 "--fresh-compile-cache",
