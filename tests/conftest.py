@@ -23,6 +23,18 @@ def _no_pointops_problem_left_on_the_gpu():
         pytest.fail(f"the test left a pointops problem recorded on the GPU: {error}")
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    """Runs the test with torch's intra-op pool at 1 and at 2 threads (the CPU kernels split work
+    across threads; a result must not depend on how), then puts the pool back."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(previous)
+
+
 # The quick developer loop is `pytest -m "not slow"` (under a minute on 2 cores); CI runs
 # everything. Besides the tests marked slow where they are defined, these are slow by what they
 # do: builds with nvcc, mingw-w64 or rattler-build, torch.compile, waiting for a hung nvidia-smi or

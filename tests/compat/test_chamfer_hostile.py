@@ -21,14 +21,6 @@ PATH_IDS = ["l2sq-3d", "l2-3d", "l1-3d", "l2sq-5d", "l1-2d"]
 INTERNAL_NAMES = ("query", "xyz")
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def clouds(device, N=3, P1=8, P2=6, D=3, dtype=torch.float64, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(N, P1, D, generator=g, dtype=torch.float64).to(dtype).to(device)

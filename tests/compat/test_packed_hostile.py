@@ -16,14 +16,6 @@ from pointops import packed
 NOT_A_ROW_POINTER = "was not a row pointer"  # the CUDA checks' words
 
 
-@pytest.fixture(params=[1, 2], ids=["threads1", "threads2"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def points(rows, device, dtype=torch.float64, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(rows, 3, generator=g, dtype=torch.float64).to(device, dtype)

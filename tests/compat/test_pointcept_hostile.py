@@ -13,14 +13,6 @@ from bad_values import raises_bad_value
 from pointops.compat import pointcept as pc
 
 
-@pytest.fixture(params=[1, 2], ids=["threads1", "threads2"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def cloud(sizes, device, dtype=torch.float32, seed=0):
     """(xyz [sum(sizes), 3], offset int32 [len(sizes)]), Pointcept's layout."""
     g = torch.Generator().manual_seed(seed)

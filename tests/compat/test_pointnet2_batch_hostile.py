@@ -55,14 +55,6 @@ COORDINATES = {
 }
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def _rand(g, *shape, dtype, device, scale=1.0):
     return (torch.rand(*shape, generator=g, dtype=torch.float64) * scale).to(dtype).to(device)
 

@@ -18,14 +18,6 @@ FLOATS = {"cpu": [torch.float32, torch.float64], "cuda": [torch.float32, torch.f
 CUDA_BAD_COORDINATE = "held nan, inf or a coordinate too large"
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(params=[False, True], ids=["contiguous", "channels_last"])
 def layout(request, monkeypatch):
     """QueryAndGroup / GroupAll build their groups both ways (channels_last is CUDA's default)."""

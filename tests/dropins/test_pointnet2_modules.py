@@ -37,14 +37,6 @@ def full_float32_convolutions():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def cloud(device, B=2, N=40, C=3, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     xyz = torch.rand(B, N, 3, generator=g, dtype=torch.float64)

@@ -18,14 +18,6 @@ from hypothesis import strategies as st
 DTYPES = [torch.float32, torch.float64]
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def _with_path(monkeypatch, path, fn, *args, **kwargs):
     """fn(*args, **kwargs) with the search forced to `path`."""
     with pointops._tuning.override(CPU_NEIGHBORS_PATH=path):

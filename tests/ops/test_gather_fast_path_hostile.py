@@ -16,14 +16,6 @@ GATHERS = {
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(previous)
-
-
 def index(B, M, N, dims, device, seed=0):
     shape = (B, M) if dims == 2 else (B, M, 3)
     g = torch.Generator().manual_seed(seed)
