@@ -18,6 +18,7 @@ names=()
 for spec in "$@"; do
   name=${spec%%=*}
   names+=("$name")
+  rm -f "$out/$name"  # a failed build must not leave an earlier binary to be timed
   nvcc -O3 -std=c++17 -arch="${ARCH:-native}" --expt-relaxed-constexpr -I$csrc -I$csrc/cuda \
     benchmarks/fps_ab/driver.cu $csrc/tuning.cpp $csrc/cpu/fps_cpu.cpp $csrc/cpu/fps_kdtree.cpp \
     $csrc/cpu/parallel.cpp "${spec#*=}" -o "$out/$name" > "$out/$name.build.log" 2>&1 &
