@@ -439,14 +439,33 @@ __device__ __forceinline__ Pick grid_exchange(unsigned long long* words, int G, 
       best = v > best ? v : best;
     }
   }
+  // The lane's own candidate's coordinates load while the warp finds the winner; the lane
+  // that holds the winner then hands them on. (Loading the winner's after the reduction put a
+  // memory round trip on every step.) Key 0 is no candidate: padding or a block with no points.
+  float x = 0.f, y = 0.f, z = 0.f;
+  if (best != 0) {
+    const uint64_t i = ~static_cast<uint32_t>(best);
+    x = to_acc(pts[i * 3]);
+    y = to_acc(pts[i * 3 + 1]);
+    z = to_acc(pts[i * 3 + 2]);
+  }
+  const uint32_t d = static_cast<uint32_t>(best >> 32), low = static_cast<uint32_t>(best);
+#ifdef POINTOPS_WARP_REDUX
+  const uint32_t dmax = __reduce_max_sync(0xffffffffu, d);
+  const uint32_t lowmax = __reduce_max_sync(0xffffffffu, d == dmax ? low : 0u);
+#else
+  unsigned long long top = best;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, offset);
-    best = other > best ? other : best;
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, top, offset);
+    top = other > top ? other : top;
   }
-  const uint32_t i = ~static_cast<uint32_t>(best);
-  return Pick{static_cast<uint32_t>(best >> 32), i, to_acc(pts[i * 3ull]), to_acc(pts[i * 3ull + 1]),
-              to_acc(pts[i * 3ull + 2])};
+  const uint32_t dmax = static_cast<uint32_t>(top >> 32), lowmax = static_cast<uint32_t>(top);
+#endif
+  // Keys are distinct (one block per point), so one lane owns the winner.
+  const int owner = __ffs(__ballot_sync(0xffffffffu, d == dmax && low == lowmax)) - 1;
+  return Pick{dmax, ~lowmax, __shfl_sync(0xffffffffu, x, owner), __shfl_sync(0xffffffffu, y, owner),
+              __shfl_sync(0xffffffffu, z, owner)};
 }
 
 // One kernel for the register and stream paths and the three group modes.
