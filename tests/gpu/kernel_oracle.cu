@@ -529,6 +529,8 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
   knob("POINTOPS_GATHER_SPARSE", "4");                       // chunked sums, two chunks
   check_gather(Dtype::Float32, 1, 7, 600, 3000, 3, true);
+  knob("POINTOPS_GATHER_SPARSE", "5");  // dense fused sums, two chunks
+  check_gather(Dtype::Float32, 1, 9, 600, 3000, 3, true);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
   check_gather_rows(Dtype::Float16, 300, 6, 200, 1, false, 1);   // 2-byte aligned: one element a thread
@@ -689,6 +691,20 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float32, 2, 7, 2500, 70001, 2, true);
   check_gather(Dtype::Float32, 2, 40, 5, 20000, 3, true);
   check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 3, true);
+  check_gather(Dtype::Float64, 1, 9, 2000, 9000, 3, true);
+  check_gather(Dtype::Float32, 1, 5, 5000, 3000, 3, true);
+  // The dense fused sums: 8 and 4 targets a thread over several chunks with a partial channel
+  // group, a runtime T, odd P (plain copies, no cp.async), every 16-bit type, rows of thousands
+  // of entries per chunk (heap sort), fewer entries than targets; float64 and too many targets
+  // fall back to the transposed sums.
+  knob("POINTOPS_GATHER_SPARSE", "5");
+  check_gather(Dtype::Float32, 2, 37, 4096, 20000, 3, true);
+  check_gather(Dtype::Float16, 3, 50, 1000, 9000, 3, true);
+  check_gather(Dtype::BFloat16, 1, 30, 3000, 5000, 1, false);
+  check_gather(Dtype::Float32, 2, 7, 2500, 70001, 2, true);
+  check_gather(Dtype::Float32, 2, 40, 5, 20000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 3, true);
+  check_gather(Dtype::Float16, 2, 6, 4000, 300, 1, false);
   check_gather(Dtype::Float64, 1, 9, 2000, 9000, 3, true);
   check_gather(Dtype::Float32, 1, 5, 5000, 3000, 3, true);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
@@ -1005,6 +1021,7 @@ static void bench_gathers(double bw, bool sweep) {
       if (sweep) {
         const std::pair<const char*, const char*> variants[] = {{"POINTOPS_GATHER_SPARSE", "0"},
                                                                 {"POINTOPS_GATHER_SPARSE", "4"},
+                                                                {"POINTOPS_GATHER_SPARSE", "5"},
                                                                 {"POINTOPS_GATHER_ROWS_COUNTED", "1"},
                                                                 {"POINTOPS_GATHER_OVERLAP", "0"}};
         for (const auto& [name, value] : variants) {

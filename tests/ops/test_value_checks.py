@@ -355,6 +355,7 @@ BACKWARD_PATHS = {
     "sparse-staged": {"GATHER_SPARSE": 2},
     "fused": {"GATHER_SPARSE": 3},
     "chunked": {"GATHER_SPARSE": 4},
+    "dense-fused": {"GATHER_SPARSE": 5},
 }
 
 

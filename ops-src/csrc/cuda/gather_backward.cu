@@ -8,11 +8,15 @@
 // grad_out rows fit in shared memory (gather_points), one fused kernel builds the rows of a
 // span of targets in shared memory and sums them there; else from the global rows above, with
 // grad_out rows staged in shared memory where several fit, or from grad_out directly
-// (gather_backward_sums.cuh). gather_backward_plan.cuh decides which, once per call.
+// (gather_backward_sums.cuh). Dense rows of few targets: the chunked sums from the global rows,
+// or the dense fused sums, which build each chunk's rows in shared memory
+// (gather_backward_chunked.cuh, gather_backward_dense.cuh). gather_backward_plan.cuh decides
+// which, once per call.
 #include <type_traits>
 
 #include "common.cuh"
 #include "gather_backward_chunked.cuh"
+#include "gather_backward_dense.cuh"
 #include "gather_backward_plan.cuh"
 #include "gather_backward_rows.cuh"
 #include "gather_backward_sums.cuh"
@@ -80,6 +84,20 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
   }
 }
 
+template <class T, int K>
+Status launch_dense_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
+                          int64_t N, int64_t P, int64_t T_, int64_t p_chunk, T* grad_feat,
+                          KernelChecks checks, cudaStream_t s) {
+  constexpr int CS = kDenseAccumulators / K;
+  auto kernel = T_ == 3 ? dense_fused_sum_kernel<T, K, CS, 3> : dense_fused_sum_kernel<T, K, CS, 0>;
+  const size_t smem = dense_smem_bytes(N, T_, CS, sizeof(T), p_chunk);
+  if (cudaError_t err = allow_dynamic_smem(kernel, smem)) return cudaGetErrorString(err);
+  const int64_t blocks = B * ceil_div(C, CS);
+  kernel<<<static_cast<unsigned int>(blocks), kDenseThreads, smem, s>>>(grad_out, idx, weight, C, N, P, T_,
+                                                                        p_chunk, grad_feat, checks);
+  return launch_status();
+}
+
 // The transposed sums: one slab of kChannelTile channels at a time, transposed and summed. The
 // workspace holds one or two slabs (slab_buffers). The slabs it holds are transposed first,
 // since they do not need the rows, and the rows are built on a second stream meanwhile where
@@ -141,6 +159,13 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if constexpr (!std::is_same<T, double>::value) {  // the planner never picks them for float64
     if (path == SumPath::Chunked)
       return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, checks, s);
+    if (path == SumPath::DenseFused) {
+      if (sums.shape[1] == 4)
+        return launch_dense_fused<T, 4>(grad_out, idx, weight, B, C, N, P, T_, sums.shape[3], grad_feat,
+                                        checks, s);
+      return launch_dense_fused<T, 8>(grad_out, idx, weight, B, C, N, P, T_, sums.shape[3], grad_feat, checks,
+                                      s);
+    }
   }
   if (path == SumPath::Transposed && sums.shape[1] == 1) {  // rows by radix sort
     if constexpr (std::is_same<I, uint32_t>::value) {

@@ -4,6 +4,7 @@
 
 #include "common.cuh"
 #include "gather_backward_chunked.cuh"
+#include "gather_backward_dense.cuh"
 #include "gather_backward_rows.cuh"
 #include "gather_backward_sums.cuh"
 
@@ -56,8 +57,17 @@ inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_
 // serve only sparse rows. The GatherSparse knob forces one (benchmarks and tests compare
 // them): 0 the dense sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged
 // grad_out rows (falling back to 1 where those rows do not fit), 3 the fused sparse sums
-// (falling back to 2), 4 the chunked sums (gather_backward_chunked.cuh; falling back to 0).
-enum class SumPath : int32_t { Direct, Transposed, SparseDirect, SparseStaged, SparseFused, Chunked };
+// (falling back to 2), 4 the chunked sums (gather_backward_chunked.cuh; falling back to 0),
+// 5 the dense fused sums (gather_backward_dense.cuh; falling back to 0).
+enum class SumPath : int32_t {
+  Direct,
+  Transposed,
+  SparseDirect,
+  SparseStaged,
+  SparseFused,
+  Chunked,
+  DenseFused
+};
 
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
@@ -75,15 +85,24 @@ inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T
   return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
 }
 
-// The chunked sums where they apply and fill the GPU (a block per cloud and channel group),
-// else the transposed sums.
+// Dense rows: the chunked sums for up to kChunkedDefaultMaxTargets targets per cloud, the dense
+// fused sums for up to kDenseMaxTargets, where they apply and fill the GPU (a block per cloud
+// and channel group), else the transposed sums. `forced` (Chunked or DenseFused) takes that
+// one wherever it applies.
 inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
-                          bool forced) {
-  if (!chunked_applies(elem_bytes < 8, B, C, N, P, T)) return SumPath::Transposed;
-  if (forced) return SumPath::Chunked;
-  const int64_t blocks = B * ceil_div(C, kChunkedAccumulators / chunked_targets_per_thread(N));
-  return N <= kChunkedDefaultMaxTargets && blocks >= current_device_sm_count() ? SumPath::Chunked
-                                                                               : SumPath::Transposed;
+                          SumPath forced) {
+  const bool float_acc = elem_bytes < 8;
+  const bool chunked = chunked_applies(float_acc, B, C, N, P, T);
+  const bool dense = dense_fused_applies(float_acc, B, C, N, P, T, elem_bytes);
+  if (forced == SumPath::Chunked) return chunked ? SumPath::Chunked : SumPath::Transposed;
+  if (forced == SumPath::DenseFused) return dense ? SumPath::DenseFused : SumPath::Transposed;
+  const int64_t sms = current_device_sm_count();
+  if (chunked && N <= kChunkedDefaultMaxTargets &&
+      B * ceil_div(C, kChunkedAccumulators / chunked_targets_per_thread(N)) >= sms)
+    return SumPath::Chunked;
+  if (dense && B * ceil_div(C, kDenseAccumulators / dense_targets_per_thread(N)) >= sms)
+    return SumPath::DenseFused;
+  return SumPath::Transposed;
 }
 
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
@@ -94,7 +113,8 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
     case 1: return SumPath::SparseDirect;
     case 2: return SumPath::SparseStaged;
     case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
-    case 4: return dense_path(B, C, N, P, T, elem_bytes, true);
+    case 4: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Chunked);
+    case 5: return dense_path(B, C, N, P, T, elem_bytes, SumPath::DenseFused);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
@@ -102,7 +122,7 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
   if (P * T > N || grad_bytes > current_device_l2_bytes() / 2)
-    return dense_path(B, C, N, P, T, elem_bytes, false);
+    return dense_path(B, C, N, P, T, elem_bytes, SumPath::Transposed);
   return sparse_path(B, C, N, P, T, elem_bytes, fused);
 }
 
@@ -118,6 +138,7 @@ inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, Sum
 //   fused:    shape[1] stage rows per buffer, shape[2] channels per block, shape[3] blocks
 //   staged:   shape[1] grad_out rows per block, shape[2] targets per block (span)
 //   chunked:  shape[1] targets per thread, shape[2] channels per block, shape[3] points per chunk
+//   dense fused: the same three (no workspace)
 //   transposed: shape[1] 1 for rows by radix sort, 0 for counted rows
 // The workspace holds the rows (and the slab) except for the fused sums, which need none.
 inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
@@ -144,6 +165,14 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
     if (carve_radix_rows(nullptr, B, N, P, T, chunked_packed_bytes(B, N, P, T), &rows) == nullptr)
       plan.workspace_bytes = rows.total_bytes;
     return plan;
+  }
+  if (path == SumPath::DenseFused) {
+    const int k = dense_targets_per_thread(N);
+    plan.path = static_cast<int32_t>(path);
+    plan.shape[1] = k;
+    plan.shape[2] = kDenseAccumulators / k;
+    plan.shape[3] = dense_points_per_chunk(N, P, T, kDenseAccumulators / k, elem);
+    return plan;  // no workspace
   }
   if (path == SumPath::SparseStaged) {
     const int64_t channels = staged_sum_channels(C, P, elem);
