@@ -27,6 +27,7 @@ constexpr const char* kNames[kKnobs] = {
     "POINTOPS_GATHER_ROWS_COUNTED",
     "POINTOPS_GRID_CLUSTER_TWO_KERNELS",
     "POINTOPS_GRID_CLUSTER_FUSED_BLOCKS",
+    "POINTOPS_GATHER_DENSE_WIDE",
 };
 
 // Unparseable values count as unset; the CPU FPS path takes words.

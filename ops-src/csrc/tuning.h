@@ -26,7 +26,7 @@ enum class Knob : int32_t {
   GatherStageKb,
   GatherPaired,
   // CUDA gather backward: 0 dense (transposed), 1 sparse direct, 2 sparse staged, 3 fused,
-  // 4 chunked;
+  // 4 chunked, 5 dense fused;
   // the staged sums' stage size (KB) and span; 0 = build rows in line, not beside the transpose.
   GatherSparse,
   GatherSumStageKb,
@@ -46,6 +46,9 @@ enum class Knob : int32_t {
   // CUDA grid_cluster: blocks of the one cooperative kernel. Past what fits on the GPU the driver
   // refuses the launch and the op falls back to the two kernels (the tests force that).
   GridClusterFusedBlocks,
+  // CUDA gather backward, dense fused sums: 1 = one block per SM with twice the sums per
+  // thread and up to 200 KB of chunk (0 = two blocks per SM).
+  GatherDenseWide,
   Count,
 };
 

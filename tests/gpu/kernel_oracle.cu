@@ -529,8 +529,12 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
   knob("POINTOPS_GATHER_SPARSE", "4");                       // chunked sums, two chunks
   check_gather(Dtype::Float32, 1, 7, 600, 3000, 3, true);
-  knob("POINTOPS_GATHER_SPARSE", "5");  // dense fused sums, two chunks
+  knob("POINTOPS_GATHER_SPARSE", "5");  // dense fused sums, two chunks, narrow and wide
   check_gather(Dtype::Float32, 1, 9, 600, 3000, 3, true);
+  check_gather(Dtype::Float16, 1, 9, 300, 1024, 3, true);  // 48 KB of shared memory with cub's
+  knob("POINTOPS_GATHER_DENSE_WIDE", "1");
+  check_gather(Dtype::Float32, 1, 9, 600, 3000, 3, true);
+  knob("POINTOPS_GATHER_DENSE_WIDE", nullptr);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   check_gather_rows(Dtype::Float32, 300, 64, 200, 1, false, 0);  // 16-byte chunks, 4 channels a thread
   check_gather_rows(Dtype::Float16, 300, 6, 200, 1, false, 1);   // 2-byte aligned: one element a thread
@@ -705,8 +709,15 @@ static void run_checks(bool small) {
   check_gather(Dtype::Float32, 2, 40, 5, 20000, 3, true);
   check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 3, true);
   check_gather(Dtype::Float16, 2, 6, 4000, 300, 1, false);
+  check_gather(Dtype::Float16, 1, 9, 300, 1024, 3, true);  // 47 KB dynamic + cub's static > 48 KB
   check_gather(Dtype::Float64, 1, 9, 2000, 9000, 3, true);
   check_gather(Dtype::Float32, 1, 5, 5000, 3000, 3, true);
+  knob("POINTOPS_GATHER_DENSE_WIDE", "1");  // the wide shape: 4 and 8 targets a thread
+  check_gather(Dtype::Float32, 2, 37, 4096, 20000, 3, true);
+  check_gather(Dtype::Float16, 3, 50, 1000, 9000, 3, true);
+  check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 1, false);
+  check_gather(Dtype::Float32, 2, 40, 5, 20000, 3, true);
+  knob("POINTOPS_GATHER_DENSE_WIDE", nullptr);
   knob("POINTOPS_GATHER_SPARSE", nullptr);
   knob("POINTOPS_GATHER_STAGED", "0");  // the direct forward and backward
   check_gather(Dtype::Float32, 1, 3, 500, 60000, 1, false);

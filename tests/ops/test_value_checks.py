@@ -356,6 +356,7 @@ BACKWARD_PATHS = {
     "fused": {"GATHER_SPARSE": 3},
     "chunked": {"GATHER_SPARSE": 4},
     "dense-fused": {"GATHER_SPARSE": 5},
+    "dense-fused-wide": {"GATHER_SPARSE": 5, "GATHER_DENSE_WIDE": 1},
 }
 
 

@@ -84,18 +84,37 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
   }
 }
 
-template <class T, int K>
+// The dense fused sums' kernel for K targets per thread and CS channels (K * CS = 32: two
+// blocks per SM; 64: one).
+template <class T, int K, int CS>
 Status launch_dense_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
                           int64_t N, int64_t P, int64_t T_, int64_t p_chunk, T* grad_feat,
                           KernelChecks checks, cudaStream_t s) {
-  constexpr int CS = kDenseAccumulators / K;
-  auto kernel = T_ == 3 ? dense_fused_sum_kernel<T, K, CS, 3> : dense_fused_sum_kernel<T, K, CS, 0>;
-  const size_t smem = dense_smem_bytes(N, T_, CS, sizeof(T), p_chunk);
-  if (cudaError_t err = allow_dynamic_smem(kernel, smem)) return cudaGetErrorString(err);
+  constexpr int kMinBlocks = K * CS > 32 ? 1 : 2;
+  auto kernel = T_ == 3 ? dense_fused_sum_kernel<T, K, CS, 3, kMinBlocks>
+                        : dense_fused_sum_kernel<T, K, CS, 0, kMinBlocks>;
+  const int64_t smem = dense_smem_bytes(N, T_, CS, sizeof(T), p_chunk);
+  if (cudaError_t err = allow_dynamic_smem(kernel, static_cast<size_t>(smem))) return cudaGetErrorString(err);
   const int64_t blocks = B * ceil_div(C, CS);
-  kernel<<<static_cast<unsigned int>(blocks), kDenseThreads, smem, s>>>(grad_out, idx, weight, C, N, P, T_,
-                                                                        p_chunk, grad_feat, checks);
+  kernel<<<static_cast<unsigned int>(blocks), kDenseThreads, static_cast<size_t>(smem), s>>>(
+      grad_out, idx, weight, C, N, P, T_, p_chunk, grad_feat, checks);
   return launch_status();
+}
+
+template <class T>
+Status backward_dense_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
+                            int64_t N, int64_t P, int64_t T_, const CudaPlan& plan, T* grad_feat,
+                            KernelChecks checks, cudaStream_t s) {
+  const int64_t k = plan.shape[1], cs = plan.shape[2], p_chunk = plan.shape[3];
+  if (k == 4 && cs == 8)
+    return launch_dense_fused<T, 4, 8>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+  if (k == 8 && cs == 4)
+    return launch_dense_fused<T, 8, 4>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+  if (k == 4 && cs == 16)
+    return launch_dense_fused<T, 4, 16>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+  if (k == 8 && cs == 8)
+    return launch_dense_fused<T, 8, 8>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+  return "gather_backward_feat: no dense fused sums for this plan";
 }
 
 // The transposed sums: one slab of kChannelTile channels at a time, transposed and summed. The
@@ -159,13 +178,8 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if constexpr (!std::is_same<T, double>::value) {  // the planner never picks them for float64
     if (path == SumPath::Chunked)
       return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, checks, s);
-    if (path == SumPath::DenseFused) {
-      if (sums.shape[1] == 4)
-        return launch_dense_fused<T, 4>(grad_out, idx, weight, B, C, N, P, T_, sums.shape[3], grad_feat,
-                                        checks, s);
-      return launch_dense_fused<T, 8>(grad_out, idx, weight, B, C, N, P, T_, sums.shape[3], grad_feat, checks,
-                                      s);
-    }
+    if (path == SumPath::DenseFused)
+      return backward_dense_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, checks, s);
   }
   if (path == SumPath::Transposed && sums.shape[1] == 1) {  // rows by radix sort
     if constexpr (std::is_same<I, uint32_t>::value) {

@@ -20,55 +20,74 @@
 namespace pointops {
 namespace cuda_detail {
 
-constexpr int kDenseThreads = 512;  // two blocks per SM
+constexpr int kDenseThreads = 512;
 constexpr int kDenseMaxTargetsPerThread = 8;
 constexpr int64_t kDenseMaxTargets = int64_t{kDenseThreads} * kDenseMaxTargetsPerThread;  // < 2^16
-constexpr int kDenseAccumulators = 32;           // K * CS sums per thread
-constexpr int64_t kDenseSmemBytes = 104 * 1024;  // per block, two per SM
-constexpr uint16_t kDenseNoTarget = 0xffff;      // an entry of idx -1 (or out of range)
+constexpr uint16_t kDenseNoTarget = 0xffff;  // an entry of idx -1 (or out of range)
+constexpr int kDenseLoads = 4;               // idx and weight loads a thread keeps in flight
+// The planner's limit for the default: from about 4096 targets per cloud every block rebuilds
+// rows as long as the global ones, and the transposed sums are faster.
+constexpr int64_t kDenseDefaultMaxTargets = 1024;
+// Static shared memory of the kernel (cub's scan storage), kept free of the dynamic budget.
+constexpr int64_t kDenseStaticBytes = 4 * 1024;
 
-// Targets per thread for N targets (4 or 8, the instantiated ones); 0 beyond kDenseMaxTargets.
-inline int dense_targets_per_thread(int64_t N) {
-  if (N <= int64_t{kDenseThreads} * 4) return 4;
-  return N <= kDenseMaxTargets ? 8 : 0;
-}
+// Two launch shapes: narrow (two blocks per SM, 32 sums per thread, up to 104 KB of shared
+// memory) and wide (one block per SM, 64 sums per thread, up to 200 KB: half the blocks, so
+// half the rows built, and longer chunks), where the device lets a block have that much. On
+// devices with less shared memory (99 KB on most consumer cards) the narrow shape takes less.
+struct DenseShape {
+  int k = 0;   // targets per thread (4 or 8)
+  int cs = 0;  // channels per block
+  bool wide = false;
+  int64_t p_chunk = 0;  // points per chunk (a multiple of 64)
+  int64_t smem = 0;     // dynamic shared memory per block
+  bool valid() const { return p_chunk > 0; }
+};
 
 // Shared memory ahead of the staged values: the row bounds of N targets (N + 1, 16-byte padded).
 __host__ __device__ inline size_t dense_bounds_bytes(int64_t N) {
   return static_cast<size_t>((N + 1 + 3) / 4 * 4) * sizeof(uint32_t);
 }
 
-// Grad_out points per chunk: as many as fit beside the bounds, a multiple of 64. Each point
-// takes CS staged values and, for each of its T entries, a weight (float), a list slot (u32)
-// and a target (u16). 0 when not even 64 fit.
-inline int64_t dense_points_per_chunk(int64_t N, int64_t P, int64_t T, int cs, size_t elem_bytes) {
-  const int64_t per_point = cs * static_cast<int64_t>(elem_bytes) + T * (4 + 4 + 2);
-  const int64_t room = kDenseSmemBytes - static_cast<int64_t>(dense_bounds_bytes(N));
-  const int64_t points = room / per_point / 64 * 64;
+// Dynamic shared memory of a block: the bounds, then per point of the chunk CS staged values
+// and, for each of its T entries, a weight (float), a list slot (u32) and a target (u16).
+__host__ __device__ inline int64_t dense_smem_bytes(int64_t N, int64_t T, int cs, size_t elem_bytes,
+                                                    int64_t p_chunk) {
+  return static_cast<int64_t>(dense_bounds_bytes(N)) +
+         p_chunk * (cs * static_cast<int64_t>(elem_bytes) + T * (4 + 4 + 2));
+}
+
+// The launch shape for these sizes on the current device (invalid where the path does not
+// apply: accumulation not in float, more than kDenseMaxTargets targets, not even 64 points of
+// chunk in the device's shared memory, or a grid out of range).
+inline DenseShape dense_shape(bool float_acc, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
+                              size_t elem_bytes, bool wide) {
+  DenseShape shape;
+  if (!float_acc || N > kDenseMaxTargets || P <= 0 || T <= 0) return shape;
+  const int64_t optin = current_device_smem_optin() - kDenseStaticBytes;
+  if (optin < 200 * 1024) wide = false;  // the narrow shape on smaller devices
+  const int64_t wanted = wide ? 200 * 1024 : 104 * 1024;
+  const int64_t budget = optin < wanted ? optin : wanted;
+  shape.k = N <= int64_t{kDenseThreads} * 4 ? 4 : 8;
+  shape.cs = (wide ? 64 : 32) / shape.k;
+  shape.wide = wide;
+  int64_t points =
+      (budget - dense_smem_bytes(N, T, shape.cs, elem_bytes, 0)) /
+      (dense_smem_bytes(N, T, shape.cs, elem_bytes, 1) - dense_smem_bytes(N, T, shape.cs, elem_bytes, 0)) /
+      64 * 64;
   const int64_t whole = ceil_div(P, 64) * 64;
-  return points < whole ? points : whole;
-}
-
-inline size_t dense_smem_bytes(int64_t N, int64_t T, int cs, size_t elem_bytes, int64_t p_chunk) {
-  return dense_bounds_bytes(N) +
-         static_cast<size_t>(p_chunk * (cs * static_cast<int64_t>(elem_bytes) + T * (4 + 4 + 2)));
-}
-
-// Whether the dense fused sums apply: accumulation in float, few enough targets for the
-// registers and the 16-bit targets, a chunk of at least 64 points, the grid in range.
-inline bool dense_fused_applies(bool float_acc, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T,
-                                size_t elem_bytes) {
-  const int k = dense_targets_per_thread(N);
-  if (!float_acc || k == 0 || P <= 0 || T <= 0) return false;
-  const int cs = kDenseAccumulators / k;
-  return dense_points_per_chunk(N, P, T, cs, elem_bytes) > 0 && B * ceil_div(C, cs) <= INT32_MAX;
+  if (points > whole) points = whole;
+  if (points < 64 || B * ceil_div(C, shape.cs) > INT32_MAX) return DenseShape{};
+  shape.p_chunk = points;
+  shape.smem = dense_smem_bytes(N, T, shape.cs, elem_bytes, points);
+  return shape;
 }
 
 // grid: B * ceil(C / CS) blocks, channel groups of one cloud adjacent (they read the same
 // indices from L2). Thread t owns targets t, t + kDenseThreads, ... (K of them) for the sums,
 // and targets t * 8 .. t * 8 + 7 for the scan of the row sizes. TT: T when 3, else 0 (runtime).
-template <class T, int K, int CS, int TT>
-__global__ void __launch_bounds__(kDenseThreads, 2)
+template <class T, int K, int CS, int TT, int MinBlocks>
+__global__ void __launch_bounds__(kDenseThreads, MinBlocks)
     dense_fused_sum_kernel(const T* __restrict__ grad_out, const int64_t* __restrict__ idx,
                            const T* __restrict__ weight, int64_t C, int64_t N, int64_t P, int64_t T_,
                            int64_t p_chunk, T* __restrict__ grad_feat, KernelChecks checks) {
@@ -80,7 +99,7 @@ __global__ void __launch_bounds__(kDenseThreads, 2)
   const int64_t c0 = blockIdx.x % groups * CS;
   const int cn = static_cast<int>(C - c0 < CS ? C - c0 : CS);
   const int64_t E = P * T_;
-  // Sizes of a chunk and the targets fit 32 bits (kDenseSmemBytes, kDenseMaxTargets).
+  // Sizes of a chunk and the targets fit 32 bits (shared memory, kDenseMaxTargets).
   const uint32_t stride = static_cast<uint32_t>(p_chunk), targets = static_cast<uint32_t>(N);
   const uint32_t chunk_entries = static_cast<uint32_t>(p_chunk * T_);
   // Row n of the chunk: s_list[s_pos[n] .. s_pos[n + 1]), local entry numbers.
@@ -120,11 +139,24 @@ __global__ void __launch_bounds__(kDenseThreads, 2)
     for (uint32_t i = t; i <= targets; i += kDenseThreads) s_pos[i] = 0;
     const int64_t* idx_chunk = idx_b + p0 * T_;
     const T* w_chunk = w_b == nullptr ? nullptr : w_b + p0 * T_;
-    for (uint32_t e = t; e < en; e += kDenseThreads) {
-      const int64_t j = idx_chunk[e];
-      if (j < -1 || j >= N) checks.report();
-      s_target[e] = j >= 0 && j < N ? static_cast<uint16_t>(j) : kDenseNoTarget;
-      if (w_chunk != nullptr) s_weight[e] = to_acc(w_chunk[e]);
+    for (uint32_t base = t; base < en; base += kDenseThreads * kDenseLoads) {
+      int64_t j[kDenseLoads];
+      T w[kDenseLoads];
+#pragma unroll
+      for (int u = 0; u < kDenseLoads; ++u) {
+        const uint32_t e = base + u * kDenseThreads;
+        j[u] = e < en ? idx_chunk[e] : -1;
+        if (w_chunk != nullptr && e < en) w[u] = w_chunk[e];
+      }
+#pragma unroll
+      for (int u = 0; u < kDenseLoads; ++u) {
+        const uint32_t e = base + u * kDenseThreads;
+        if (e < en) {
+          if (j[u] < -1 || j[u] >= N) checks.report();
+          s_target[e] = j[u] >= 0 && j[u] < N ? static_cast<uint16_t>(j[u]) : kDenseNoTarget;
+          if (w_chunk != nullptr) s_weight[e] = to_acc(w[u]);
+        }
+      }
     }
     __syncthreads();
     for (uint32_t e = t; e < en; e += kDenseThreads) {

@@ -49,6 +49,9 @@ inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_
   return fused_rows_bytes(P * T) + static_cast<size_t>(2 * stage_rows * row_bytes);
 }
 
+// The dense fused sums' wide shape (GatherDenseWide at 1).
+inline bool dense_wide() { return tuning_or(Knob::GatherDenseWide, 0) == 1; }
+
 // Which sums run: the transposed (dense) sums, the sparse sums (fused, staged or direct), or
 // with the GatherStaged knob at 0 the direct sums (no slab in the workspace). The transposed sums
 // replaced an earlier variant that summed every row, a block of rows at a time, from grad_out
@@ -85,22 +88,17 @@ inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T
   return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
 }
 
-// Dense rows: the chunked sums for up to kChunkedDefaultMaxTargets targets per cloud, the dense
-// fused sums for up to kDenseMaxTargets, where they apply and fill the GPU (a block per cloud
-// and channel group), else the transposed sums. `forced` (Chunked or DenseFused) takes that
-// one wherever it applies.
+// Dense rows of up to kDenseDefaultMaxTargets targets per cloud: the dense fused sums where they
+// apply and fill the GPU (a block per cloud and channel group); else the transposed sums.
+// `forced` (Chunked or DenseFused) takes that one wherever it applies.
 inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
                           SumPath forced) {
   const bool float_acc = elem_bytes < 8;
-  const bool chunked = chunked_applies(float_acc, B, C, N, P, T);
-  const bool dense = dense_fused_applies(float_acc, B, C, N, P, T, elem_bytes);
-  if (forced == SumPath::Chunked) return chunked ? SumPath::Chunked : SumPath::Transposed;
-  if (forced == SumPath::DenseFused) return dense ? SumPath::DenseFused : SumPath::Transposed;
-  const int64_t sms = current_device_sm_count();
-  if (chunked && N <= kChunkedDefaultMaxTargets &&
-      B * ceil_div(C, kChunkedAccumulators / chunked_targets_per_thread(N)) >= sms)
-    return SumPath::Chunked;
-  if (dense && B * ceil_div(C, kDenseAccumulators / dense_targets_per_thread(N)) >= sms)
+  if (forced == SumPath::Chunked)
+    return chunked_applies(float_acc, B, C, N, P, T) ? SumPath::Chunked : SumPath::Transposed;
+  const DenseShape dense = dense_shape(float_acc, B, C, N, P, T, elem_bytes, dense_wide());
+  if (forced == SumPath::DenseFused) return dense.valid() ? SumPath::DenseFused : SumPath::Transposed;
+  if (dense.valid() && N <= kDenseDefaultMaxTargets && B * ceil_div(C, dense.cs) >= current_device_sm_count())
     return SumPath::DenseFused;
   return SumPath::Transposed;
 }
@@ -138,7 +136,7 @@ inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, Sum
 //   fused:    shape[1] stage rows per buffer, shape[2] channels per block, shape[3] blocks
 //   staged:   shape[1] grad_out rows per block, shape[2] targets per block (span)
 //   chunked:  shape[1] targets per thread, shape[2] channels per block, shape[3] points per chunk
-//   dense fused: the same three (no workspace)
+//   dense fused: the same three (no workspace; K * CS = 64 for the wide shape)
 //   transposed: shape[1] 1 for rows by radix sort, 0 for counted rows
 // The workspace holds the rows (and the slab) except for the fused sums, which need none.
 inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
@@ -167,11 +165,11 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
     return plan;
   }
   if (path == SumPath::DenseFused) {
-    const int k = dense_targets_per_thread(N);
+    const DenseShape dense = dense_shape(true, B, C, N, P, T, elem, dense_wide());
     plan.path = static_cast<int32_t>(path);
-    plan.shape[1] = k;
-    plan.shape[2] = kDenseAccumulators / k;
-    plan.shape[3] = dense_points_per_chunk(N, P, T, kDenseAccumulators / k, elem);
+    plan.shape[1] = dense.k;
+    plan.shape[2] = dense.cs;
+    plan.shape[3] = dense.p_chunk;
     return plan;  // no workspace
   }
   if (path == SumPath::SparseStaged) {
