@@ -46,8 +46,8 @@ enum class Knob : int32_t {
   // CUDA grid_cluster: blocks of the one cooperative kernel. Past what fits on the GPU the driver
   // refuses the launch and the op falls back to the two kernels (the tests force that).
   GridClusterFusedBlocks,
-  // CUDA gather backward, dense fused sums: 1 = one block per SM with twice the sums per
-  // thread and up to 200 KB of chunk (0 = two blocks per SM).
+  // CUDA gather backward, dense fused sums: 1 = wide (one block per SM, twice the sums per
+  // thread, up to 200 KB of chunk), 0 = narrow (two blocks per SM).
   GatherDenseWide,
   Count,
 };

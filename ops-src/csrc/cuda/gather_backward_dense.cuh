@@ -25,8 +25,7 @@ constexpr int kDenseMaxTargetsPerThread = 8;
 constexpr int64_t kDenseMaxTargets = int64_t{kDenseThreads} * kDenseMaxTargetsPerThread;  // < 2^16
 constexpr uint16_t kDenseNoTarget = 0xffff;  // an entry of idx -1 (or out of range)
 constexpr int kDenseLoads = 4;               // idx and weight loads a thread keeps in flight
-// The planner's limit for the default: from about 4096 targets per cloud every block rebuilds
-// rows as long as the global ones, and the transposed sums are faster.
+// Targets per cloud up to which the narrow shape is the default (gather_backward_plan.cuh).
 constexpr int64_t kDenseDefaultMaxTargets = 1024;
 // Static shared memory of the kernel (cub's scan storage), kept free of the dynamic budget.
 constexpr int64_t kDenseStaticBytes = 4 * 1024;
