@@ -28,6 +28,7 @@ constexpr const char* kNames[kKnobs] = {
     "POINTOPS_GRID_CLUSTER_TWO_KERNELS",
     "POINTOPS_GRID_CLUSTER_FUSED_BLOCKS",
     "POINTOPS_GATHER_DENSE_WIDE",
+    "POINTOPS_SMEM_LIMIT_KB",
 };
 
 // Unparseable values count as unset; the CPU FPS path takes words.

@@ -237,11 +237,20 @@ inline int current_device_attribute() {
   return value;
 }
 
-// Shared memory one block may opt in to on the current device (48 KB where it cannot be read):
-// 227 KB on Hopper, 163 KB on the A100, 99 KB on most consumer cards, 64 KB on Turing.
-inline int64_t current_device_smem_optin() {
-  const int bytes = current_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
-  return bytes > 0 ? bytes : 48 * 1024;
+// Dynamic shared memory a block may take on the current device: the opt-in limit (227 KB on
+// Hopper, 163 KB on the A100, 99 KB on most consumer cards, 64 KB on Turing; 48 KB where it
+// cannot be read, or lower with the SmemLimitKb knob), less 4 KB for the kernels' static shared
+// memory (cub's scan storage takes 2.2 KB). Every planner that asks for more than 48 KB keeps
+// within it, or picks a path that needs less.
+inline int64_t dynamic_smem_limit() {
+  const int device = current_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  int64_t bytes = device > 0 ? device : 48 * 1024;
+  const int64_t kb = tuning(Knob::SmemLimitKb);
+  if (kb != kUnset) {
+    const int64_t limit = (kb > 48 ? kb : 48) * 1024;
+    if (limit < bytes) bytes = limit;
+  }
+  return bytes - 4 * 1024;
 }
 
 inline int current_device_sm_count() {
@@ -402,9 +411,12 @@ cudaError_t kernel_attribute_at_least(Kernel kernel, cudaFuncAttribute attribute
 // Lets `kernel` take `bytes` of dynamic shared memory. Without the attribute a block may hold
 // 48 KB of static and dynamic shared memory together; kernels' static shared memory (cub's
 // scan storage, tiles) stays under 16 KB, so the attribute is set from 32 KB of dynamic on.
+// More than dynamic_smem_limit() allows (the SmemLimitKb knob emulating a smaller device) is
+// refused as that device would refuse it.
 template <class Kernel>
 cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
   if (bytes <= 32 * 1024) return cudaSuccess;
+  if (static_cast<int64_t>(bytes) > dynamic_smem_limit() + 4 * 1024) return cudaErrorInvalidValue;
   return kernel_attribute_at_least(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(bytes));
 }

@@ -599,7 +599,8 @@ GroupPlan plan_for(int64_t N, int G) {
   if (chunk <= kRegisterCap) {
     plan.slots = pow2_at_least(ceil_div(chunk, kThreads));
     plan.chunk = static_cast<int64_t>(plan.slots) * kThreads;
-  } else if (chunk - kRegisterCap <= kMaxTail) {
+  } else if (chunk - kRegisterCap <= kMaxTail &&
+             (chunk - kRegisterCap) * static_cast<int64_t>(sizeof(float4)) <= dynamic_smem_limit()) {
     plan.slots = kMaxSlots;
     plan.chunk = chunk;
     plan.hybrid = true;

@@ -33,8 +33,9 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
                     cudaStream_t s) {
   auto kernel = T_ == 1 ? fused_sparse_sum_kernel<T, 1>
                         : (T_ == 3 ? fused_sparse_sum_kernel<T, 3> : fused_sparse_sum_kernel<T, 0>);
-  // Every plan fits in kFusedSmemBytes: one limit for all of them.
-  if (cudaError_t err = allow_dynamic_smem(kernel, kFusedSmemBytes)) return cudaGetErrorString(err);
+  // Every plan fits in fused_smem_budget(): one limit for all of them.
+  if (cudaError_t err = allow_dynamic_smem(kernel, static_cast<size_t>(fused_smem_budget())))
+    return cudaGetErrorString(err);
   constexpr int VEC = 16 / sizeof(T);
   const bool vector_stores = N % VEC == 0 && reinterpret_cast<uintptr_t>(grad_feat) % 16 == 0;
   const int64_t stage_rows = plan.shape[1], channels_per_block = plan.shape[2], blocks = plan.shape[3];

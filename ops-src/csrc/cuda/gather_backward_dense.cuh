@@ -27,8 +27,6 @@ constexpr uint16_t kDenseNoTarget = 0xffff;  // an entry of idx -1 (or out of ra
 constexpr int kDenseLoads = 4;               // idx and weight loads a thread keeps in flight
 // Targets per cloud up to which the narrow shape is the default (gather_backward_plan.cuh).
 constexpr int64_t kDenseDefaultMaxTargets = 1024;
-// Static shared memory of the kernel (cub's scan storage), kept free of the dynamic budget.
-constexpr int64_t kDenseStaticBytes = 4 * 1024;
 
 // Two launch shapes: narrow (two blocks per SM, 32 sums per thread, up to 104 KB of shared
 // memory) and wide (one block per SM, 64 sums per thread, up to 200 KB: half the blocks, so
@@ -63,7 +61,7 @@ inline DenseShape dense_shape(bool float_acc, int64_t B, int64_t C, int64_t N, i
                               size_t elem_bytes, bool wide) {
   DenseShape shape;
   if (!float_acc || N > kDenseMaxTargets || P <= 0 || T <= 0) return shape;
-  const int64_t optin = current_device_smem_optin() - kDenseStaticBytes;
+  const int64_t optin = dynamic_smem_limit();
   if (optin < 200 * 1024) wide = false;  // the narrow shape on smaller devices
   const int64_t wanted = wide ? 200 * 1024 : 104 * 1024;
   const int64_t budget = optin < wanted ? optin : wanted;

@@ -11,6 +11,12 @@
 namespace pointops {
 namespace cuda_detail {
 
+// Shared memory of a fused block: kFusedSmemBytes, or what the device allows.
+inline int64_t fused_smem_budget() {
+  const int64_t limit = dynamic_smem_limit();
+  return kFusedSmemBytes < limit ? kFusedSmemBytes : limit;
+}
+
 struct FusedPlan {
   int stage_rows;              // grad_out rows per buffer (two buffers)
   int64_t channels_per_block;  // a multiple of stage_rows
@@ -26,7 +32,8 @@ inline bool plan_fused(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, si
   if (P <= 0 || entries > kFusedMaxEntries) return false;
   const int64_t row_bytes =
       fused_row_stride(P, static_cast<int64_t>(elem_bytes)) * static_cast<int64_t>(elem_bytes);
-  int64_t stage_rows = (kFusedSmemBytes - static_cast<int64_t>(fused_rows_bytes(entries))) / (2 * row_bytes);
+  int64_t stage_rows =
+      (fused_smem_budget() - static_cast<int64_t>(fused_rows_bytes(entries))) / (2 * row_bytes);
   if (stage_rows < 1) return false;
   if (stage_rows > C) stage_rows = C;
   // Two blocks per SM at least: fewer channels per block where the clouds and spans are few.
@@ -72,7 +79,13 @@ enum class SumPath : int32_t {
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
   if (P <= 0) return 0;
-  int64_t cs = staged_sum_row_bytes() / (P * static_cast<int64_t>(elem_bytes));
+  // The rows share the block's shared memory with the span's bounds and entries (8 bytes each
+  // at most), within what the device allows.
+  const int64_t span = staged_sum_span();
+  const int64_t room = dynamic_smem_limit() - 16 - (staged_sum_entries_offset(span) + span) * 8;
+  const int64_t row_bytes = staged_sum_row_bytes() < room ? staged_sum_row_bytes() : room;
+  if (row_bytes <= 0) return 0;
+  int64_t cs = row_bytes / (P * static_cast<int64_t>(elem_bytes));
   if (cs > kStagedSumChannels) cs = kStagedSumChannels;
   if (cs > C) cs = C;
   return cs >= (C < 4 ? C : 4) ? cs : 0;  // fewer rows per block re-read the bounds too often

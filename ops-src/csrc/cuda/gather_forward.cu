@@ -259,12 +259,19 @@ __global__ void __launch_bounds__(staged_threads<TT>())
 // case still stage one at a time, up to kMaxStageBytes. POINTOPS_GATHER_STAGE_KB overrides it.
 constexpr int64_t kMaxStageBytes = 192 * 1024;
 
+// The most one staged block may take: kMaxStageBytes, or what the device allows.
+int64_t max_stage_bytes() {
+  const int64_t limit = dynamic_smem_limit();
+  return kMaxStageBytes < limit ? kMaxStageBytes : limit;
+}
+
 int64_t stage_budget(int64_t row_bytes, int TT) {
   const int64_t fallback = TT == 1 ? 192 : 96;
   const int64_t kb = tuning_or(Knob::GatherStageKb, fallback);
+  const int64_t most = max_stage_bytes();
   int64_t budget = (kb > 0 ? kb : fallback) * 1024;
-  if (budget > kMaxStageBytes) budget = kMaxStageBytes;
-  return row_bytes <= budget ? budget : kMaxStageBytes;
+  if (budget > most) budget = most;
+  return row_bytes <= budget ? budget : most;
 }
 
 template <class E, int TT>
@@ -332,7 +339,7 @@ Status gather_forward_cuda(Dtype dt, const void* feat, const int64_t* idx, const
     // equal in float32, staged 1.5x faster in float16).
     const int64_t row_bytes = N * static_cast<int64_t>(sizeof(E));
     const int64_t forced = tuning(Knob::GatherStaged);
-    const bool fits = N > 0 && row_bytes <= kMaxStageBytes && N <= INT32_MAX;
+    const bool fits = N > 0 && row_bytes <= max_stage_bytes() && N <= INT32_MAX;
     const bool staged = forced >= 0 ? (forced == 1 && fits) : (fits && row_bytes < 16 * P * T);
     if (staged) {
       bool launched = false;
