@@ -17,7 +17,10 @@ work to enqueue the call included), and the mean per call of calls queued back t
 a training step. Backward rows time the backward alone (torch.autograd.grad on a graph built
 once). Pointcept's library works on packed (N, C) rows: it gets the same problem packed (the
 clouds concatenated, indices made global), the same bytes to move. Its interpolation and
-grouping rows call the kernels its autograd Functions call, allocations included. Forward
+grouping rows call the kernels its autograd Functions call, allocations included; its
+interpolation backward runs them from an autograd.Function as Pointcept's Interpolation does
+(without the kNN in its forward), so that every side's backward row includes the autograd
+engine's host time (before 2026-12-06 that row called the kernel directly). Forward
 outputs are compared with pointops' where the semantics agree (the check column).
 """
 
@@ -178,10 +181,18 @@ def pointcept_calls(d: dict) -> dict:
         interpolation_forward_cuda(n, 128, 3, interp_rows, interp_idx, interp_w, out)
         return out
 
-    def interpolate_backward():  # Interpolation.backward
-        grad_in = torch.zeros((m, 128), dtype=torch.float, device=dev)
-        interpolation_backward_cuda(n, 128, 3, interp_grad, interp_idx, interp_w, grad_in)
-        return grad_in
+    class Interpolation(torch.autograd.Function):  # Pointcept's, after its kNN
+        @staticmethod
+        def forward(ctx, rows):
+            out = torch.zeros((n, 128), dtype=torch.float, device=dev)
+            interpolation_forward_cuda(n, 128, 3, rows, interp_idx, interp_w, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            grad_in = torch.zeros((m, 128), dtype=torch.float, device=dev)
+            interpolation_backward_cuda(n, 128, 3, grad.contiguous(), interp_idx, interp_w, grad_in)
+            return grad_in
 
     def grouped():  # [B*M, K, C]
         return pointops.grouping2(group_rows, group_idx)
@@ -191,7 +202,7 @@ def pointcept_calls(d: dict) -> dict:
         "ball_query": lambda: pointops.ball_query(32, 0.05, 0.0, bq_xyz, o16384, bq_query, k4096)[0],
         "three_nn": lambda: pointops.knn_query(3, known, k4096, unknown, o16384)[0],
         "three_interpolate": interpolate,
-        "three_interpolate_backward": interpolate_backward,
+        "three_interpolate_backward": _backward(Interpolation.apply, interp_rows, interp_grad),
         "group_points": grouped,
         "group_points_backward": _backward(
             lambda f: pointops.grouping2(f, group_idx), group_rows, group_grad

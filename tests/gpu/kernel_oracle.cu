@@ -529,7 +529,7 @@ static void run_tiny() {
   check_gather(Dtype::Float32, 140, 64, 64, 40, 1, false);   // two chunks per block
   knob("POINTOPS_GATHER_SPARSE", "4");                       // chunked sums, two chunks
   check_gather(Dtype::Float32, 1, 7, 600, 3000, 3, true);
-  knob("POINTOPS_GATHER_SPARSE", "5");  // dense fused sums, two chunks, narrow and wide
+  knob("POINTOPS_GATHER_SPARSE", "5");  // dense sums, two chunks, narrow and wide
   check_gather(Dtype::Float32, 1, 9, 600, 3000, 3, true);
   check_gather(Dtype::Float16, 1, 9, 300, 1024, 3, true);  // 48 KB of shared memory with cub's
   knob("POINTOPS_GATHER_DENSE_WIDE", "1");
@@ -697,7 +697,7 @@ static void run_checks(bool small) {
   check_gather(Dtype::BFloat16, 2, 5, 3000, 40000, 3, true);
   check_gather(Dtype::Float64, 1, 9, 2000, 9000, 3, true);
   check_gather(Dtype::Float32, 1, 5, 5000, 3000, 3, true);
-  // The dense fused sums: 8 and 4 targets a thread over several chunks with a partial channel
+  // The dense sums: 8 and 4 targets a thread over several chunks with a partial channel
   // group, a runtime T, odd P (plain copies, no cp.async), every 16-bit type, rows of thousands
   // of entries per chunk (heap sort), fewer entries than targets; float64 and too many targets
   // fall back to the transposed sums.

@@ -355,8 +355,8 @@ BACKWARD_PATHS = {
     "sparse-staged": {"GATHER_SPARSE": 2},
     "fused": {"GATHER_SPARSE": 3},
     "chunked": {"GATHER_SPARSE": 4},
-    "dense-fused": {"GATHER_SPARSE": 5},
-    "dense-fused-wide": {"GATHER_SPARSE": 5, "GATHER_DENSE_WIDE": 1},
+    "dense": {"GATHER_SPARSE": 5},
+    "dense-wide": {"GATHER_SPARSE": 5, "GATHER_DENSE_WIDE": 1},
 }
 
 

@@ -8,10 +8,9 @@
 // grad_out rows fit in shared memory (gather_points), one fused kernel builds the rows of a
 // span of targets in shared memory and sums them there; else from the global rows above, with
 // grad_out rows staged in shared memory where several fit, or from grad_out directly
-// (gather_backward_sums.cuh). Dense rows of few targets: the chunked sums from the global rows,
-// or the dense fused sums, which build each chunk's rows in shared memory
-// (gather_backward_chunked.cuh, gather_backward_dense.cuh). gather_backward_plan.cuh decides
-// which, once per call.
+// (gather_backward_sums.cuh). Dense rows of few targets: the dense sums, from rows built once
+// per chunk of sources (gather_backward_dense.cuh), or the chunked sums from the global rows
+// (gather_backward_chunked.cuh). gather_backward_plan.cuh decides which, once per call.
 #include <type_traits>
 
 #include "common.cuh"
@@ -85,37 +84,55 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
   }
 }
 
-// The dense fused sums' kernel for K targets per thread and CS channels (K * CS = 32: two
-// blocks per SM; 64: one).
+// The dense sums' kernel for K targets per thread and CS channels (K * CS = 32: two blocks per
+// SM; 64: one), after the chunk rows.
 template <class T, int K, int CS>
-Status launch_dense_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
-                          int64_t N, int64_t P, int64_t T_, int64_t p_chunk, T* grad_feat,
-                          KernelChecks checks, cudaStream_t s) {
+Status launch_dense_sums(const T* grad_out, const uint16_t* bounds, const uint16_t* points,
+                         const float* weights, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T_,
+                         int64_t p_chunk, int64_t chunks, bool weighted, T* grad_feat, cudaStream_t s) {
   constexpr int kMinBlocks = K * CS > 32 ? 1 : 2;
-  auto kernel = T_ == 3 ? dense_fused_sum_kernel<T, K, CS, 3, kMinBlocks>
-                        : dense_fused_sum_kernel<T, K, CS, 0, kMinBlocks>;
-  const int64_t smem = dense_smem_bytes(N, T_, CS, sizeof(T), p_chunk);
+  auto kernel = dense_sum_kernel<T, K, CS, kMinBlocks>;
+  const int64_t smem = dense_sum_smem_bytes(N, T_, CS, sizeof(T), p_chunk);
   if (cudaError_t err = allow_dynamic_smem(kernel, static_cast<size_t>(smem))) return cudaGetErrorString(err);
+  const bool async_rows = P * sizeof(T) % 16 == 0 && reinterpret_cast<uintptr_t>(grad_out) % 16 == 0;
   const int64_t blocks = B * ceil_div(C, CS);
   kernel<<<static_cast<unsigned int>(blocks), kDenseThreads, static_cast<size_t>(smem), s>>>(
-      grad_out, idx, weight, C, N, P, T_, p_chunk, grad_feat, checks);
+      grad_out, bounds, points, weights, C, N, P, T_, p_chunk, chunks, weighted, async_rows, grad_feat);
   return launch_status();
 }
 
 template <class T>
-Status backward_dense_fused(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C,
-                            int64_t N, int64_t P, int64_t T_, const CudaPlan& plan, T* grad_feat,
-                            KernelChecks checks, cudaStream_t s) {
+Status backward_dense(const T* grad_out, const int64_t* idx, const T* weight, int64_t B, int64_t C, int64_t N,
+                      int64_t P, int64_t T_, const CudaPlan& plan, T* grad_feat, void* workspace,
+                      KernelChecks checks, cudaStream_t s) {
   const int64_t k = plan.shape[1], cs = plan.shape[2], p_chunk = plan.shape[3];
+  const int64_t chunks = ceil_div(P, p_chunk);
+  const DenseChunkLayout layout(N, T_, p_chunk);
+  WorkspaceCarver carve(workspace);
+  uint16_t* bounds = carve.take<uint16_t>(B * chunks * layout.bounds);
+  uint16_t* points = carve.take<uint16_t>(B * chunks * layout.entries);
+  float* weights = carve.take<float>(B * chunks * layout.entries);
+  auto rows_kernel = dense_chunk_rows_kernel<T>;
+  const int64_t rows_smem = dense_rows_smem_bytes(N, T_, p_chunk);
+  if (cudaError_t err = allow_dynamic_smem(rows_kernel, static_cast<size_t>(rows_smem)))
+    return cudaGetErrorString(err);
+  rows_kernel<<<static_cast<unsigned int>(B * chunks), kDenseThreads, static_cast<size_t>(rows_smem), s>>>(
+      idx, weight, N, P, T_, p_chunk, chunks, bounds, points, weights, checks);
+  if (Status st = launch_status()) return st;
+  const bool weighted = weight != nullptr;
   if (k == 4 && cs == 8)
-    return launch_dense_fused<T, 4, 8>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+    return launch_dense_sums<T, 4, 8>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
+                                      weighted, grad_feat, s);
   if (k == 8 && cs == 4)
-    return launch_dense_fused<T, 8, 4>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+    return launch_dense_sums<T, 8, 4>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
+                                      weighted, grad_feat, s);
   if (k == 4 && cs == 16)
-    return launch_dense_fused<T, 4, 16>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
+    return launch_dense_sums<T, 4, 16>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
+                                       weighted, grad_feat, s);
   if (k == 8 && cs == 8)
-    return launch_dense_fused<T, 8, 8>(grad_out, idx, weight, B, C, N, P, T_, p_chunk, grad_feat, checks, s);
-  return "gather_backward_feat: no dense fused sums for this plan";
+    return launch_dense_sums<T, 8, 8>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
+                                      weighted, grad_feat, s);
+  return "gather_backward_feat: no dense sums for this plan";
 }
 
 // The transposed sums: one slab of kChannelTile channels at a time, transposed and summed. The
@@ -179,8 +196,8 @@ Status backward_feat(const T* grad_out, const int64_t* idx, const T* weight, int
   if constexpr (!std::is_same<T, double>::value) {  // the planner never picks them for float64
     if (path == SumPath::Chunked)
       return backward_chunked(grad_out, idx, weight, B, C, N, P, T_, grad_feat, sums, workspace, checks, s);
-    if (path == SumPath::DenseFused)
-      return backward_dense_fused(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, checks, s);
+    if (path == SumPath::Dense)
+      return backward_dense(grad_out, idx, weight, B, C, N, P, T_, sums, grad_feat, workspace, checks, s);
   }
   if (path == SumPath::Transposed && sums.shape[1] == 1) {  // rows by radix sort
     if constexpr (std::is_same<I, uint32_t>::value) {

@@ -65,16 +65,8 @@ inline size_t fused_smem(int64_t P, int64_t T, size_t elem_bytes, int64_t stage_
 // them): 0 the dense sums, 1 the sparse sums from grad_out, 2 the sparse sums from staged
 // grad_out rows (falling back to 1 where those rows do not fit), 3 the fused sparse sums
 // (falling back to 2), 4 the chunked sums (gather_backward_chunked.cuh; falling back to 0),
-// 5 the dense fused sums (gather_backward_dense.cuh; falling back to 0).
-enum class SumPath : int32_t {
-  Direct,
-  Transposed,
-  SparseDirect,
-  SparseStaged,
-  SparseFused,
-  Chunked,
-  DenseFused
-};
+// 5 the dense sums (gather_backward_dense.cuh; falling back to 0).
+enum class SumPath : int32_t { Direct, Transposed, SparseDirect, SparseStaged, SparseFused, Chunked, Dense };
 
 // grad_out rows staged per block for the staged sparse sums (0: they do not fit usefully).
 inline int64_t staged_sum_channels(int64_t C, int64_t P, size_t elem_bytes) {
@@ -98,32 +90,32 @@ inline SumPath sparse_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T
   return staged_sum_channels(C, P, elem_bytes) > 0 ? SumPath::SparseStaged : SumPath::SparseDirect;
 }
 
-// The dense fused sums' shape: as GatherDenseWide says (0 narrow, 1 wide), else wide for
-// float32 rows of more than kDenseDefaultMaxTargets targets and narrow below. H100, kernel oracle:
-// B8 C128 N4096 P16384 float32 0.148 ms wide, 0.231 narrow, 0.170 transposed (16-bit: 0.162
-// wide, 0.153 transposed); B16 C128 N1024 P4096 0.057-0.067 either way against 0.126 for the
-// chunked sums, and narrow ahead at 16 bits and at 64 targets.
+// The dense sums' shape: as GatherDenseWide says (0 narrow, 1 wide), else wide for rows of more
+// than kDenseDefaultMaxTargets targets and narrow below. H100, kernel oracle, float32 / float16:
+// B8 C128 N4096 P16384 wide 0.100 / 0.090 ms, narrow 0.118 (float16), transposed sums 0.169 /
+// 0.152; B16 C128 N1024 P4096 narrow 0.055 / 0.046, wide 0.055 / 0.048; at 256 and 64 targets
+// narrow ahead.
 inline DenseShape dense_plan_shape(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes) {
   const int64_t knob = tuning(Knob::GatherDenseWide);
-  const bool wide = knob == kUnset ? elem_bytes == 4 && N > kDenseDefaultMaxTargets : knob == 1;
+  const bool wide = knob == kUnset ? N > kDenseDefaultMaxTargets : knob == 1;
   return dense_shape(elem_bytes < 8, B, C, N, P, T, elem_bytes, wide);
 }
 
-// Dense rows: the dense fused sums where they apply and fill the GPU (a block per cloud and
+// Dense rows: the dense sums where they apply and fill the GPU (a block per cloud and
 // channel group): up to kDenseDefaultMaxTargets targets per cloud, and beyond in their wide
 // shape (one block per SM, so most SMs busy is enough); else the transposed sums. `forced`
-// (Chunked or DenseFused) takes that one wherever it applies.
+// (Chunked or Dense) takes that one wherever it applies.
 inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
                           SumPath forced) {
   const bool float_acc = elem_bytes < 8;
   if (forced == SumPath::Chunked)
     return chunked_applies(float_acc, B, C, N, P, T) ? SumPath::Chunked : SumPath::Transposed;
   const DenseShape dense = dense_plan_shape(B, C, N, P, T, elem_bytes);
-  if (forced == SumPath::DenseFused) return dense.valid() ? SumPath::DenseFused : SumPath::Transposed;
+  if (forced == SumPath::Dense) return dense.valid() ? SumPath::Dense : SumPath::Transposed;
   if (!dense.valid()) return SumPath::Transposed;
   const int64_t blocks = B * ceil_div(C, dense.cs), sms = current_device_sm_count();
   const bool fills = N <= kDenseDefaultMaxTargets ? blocks >= sms : dense.wide && 8 * blocks >= 7 * sms;
-  return fills ? SumPath::DenseFused : SumPath::Transposed;
+  return fills ? SumPath::Dense : SumPath::Transposed;
 }
 
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
@@ -135,7 +127,7 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
     case 2: return SumPath::SparseStaged;
     case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
     case 4: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Chunked);
-    case 5: return dense_path(B, C, N, P, T, elem_bytes, SumPath::DenseFused);
+    case 5: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Dense);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
@@ -159,9 +151,9 @@ inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, Sum
 //   fused:    shape[1] stage rows per buffer, shape[2] channels per block, shape[3] blocks
 //   staged:   shape[1] grad_out rows per block, shape[2] targets per block (span)
 //   chunked:  shape[1] targets per thread, shape[2] channels per block, shape[3] points per chunk
-//   dense fused: the same three (no workspace; K * CS = 64 for the wide shape)
+//   dense:    the same three (K * CS = 64 for the wide shape)
 //   transposed: shape[1] 1 for rows by radix sort, 0 for counted rows
-// The workspace holds the rows (and the slab) except for the fused sums, which need none.
+// The workspace holds the rows (and the slab) except for the fused sparse sums, which need none.
 inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, int64_t P, int64_t T) {
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
   CudaPlan plan;
@@ -187,13 +179,14 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
       plan.workspace_bytes = rows.total_bytes;
     return plan;
   }
-  if (path == SumPath::DenseFused) {
+  if (path == SumPath::Dense) {
     const DenseShape dense = dense_plan_shape(B, C, N, P, T, elem);
     plan.path = static_cast<int32_t>(path);
     plan.shape[1] = dense.k;
     plan.shape[2] = dense.cs;
     plan.shape[3] = dense.p_chunk;
-    return plan;  // no workspace
+    plan.workspace_bytes = dense_workspace_bytes(B, N, P, T, dense.p_chunk);
+    return plan;
   }
   if (path == SumPath::SparseStaged) {
     const int64_t channels = staged_sum_channels(C, P, elem);
