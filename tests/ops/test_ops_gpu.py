@@ -159,6 +159,35 @@ def test_dense_backward_rows_built_beside_the_transpose_in_a_cuda_graph():
     assert torch.equal(out.cpu(), ops.gather_backward_feat(new_grad, idx, None, N))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("wide", [0, 1])
+@pytest.mark.parametrize("n", [300, 2500])
+def test_dense_sums_equal_the_cpu_bit_for_bit(dtype, wide, n):
+    # three_interpolate's backward through the dense sums (rows built once per chunk, then summed
+    # chunk by chunk): several chunks, a partial channel group, -1 entries; 16-bit against the
+    # float32 CPU sums of the same values, rounded once
+    ops = torch.ops.pointops
+    g = torch.Generator().manual_seed(n + wide)
+    B, C, P = 2, 21, 6000
+    idx = torch.randint(-1, n, (B, P, 3), generator=g)
+    weight = torch.rand(B, P, 3, generator=g).to(dtype)
+    grad = torch.randn(B, C, P, generator=g).to(dtype)
+    expected = ops.gather_backward_feat(grad.float(), idx, weight.float(), n).to(dtype)
+    grad_dev, idx_dev, weight_dev = grad.cuda(), idx.cuda(), weight.cuda()
+    with pointops._tuning.override(GATHER_SPARSE=5, GATHER_DENSE_WIDE=wide):
+        got = ops.gather_backward_feat(grad_dev, idx_dev, weight_dev, n)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            replayed = ops.gather_backward_feat(grad_dev, idx_dev, weight_dev, n)
+    grad_dev.mul_(2)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(got.cpu(), expected)
+    doubled = ops.gather_backward_feat(2 * grad.float(), idx, weight.float(), n).to(dtype)
+    assert torch.equal(replayed.cpu(), doubled)
+
+
 def test_cuda_graph_capture_and_replay():
     xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=1000, M=200))
     _all_ops(xyz, q, feat, idx3, w)  # warm up outside the graph

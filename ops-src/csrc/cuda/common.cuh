@@ -237,12 +237,10 @@ inline int current_device_attribute() {
   return value;
 }
 
-// Dynamic shared memory a block may take on the current device: the opt-in limit (227 KB on
-// Hopper, 163 KB on the A100, 99 KB on most consumer cards, 64 KB on Turing; 48 KB where it
-// cannot be read, or lower with the SmemLimitKb knob), less 4 KB for the kernels' static shared
-// memory (cub's scan storage takes 2.2 KB). Every planner that asks for more than 48 KB keeps
-// within it, or picks a path that needs less.
-inline int64_t dynamic_smem_limit() {
+// Shared memory a block may take on the current device, static and dynamic together: the opt-in
+// limit (227 KB on Hopper, 163 KB on the A100, 99 KB on most consumer cards, 64 KB on Turing;
+// 48 KB where it cannot be read, or lower with the SmemLimitKb knob).
+inline int64_t smem_optin_bytes() {
   const int device = current_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   int64_t bytes = device > 0 ? device : 48 * 1024;
   const int64_t kb = tuning(Knob::SmemLimitKb);
@@ -250,7 +248,17 @@ inline int64_t dynamic_smem_limit() {
     const int64_t limit = (kb > 48 ? kb : 48) * 1024;
     if (limit < bytes) bytes = limit;
   }
-  return bytes - 4 * 1024;
+  return bytes;
+}
+// The dynamic part: the opt-in limit less 4 KB for the kernels' static shared memory (cub's scan
+// storage takes 2.2 KB). Every planner that asks for more than 48 KB keeps within it, or picks a
+// path that needs less.
+inline int64_t dynamic_smem_limit() { return smem_optin_bytes() - 4 * 1024; }
+
+// `wanted` bytes of dynamic shared memory, or as much as the device allows.
+inline int64_t smem_budget(int64_t wanted) {
+  const int64_t limit = dynamic_smem_limit();
+  return wanted < limit ? wanted : limit;
 }
 
 inline int current_device_sm_count() {
@@ -416,7 +424,7 @@ cudaError_t kernel_attribute_at_least(Kernel kernel, cudaFuncAttribute attribute
 template <class Kernel>
 cudaError_t allow_dynamic_smem(Kernel kernel, size_t bytes) {
   if (bytes <= 32 * 1024) return cudaSuccess;
-  if (static_cast<int64_t>(bytes) > dynamic_smem_limit() + 4 * 1024) return cudaErrorInvalidValue;
+  if (static_cast<int64_t>(bytes) > smem_optin_bytes()) return cudaErrorInvalidValue;
   return kernel_attribute_at_least(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(bytes));
 }

@@ -48,9 +48,7 @@ inline int chunked_targets_per_thread(int64_t N) {
 // Grad_out points staged per chunk: as many as fit (in the device's shared memory too), a
 // multiple of 64 (16-byte rows).
 inline int64_t chunked_points_per_chunk(int64_t P, int cs, size_t elem_bytes) {
-  const int64_t limit = dynamic_smem_limit();
-  const int64_t stage = kChunkedStageBytes < limit ? kChunkedStageBytes : limit;
-  int64_t points = stage / (cs * static_cast<int64_t>(elem_bytes)) / 64 * 64;
+  int64_t points = smem_budget(kChunkedStageBytes) / (cs * static_cast<int64_t>(elem_bytes)) / 64 * 64;
   const int64_t whole = ceil_div(P, 64) * 64;
   return points < whole ? points : whole;
 }

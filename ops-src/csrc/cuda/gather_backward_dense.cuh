@@ -104,10 +104,8 @@ inline DenseShape dense_shape(bool float_acc, int64_t B, int64_t C, int64_t N, i
                               size_t elem_bytes, bool wide) {
   DenseShape shape;
   if (!float_acc || N > kDenseMaxTargets || P <= 0 || T <= 0 || T > kDenseMaxChunkEntries / 64) return shape;
-  const int64_t optin = dynamic_smem_limit();
-  if (optin < 200 * 1024) wide = false;  // the narrow shape on smaller devices
-  const int64_t wanted = wide ? 200 * 1024 : 104 * 1024;
-  const int64_t budget = optin < wanted ? optin : wanted;
+  if (dynamic_smem_limit() < 200 * 1024) wide = false;  // the narrow shape on smaller devices
+  const int64_t budget = smem_budget(wide ? 200 * 1024 : 104 * 1024);
   shape.k = N <= int64_t{kDenseThreads} * 4 ? 4 : 8;
   shape.cs = (wide ? 64 : 32) / shape.k;
   shape.wide = wide;
@@ -118,7 +116,7 @@ inline DenseShape dense_shape(bool float_acc, int64_t B, int64_t C, int64_t N, i
   if (points > whole) points = whole;
   const int64_t numbered = kDenseMaxChunkEntries / T / 64 * 64;
   if (points > numbered) points = numbered;
-  while (points >= 64 && dense_rows_smem_bytes(N, T, points) > optin) points -= 64;
+  while (points >= 64 && dense_rows_smem_bytes(N, T, points) > dynamic_smem_limit()) points -= 64;
   if (points < 64 || B * ceil_div(C, shape.cs) > INT32_MAX || B * ceil_div(P, points) > INT32_MAX)
     return DenseShape{};
   shape.p_chunk = points;

@@ -12,10 +12,7 @@ namespace pointops {
 namespace cuda_detail {
 
 // Shared memory of a fused block: kFusedSmemBytes, or what the device allows.
-inline int64_t fused_smem_budget() {
-  const int64_t limit = dynamic_smem_limit();
-  return kFusedSmemBytes < limit ? kFusedSmemBytes : limit;
-}
+inline int64_t fused_smem_budget() { return smem_budget(kFusedSmemBytes); }
 
 struct FusedPlan {
   int stage_rows;              // grad_out rows per buffer (two buffers)

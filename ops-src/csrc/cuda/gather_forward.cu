@@ -260,10 +260,7 @@ __global__ void __launch_bounds__(staged_threads<TT>())
 constexpr int64_t kMaxStageBytes = 192 * 1024;
 
 // The most one staged block may take: kMaxStageBytes, or what the device allows.
-int64_t max_stage_bytes() {
-  const int64_t limit = dynamic_smem_limit();
-  return kMaxStageBytes < limit ? kMaxStageBytes : limit;
-}
+int64_t max_stage_bytes() { return smem_budget(kMaxStageBytes); }
 
 int64_t stage_budget(int64_t row_bytes, int TT) {
   const int64_t fallback = TT == 1 ? 192 : 96;
