@@ -26,7 +26,7 @@ enum class Knob : int32_t {
   GatherStageKb,
   GatherPaired,
   // CUDA gather backward: 0 dense (transposed), 1 sparse direct, 2 sparse staged, 3 fused,
-  // 4 chunked, 5 dense fused;
+  // 4 chunked, 5 dense (rows built once per chunk);
   // the staged sums' stage size (KB) and span; 0 = build rows in line, not beside the transpose.
   GatherSparse,
   GatherSumStageKb,
@@ -46,7 +46,7 @@ enum class Knob : int32_t {
   // CUDA grid_cluster: blocks of the one cooperative kernel. Past what fits on the GPU the driver
   // refuses the launch and the op falls back to the two kernels (the tests force that).
   GridClusterFusedBlocks,
-  // CUDA gather backward, dense fused sums: 1 = wide (one block per SM, twice the sums per
+  // CUDA gather backward, dense sums: 1 = wide (one block per SM, twice the sums per
   // thread, up to 200 KB of chunk), 0 = narrow (two blocks per SM).
   GatherDenseWide,
   // CUDA: shared memory per block in KB that the planners may use, when below the device's
