@@ -18,7 +18,10 @@ sees when the host runs ahead), since a single short call mostly measures launch
 torch_cluster's knn and radius are brute force (1e12 pairs at 1M points), so the 1M rows take 3
 calls after one warm-up, fps there one call (grid_cluster 10 everywhere). Results are
 compared where the semantics agree (knn neighbour sets, radius pairs when no ball is capped,
-grid ids, fps). The JSON is rewritten after every row, so a run cut short keeps what it measured.
+grid ids, fps). The grid rows also time a floor the same way: one torch call that allocates
+int64 ids and launches one kernel over pos (`pos[:, 0].to(torch.long)`), about the least any
+grid_cluster call through the dispatcher costs. The JSON is rewritten after every row, so a run
+cut short keeps what it measured.
 Without torch_cluster the comparison column is skipped with a message.
 """
 
@@ -108,6 +111,9 @@ def main() -> int:
                         if a.shape == b.shape
                         else f"shapes {list(a.shape)} vs {list(b.shape)}"
                     )
+            if name == "grid":
+                column = pos[:, 0]
+                row_floor = median_call_ms(lambda column=column: column.to(torch.long), device, reps, warmup)
             speed = t_theirs / t_ours if t_theirs else None
             row = {
                 "shape": shape,
@@ -117,8 +123,12 @@ def main() -> int:
                 "speedup": speed,
                 "check": check,
             }
+            if name == "grid":
+                row["floor_ms"] = row_floor
             if device == "cuda" and max(t_ours, t_theirs or 0.0) < PIPELINED_BELOW_MS:
                 row["pointops_pipelined_ms"] = pipelined_call_ms(lambda call=call: call(ours))
+                if name == "grid":
+                    row["floor_pipelined_ms"] = pipelined_call_ms(lambda column=column: column.to(torch.long))
                 if theirs is not None:
                     row["torch_cluster_pipelined_ms"] = pipelined_call_ms(lambda call=call: call(theirs))
                     row["pipelined_speedup"] = (
@@ -131,9 +141,10 @@ def main() -> int:
                 if "pointops_pipelined_ms" in row
                 else ""
             )
+            floor = f"  floor {row['floor_ms']:.3f} ms" if "floor_ms" in row else ""
             print(
                 f"{shape:11s} {name:6s} {t_ours:12.3f} {t_theirs if t_theirs else float('nan'):17.3f} "
-                f"{speed if speed else float('nan'):8.2f}  {check}{pipelined}",
+                f"{speed if speed else float('nan'):8.2f}  {check}{pipelined}{floor}",
                 flush=True,
             )
             if args.json:

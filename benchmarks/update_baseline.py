@@ -55,6 +55,8 @@ COLUMNS = (
     "pointops_pipelined_ms",
     "torch_cluster_pipelined_ms",
     "pipelined_speedup",
+    "floor_ms",
+    "floor_pipelined_ms",
     "ratio_to_best_peer",
     "target_ms",
     "status",
