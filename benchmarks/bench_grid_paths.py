@@ -1,14 +1,11 @@
 """grid_cluster's CUDA paths against each other, in one process on one GPU: the planner's
-default, and each path its knobs force (the cooperative kernel, thread-block clusters of 8 and 16
-blocks, the two kernels). For each cloud size and path: the median single call (CUDA events, GPU
-idle before), calls queued back to back, and calls replayed from a CUDA graph (device time with
-no host time: the kernels' own cost). Rounds alternate the paths, so drift hits all alike; every
-path's ids are checked against the default's first.
+default and each path the knobs force (a cooperative grid of a given size, the two kernels). For
+each cloud size and path: the median single call (CUDA events, GPU idle before), calls queued
+back to back, and calls replayed from a CUDA graph (device time without host time: the kernels'
+own cost). Rounds alternate the paths, so drift hits all alike; every path's ids are checked
+against the default's first. For A/B work on the kernels (docs/kernels.md, voxel grid ids).
 
     python benchmarks/bench_grid_paths.py [--sizes 3000 160000 ...] [--rounds 5] [--json FILE]
-
-A path the GPU cannot take (clusters before Hopper) runs as the planner falls back, which the
-table shows as a time equal to another path's.
 """
 
 from __future__ import annotations
@@ -25,9 +22,7 @@ from bench_common import median_call_ms, pipelined_call_ms, write_json  # noqa: 
 
 PATHS = {
     "default": {},
-    "cooperative": {"GRID_CLUSTER_BLOCK_CLUSTERS": 0},
-    "cluster-8": {"GRID_CLUSTER_BLOCK_CLUSTERS": 8},
-    "cluster-16": {"GRID_CLUSTER_BLOCK_CLUSTERS": 16},
+    "cooperative-64": {"GRID_CLUSTER_FUSED_BLOCKS": 64},
     "two-kernels": {"GRID_CLUSTER_TWO_KERNELS": 1},
 }
 
@@ -61,7 +56,7 @@ def main() -> int:
     p.add_argument("--json")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        print("bench_grid_paths: needs a CUDA GPU")
+        print("bench_grid_paths: needs a CUDA GPU (it times the CUDA kernels' paths)", file=sys.stderr)
         return 2
     rows = []
     print(f"{torch.cuda.get_device_name()}; ms, medians of {args.rounds} rounds")

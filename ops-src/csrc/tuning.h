@@ -46,10 +46,6 @@ enum class Knob : int32_t {
   // CUDA grid_cluster: blocks of the one cooperative kernel. Past what fits on the GPU the driver
   // refuses the launch and the op falls back to the two kernels (the tests force that).
   GridClusterFusedBlocks,
-  // CUDA grid_cluster, 3 dimensions, no start / end (Hopper and newer): blocks of the one
-  // thread-block cluster kernel; 0 = never that kernel. A forced size is taken at any cloud size;
-  // one the device cannot launch (32) falls back to the two kernels (the tests force that).
-  GridClusterBlockClusters,
   // CUDA gather backward, dense sums: 1 = wide (one block per SM, twice the sums per
   // thread, up to 200 KB of chunk), 0 = narrow (two blocks per SM).
   GatherDenseWide,

@@ -330,13 +330,11 @@ def test_bounds_held_in_the_ids_or_a_workspace(device, dtype, n, dim, two_kernel
         assert torch.equal(both(pos, size, None, end), reference(pos, size, None, end))
 
 
-# The CUDA paths without start / end, by the knobs that force them (on Hopper and newer the
-# default for 3 dimensions up to 262144 points is the thread-block cluster kernel; before Hopper
-# the cluster knobs change nothing).
+# The CUDA paths without start / end, by the knobs that force them: the planner's default (one
+# cooperative kernel up to 8 dimensions), a cooperative grid of 64 blocks, the two kernels.
 PATHS = {
     "default": {},
-    "cooperative": {"GRID_CLUSTER_BLOCK_CLUSTERS": 0},
-    "cluster-of-2": {"GRID_CLUSTER_BLOCK_CLUSTERS": 2},
+    "cooperative-64": {"GRID_CLUSTER_FUSED_BLOCKS": 64},
     "two-kernels": {"GRID_CLUSTER_TWO_KERNELS": 1},
 }
 
@@ -395,48 +393,13 @@ def test_a_refused_cooperative_launch_falls_back_to_two_kernels(device):
     assert torch.equal(tc.grid_cluster(pos, size), expected)  # and the default path after it
 
 
-@pytest.mark.parametrize("blocks", [None, 1, 2, 8, 16])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n", [8, 1_000, 20_000, 160_000, 300_000])
-def test_cluster_kernel_equals_the_formula(device, blocks, dtype, n):
-    # One thread-block cluster of `blocks` blocks of 1024 threads (None: the planner's size),
-    # each thread holding its first rows in registers and reading the rest again: up to 8 rows a
-    # thread (4 in float64) none are read again, at 300_000 points in 1 block most are.
-    if device != "cuda":
-        pytest.skip("CUDA only")
-    pos = cloud(n, 3, dtype, device, seed=n, low=-7.0, high=3.0)
-    size = torch.tensor([0.05, 0.3, 0.11], dtype=dtype, device=device)
-    with pointops._tuning.override(GRID_CLUSTER_BLOCK_CLUSTERS=blocks):
-        ids = tc.grid_cluster(pos, size)
-        shifted = tc.grid_cluster(pos + 1.5, size)  # new bounds: nothing kept between calls
-    assert torch.equal(ids, reference(pos, size))
-    assert torch.equal(shifted, reference(pos + 1.5, size))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_a_refused_cluster_falls_back_to_two_kernels(device, dtype):
-    # A cluster of 32 blocks is more than any GPU places (16 at most, non-portably): the driver
-    # refuses the launch, as it would a cluster a MIG slice cannot hold, and the op must still
-    # write every id, through the two kernels with their partials in the ids' first rows.
-    if device != "cuda":
-        pytest.skip("CUDA only")
-    for n in (5, 3000, 200_000):
-        pos = cloud(n, 3, dtype, device, seed=n + 1)
-        size = torch.tensor([0.05, 0.07, 0.11], dtype=dtype, device=device)
-        with pointops._tuning.override(GRID_CLUSTER_BLOCK_CLUSTERS=32):
-            ids = tc.grid_cluster(pos, size)
-        assert torch.equal(ids, reference(pos, size))
-        assert torch.equal(tc.grid_cluster(pos, size), ids)  # and the default path after it
-    pointops.check_errors()
-
-
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_bad_coordinates_in_every_path_poison_every_id(device, path, where, bad):
     # A non-finite coordinate makes the bounds non-finite: every id is INT64_MIN and the problem
-    # is recorded, whichever kernel found the bounds; rows held in registers (the first) and rows
-    # read again (the last) alike.
+    # is recorded, whichever kernel found the bounds and wherever the row lies (a block's first
+    # rows, the partials' rows, the last block).
     if device != "cuda":
         pytest.skip("CUDA only")
     n = 40_000

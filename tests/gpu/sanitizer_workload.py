@@ -83,8 +83,7 @@ def run_packed(dtype, g):
 
 
 def run_grid(dtype, g):
-    """grid_cluster: bounds partials in a workspace (tiny or wide clouds) and in the ids, and the
-    thread-block cluster kernel."""
+    """grid_cluster: bounds partials in a workspace (tiny or wide clouds) and in the ids."""
     dev = DEVICE
     for n, dim in [(2, 3), (9, 40), (3000, 3), (3000, 6)] + ([(200_000, 3)] if LARGE else []):
         pos = torch.rand(n, dim, generator=g).to(dev, dtype)
@@ -96,10 +95,6 @@ def run_grid(dtype, g):
         if dev == "cuda" and n >= 3000:  # a cooperative grid whose partials span several blocks' rows
             with pointops._tuning.override(GRID_CLUSTER_FUSED_BLOCKS=400):
                 torch.ops.pointops.grid_cluster(pos, size, None, None)
-        if dev == "cuda" and dim == 3:  # thread-block clusters of 1, 16 and a refused 32 blocks
-            for blocks in (1, 16, 32):
-                with pointops._tuning.override(GRID_CLUSTER_BLOCK_CLUSTERS=blocks):
-                    torch.ops.pointops.grid_cluster(pos, size, None, None)
 
 
 def run_bad_values(dtype):

@@ -6,12 +6,8 @@
 // maxima in the first bytes of the ids, and after a grid-wide sync every block merges them (a
 // few hundred partials, from L2), derives cells and x-fastest strides into shared memory and
 // writes the ids of its rows; the rows that held the partials are written once every block has
-// read them (a ticket). On Hopper and newer, clouds of 3 dimensions up to kClusterMaxPoints take
-// grid_cluster_kernel instead: one thread-block cluster whose blocks merge their bounds through
-// each other's shared memory after the hardware cluster barrier (an ordinary launch, without the
-// cooperative launch's fixed cost, which dominates at PyG's sizes). Where neither can run (more
-// dimensions, no cooperative launch, a tuning knob, or a launch the driver refuses at run time),
-// two kernels:
+// read them (a ticket). Where that cannot run (more dimensions, no cooperative launch, a tuning
+// knob, or a cooperative launch the driver refuses at run time), two kernels:
 // grid_bounds_kernel writes the partials (no atomics, so nothing to clear first) into the ids'
 // first rows, which every id block skips and the block that reads them last writes, or, for
 // clouds too small to hold them, a workspace.
@@ -362,156 +358,32 @@ __global__ void __launch_bounds__(kThreads)
   write_ids<kD>(pos, D, g, ok, checks, 0, reserved < N ? reserved : N, first, step, out);
 }
 
-// Reduces (lo, hi) of each of the kD columns over the block; every thread calls it, and finds
-// the block's bounds in block_lo / block_hi afterwards.
-template <int kD, class T>
-__device__ void reduce_block_bounds(T (&lo)[kD], T (&hi)[kD], T* block_lo, T* block_hi) {
-  __shared__ T warp_lo[32][kD], warp_hi[32][kD];
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int warps = static_cast<int>(blockDim.x + 31) >> 5;
-#pragma unroll
-  for (int d = 0; d < kD; ++d) {
-#pragma unroll
-    for (int s = 16; s > 0; s >>= 1) {
-      lo[d] = nan_min(lo[d], __shfl_xor_sync(0xffffffffu, lo[d], s));
-      hi[d] = nan_max(hi[d], __shfl_xor_sync(0xffffffffu, hi[d], s));
-    }
-    if (lane == 0) warp_lo[warp][d] = lo[d], warp_hi[warp][d] = hi[d];
-  }
-  __syncthreads();
-  if (warp == 0) {
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      T l = lane < warps ? warp_lo[lane][d] : acc_inf<T>();
-      T h = lane < warps ? warp_hi[lane][d] : -acc_inf<T>();
-#pragma unroll
-      for (int s = 16; s > 0; s >>= 1) {
-        l = nan_min(l, __shfl_xor_sync(0xffffffffu, l, s));
-        h = nan_max(h, __shfl_xor_sync(0xffffffffu, h, s));
-      }
-      if (lane == 0) block_lo[d] = l, block_hi[d] = h;
-    }
-  }
-  __syncthreads();
-}
-
-// Up to this many points (3 dimensions, no start / end) the planner takes grid_cluster_kernel.
-constexpr int64_t kClusterMaxPoints = 262144;
-// Threads of each block of grid_cluster_kernel, and the most blocks in its cluster.
-constexpr int kClusterThreads = 1024;
-constexpr int kClusterMaxBlocks = 16;
-// Rows each thread of grid_cluster_kernel holds in registers from the bounds to the ids (within
-// the 64 registers a thread of a 1024-thread block has); the rest are read again, from L2.
-template <class T>
-constexpr int cluster_cached_rows() {
-  return sizeof(T) == 8 ? 4 : 8;
-}
-
-// Bounds and ids in one launch of one thread-block cluster (Hopper and newer; kD columns): each
-// block reduces its rows to bounds in its shared memory; after the cluster barrier every block
-// merges all the blocks' bounds through distributed shared memory, and a second barrier keeps
-// each block's shared memory alive until every block has read it. No partials in global memory,
-// no ticket. Rows r = t, t + threads, ... of thread t; the first cluster_cached_rows stay in
-// registers for the ids.
-template <int kD, class T>
-__global__ void __launch_bounds__(kClusterThreads, 1)
-    grid_cluster_kernel(const T* __restrict__ pos, int64_t N, const T* __restrict__ size,
-                        const T* __restrict__ start, const T* __restrict__ end, int64_t* __restrict__ out,
-                        KernelChecks checks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kCached = cluster_cached_rows<T>();
-  const GridShared<T> g(kD);
-  __shared__ T block_lo[kD], block_hi[kD];
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  T rows[kCached][kD];
-  T lo[kD], hi[kD];
-#pragma unroll
-  for (int d = 0; d < kD; ++d) lo[d] = acc_inf<T>(), hi[d] = -acc_inf<T>();
-#pragma unroll
-  for (int k = 0; k < kCached; ++k) {
-    const int64_t r = first + k * step;
-    if (r < N) {
-#pragma unroll
-      for (int d = 0; d < kD; ++d) {
-        rows[k][d] = pos[r * kD + d];
-        lo[d] = nan_min(lo[d], rows[k][d]);
-        hi[d] = nan_max(hi[d], rows[k][d]);
-      }
-    }
-  }
-  for (int64_t r = first + kCached * step; r < N; r += step) {
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      const T v = pos[r * kD + d];
-      lo[d] = nan_min(lo[d], v);
-      hi[d] = nan_max(hi[d], v);
-    }
-  }
-  reduce_block_bounds<kD>(lo, hi, block_lo, block_hi);
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  cluster.sync();  // every block's bounds are in its shared memory
-  if (threadIdx.x < kD) {
-    const int d = static_cast<int>(threadIdx.x);
-    T l = block_lo[d], h = block_hi[d];
-    for (unsigned int rank = 0; rank < cluster.num_blocks(); ++rank) {
-      l = nan_min(l, *cluster.map_shared_rank(&block_lo[d], rank));
-      h = nan_max(h, *cluster.map_shared_rank(&block_hi[d], rank));
-    }
-    g.origin[d] = l;
-    g.extent[d] = h;
-  }
-  cluster.sync();  // no block leaves while another still reads its shared memory
-  __shared__ bool unused;
-  const bool ok = derive_grid(g, size, start, end, kD, checks, nullptr, &unused);
-#pragma unroll
-  for (int k = 0; k < kCached; ++k) {
-    const int64_t r = first + k * step;
-    if (r < N) out[r] = voxel_id<kD>(rows[k], kD, g, ok, checks);
-  }
-  for (int64_t r = first + kCached * step; r < N; r += step)
-    out[r] = voxel_id<kD>(pos + r * kD, kD, g, ok, checks);
-#else
-  __trap();  // the planner takes this kernel only on devices with thread-block clusters
-#endif
-}
-
 // How the bounds are found (CudaPlan::path).
 enum GridPath : int32_t {
   kGivenBounds = 0,          // start and end given: the id kernel alone
   kPartialsInWorkspace = 1,  // two kernels, partials in a workspace (clouds too small for them)
   kPartialsInIds = 2,        // two kernels, partials in the ids' first rows (ticket)
   kFused = 3,                // one cooperative kernel, partials in the ids' first rows
-  kCluster = 4,              // one thread-block cluster, bounds merged in shared memory
 };
 
 // The fused kernel merges every block's partial: up to this many columns (one chunk).
 constexpr int64_t kFusedMaxDims = 8;
 
-// The one-launch kernels the driver may refuse at run time (a cooperative grid larger than fits
-// beside another context or MPS client, a cluster the partition cannot place); once refused on a
-// device, the planner plans around that kernel from the start.
-enum OneLaunch : int { kCooperativeLaunch = 0, kClusterLaunch = 1 };
+// Per device: whether the driver has refused a cooperative launch of the fused kernel; the
+// planner then plans the two kernels from the start.
 constexpr int kRefusalDevices = 64;
-
-std::atomic<bool>* refusals(OneLaunch kind) {
-  static std::atomic<bool> table[2][kRefusalDevices];
-  return table[kind];
+std::atomic<bool>* fused_refused() {
+  static std::atomic<bool> table[kRefusalDevices];
+  return table;
 }
 
-bool refused_here(OneLaunch kind) {
+bool fused_refused_here() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  return device >= 0 && device < kRefusalDevices && refusals(kind)[device].load(std::memory_order_relaxed);
-}
-
-void remember_refusal(OneLaunch kind) {
-  int device = 0;
-  if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < kRefusalDevices)
-    refusals(kind)[device].store(true, std::memory_order_relaxed);
+  return device >= 0 && device < kRefusalDevices && fused_refused()[device].load(std::memory_order_relaxed);
 }
 
 // The two kernels' plan (bounds kernel, then ids) with at most max_parts partials: in the ids'
@@ -556,32 +428,9 @@ Status launch_two_kernels(const CudaPlan& plan, const T* pos, const T* size, con
   return launch_status();
 }
 
-// After a refused one-launch kernel: the two kernels, with their partials in the ids' first
-// rows (the planner took a one-launch kernel only where they fit there), so no workspace.
-template <int kD, class T>
-Status launch_after_refusal(const T* pos, const T* size, const T* start, const T* end, int64_t N, int64_t D,
-                            int64_t* out, KernelChecks checks, cudaStream_t s) {
-  cudaGetLastError();  // a refused launch is not a sticky error
-  CudaPlan fallback;
-  fallback.shape[0] = grid_for(N, kThreads, 8 * int64_t{current_device_sm_count()});
-  const int64_t fit = (N * static_cast<int64_t>(sizeof(int64_t)) - static_cast<int64_t>(kTicketBytes)) /
-                      (2 * D * static_cast<int64_t>(sizeof(T)));
-  const int64_t most = 4 * int64_t{current_device_sm_count()};
-  plan_two_kernels(N, D, sizeof(T), fit < most ? fit : most, &fallback);
-  if (fallback.path != kPartialsInIds) return "grid_cluster: a one-launch kernel was refused";
-  return launch_two_kernels<kD>(fallback, pos, size, start, end, N, D, out, nullptr, checks, s);
-}
-
-// The errors with which the driver refuses a launch's shape rather than fails.
-bool launch_refused(cudaError_t err) {
-  return err == cudaErrorCooperativeLaunchTooLarge || err == cudaErrorNotSupported ||
-         err == cudaErrorInvalidClusterSize || err == cudaErrorLaunchOutOfResources ||
-         err == cudaErrorInvalidConfiguration || err == cudaErrorInvalidValue;
-}
-
 // The fused kernel, or the two kernels where the driver refuses the cooperative launch (fewer
 // blocks can be resident than planned for: another context or MPS client on the GPU, a forced
-// grid).
+// grid). The planner left room in the ids for the two kernels' partials, so no workspace.
 template <int kD, class T>
 Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
                     int64_t N, int64_t D, int64_t* out, KernelChecks checks, cudaStream_t s) {
@@ -591,51 +440,18 @@ Status launch_fused(const CudaPlan& plan, const T* pos, const T* size, const T* 
                                                       dim3(static_cast<unsigned int>(plan.shape[0])),
                                                       dim3(kThreads), args, grid_ids_smem_bytes<T>(D), s);
   if (err != cudaErrorCooperativeLaunchTooLarge && err != cudaErrorNotSupported) return status_of(err);
-  if (tuning(Knob::GridClusterFusedBlocks) <= 0) remember_refusal(kCooperativeLaunch);  // not a forced grid
-  return launch_after_refusal<kD>(pos, size, start, end, N, D, out, checks, s);
-}
-
-// grid_cluster_kernel's launch: `blocks` blocks, one cluster of them.
-template <class T>
-void cluster_launch_config(unsigned int blocks, cudaStream_t s, cudaLaunchConfig_t* cfg,
-                           cudaLaunchAttribute* attr) {
-  *cfg = cudaLaunchConfig_t{};
-  cfg->gridDim = dim3(blocks);
-  cfg->blockDim = dim3(kClusterThreads);
-  cfg->dynamicSmemBytes = grid_ids_smem_bytes<T>(3);
-  cfg->stream = s;
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = blocks;
-  attr->val.clusterDim.y = 1;
-  attr->val.clusterDim.z = 1;
-  cfg->attrs = attr;
-  cfg->numAttrs = 1;
-}
-
-// Lets grid_cluster_kernel form clusters of `blocks` (past 8 blocks, a non-portable size).
-template <class T>
-cudaError_t allow_cluster(unsigned int blocks) {
-  if (blocks <= 8) return cudaSuccess;
-  return kernel_attribute_at_least(grid_cluster_kernel<3, T>, cudaFuncAttributeNonPortableClusterSizeAllowed,
-                                   1);
-}
-
-// The cluster kernel, or the two kernels where the driver refuses the cluster (a size the device
-// or its partition cannot place: MIG, a forced size).
-template <class T>
-Status launch_cluster(const CudaPlan& plan, const T* pos, const T* size, const T* start, const T* end,
-                      int64_t N, int64_t* out, KernelChecks checks, cudaStream_t s) {
-  const unsigned int blocks = static_cast<unsigned int>(plan.shape[0]);
-  cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr[1];
-  cluster_launch_config<T>(blocks, s, &cfg, attr);
-  cudaError_t err = allow_cluster<T>(blocks);
-  if (err == cudaSuccess)
-    err = cudaLaunchKernelEx(&cfg, grid_cluster_kernel<3, T>, pos, N, size, start, end, out, checks);
-  if (!launch_refused(err)) return status_of(err);
-  if (tuning(Knob::GridClusterBlockClusters) == kUnset)
-    remember_refusal(kClusterLaunch);  // not a forced size
-  return launch_after_refusal<3>(pos, size, start, end, N, int64_t{3}, out, checks, s);
+  cudaGetLastError();  // a refused launch is not a sticky error
+  int device = 0;      // remembered unless a test forced the grid
+  if (tuning(Knob::GridClusterFusedBlocks) <= 0 && cudaGetDevice(&device) == cudaSuccess && device >= 0 &&
+      device < kRefusalDevices)
+    fused_refused()[device].store(true, std::memory_order_relaxed);
+  CudaPlan fallback = plan;
+  const int64_t fit = (N * static_cast<int64_t>(sizeof(int64_t)) - static_cast<int64_t>(kTicketBytes)) /
+                      (2 * D * static_cast<int64_t>(sizeof(T)));
+  const int64_t most = 4 * int64_t{current_device_sm_count()};
+  plan_two_kernels(N, D, sizeof(T), fit < most ? fit : most, &fallback);
+  if (fallback.path != kPartialsInIds) return "grid_cluster: the cooperative launch was refused";
+  return launch_two_kernels<kD>(fallback, pos, size, start, end, N, D, out, nullptr, checks, s);
 }
 
 template <int kD, class T>
@@ -643,10 +459,6 @@ Status launch_grid_path(const CudaPlan& plan, const T* pos, const T* size, const
                         int64_t N, int64_t D, int64_t* out, void* workspace, KernelChecks checks,
                         cudaStream_t s) {
   if (plan.path == kFused) return launch_fused<kD>(plan, pos, size, start, end, N, D, out, checks, s);
-  if (plan.path == kCluster) {
-    if constexpr (kD == 3) return launch_cluster(plan, pos, size, start, end, N, out, checks, s);
-    return "grid_cluster: the cluster kernel takes 3 dimensions";
-  }
   return launch_two_kernels<kD>(plan, pos, size, start, end, N, D, out, workspace, checks, s);
 }
 
@@ -691,58 +503,9 @@ int64_t fused_resident_blocks() {
   return blocks;
 }
 
-// Blocks of grid_cluster_kernel's cluster on the current device: 16 where a cluster of 16 fits,
-// else 8, else 0 (before Hopper, or no cluster fits); cached per device and dtype.
-template <class T>
-int64_t cluster_blocks() {
-  constexpr int kCachedDevices = 64;
-  static std::atomic<int64_t> cache[kCachedDevices];  // 0: not read yet, -1: none
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  if (device >= 0 && device < kCachedDevices) {
-    const int64_t known = cache[device].load(std::memory_order_relaxed);
-    if (known != 0) return known > 0 ? known : 0;
-  }
-  int64_t blocks = 0;
-  if (current_device_major() >= 9) {
-    for (unsigned int size = kClusterMaxBlocks; size >= 8 && blocks == 0; size /= 2) {
-      cudaLaunchConfig_t cfg;
-      cudaLaunchAttribute attr[1];
-      cluster_launch_config<T>(size, nullptr, &cfg, attr);
-      int clusters = 0;
-      if (allow_cluster<T>(size) == cudaSuccess &&
-          cudaOccupancyMaxActiveClusters(&clusters, grid_cluster_kernel<3, T>, &cfg) == cudaSuccess &&
-          clusters > 0)
-        blocks = size;
-      cudaGetLastError();
-    }
-  }
-  if (device >= 0 && device < kCachedDevices) cache[device].store(blocks > 0 ? blocks : -1);
-  return blocks;
-}
-
-// The cluster kernel's blocks for this call, or 0 where it does not apply: 3 dimensions, Hopper
-// and newer, up to kClusterMaxPoints (past that its one cluster of SMs reads pos more slowly than
-// the cooperative grid), the two kernels' partials fit in the ids should the launch be refused,
-// and no knob or earlier refusal against it. A forced size applies at any cloud size.
-int64_t plan_cluster_blocks(Dtype dt, int64_t N, int64_t D) {
-  const size_t elem = dt == Dtype::Float64 ? sizeof(double) : sizeof(float);
-  const int64_t forced = tuning(Knob::GridClusterBlockClusters);
-  if (D != 3 || forced == 0 || tuning(Knob::GridClusterTwoKernels) == 1 ||
-      tuning(Knob::GridClusterFusedBlocks) > 0 || current_device_major() < 9 ||
-      kTicketBytes + 2 * D * elem > static_cast<size_t>(N) * sizeof(int64_t))
-    return 0;
-  if (forced > 0) return forced;
-  if (N > kClusterMaxPoints || refused_here(kClusterLaunch)) return 0;
-  return dt == Dtype::Float64 ? cluster_blocks<double>() : cluster_blocks<float>();
-}
-
 }  // namespace
 
-// path: GridPath. shape[0]: blocks of the id (or fused, or cluster) kernel; shape[1]: blocks (partials) of
+// path: GridPath. shape[0]: blocks of the id (or fused) kernel; shape[1]: blocks (partials) of
 // the bounds kernel of the two-kernel paths, else 0; shape[2]: its column chunks; shape[3]:
 // rows of the ids that hold the ticket and partials (kPartialsInIds, kFused), else 0.
 CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds) {
@@ -754,15 +517,9 @@ CudaPlan grid_cluster_cuda_plan(Dtype dt, int64_t N, int64_t D, bool need_bounds
   if (!need_bounds || N <= 0 || D <= 0) return plan;
   const size_t elem = dt == Dtype::Float64 ? sizeof(double) : sizeof(float);
   const size_t id_bytes = static_cast<size_t>(N) * sizeof(int64_t);
-  const int64_t cluster = plan_cluster_blocks(dt, N, D);
-  if (cluster > 0 && cluster <= INT32_MAX) {
-    plan.path = kCluster;
-    plan.shape[0] = cluster;
-    return plan;
-  }
   const int64_t forced_blocks = tuning(Knob::GridClusterFusedBlocks);
   if (D <= kFusedMaxDims && tuning(Knob::GridClusterTwoKernels) != 1 &&
-      (forced_blocks > 0 || !refused_here(kCooperativeLaunch))) {
+      (forced_blocks > 0 || !fused_refused_here())) {
     // every block merges every partial: a few hundred at most, each thread's rows in flight
     int64_t blocks = grid_for(ceil_div(N, kRowsPerPass), kThreads, 4 * sms);
     const int64_t resident =
