@@ -114,7 +114,7 @@ def render(baseline: dict, kind: str) -> str:
         if not rows:
             lines += ["(no rows)", ""]
             continue
-        columns = [c for c in COLUMNS if any(c in r for r in rows)]
+        columns = [c for c in COLUMNS if any(r.get(c) is not None for r in rows)]
         lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
         lines.append("")

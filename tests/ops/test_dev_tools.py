@@ -155,3 +155,40 @@ def test_pointnet2_reference_float64_searches_pick_the_float32_neighbours():
     expect = (unknown.unsqueeze(2) - picked).pow(2).sum(-1).sqrt()
     torch.testing.assert_close(d64, expect, rtol=1e-15, atol=0)
     assert torch.equal(fps, ref.furthest_point_sample(known.float(), 16))
+
+
+def test_bench_grid_paths_without_a_gpu_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would run")
+    result = _run("bench_grid_paths.py", "--rounds", "1")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("bench_grid_paths: needs a CUDA GPU")
+
+
+def test_update_baseline_renders_the_columns_each_section_fills():
+    # A column shows in a section's table only where one of its rows has a value: bench_gpu's rows
+    # carry floor_ms None, bench_torch_cluster's grid rows a number.
+    update = _load(BENCH / "update_baseline.py", "update_baseline_under_test")
+    baseline = {
+        "sections": {
+            "ops": {
+                "meta": {"gpu": "G"},
+                "rows": [{"op": "fps", "shape": "B1", "ms": 1.5, "floor_ms": None}],
+            },
+            "torch_cluster": {
+                "meta": {"gpu": "G"},
+                "rows": [
+                    {"op": "grid", "shape": "16x10000", "pointops_ms": 0.026, "floor_ms": 0.016},
+                    {"op": "fps", "shape": "16x10000", "pointops_ms": 4.9},
+                ],
+            },
+        }
+    }
+    text = update.render(baseline, "h100")
+    ops = text[text.index("## ops") : text.index("## torch_cluster")]
+    tc = text[text.index("## torch_cluster") :]
+    assert "| op | shape | ms |" in ops and "floor_ms" not in ops
+    assert "| op | shape | pointops_ms | floor_ms |" in tc
+    assert "| grid | 16x10000 | 0.026 | 0.016 |" in tc and "| fps | 16x10000 | 4.9 |  |" in tc
