@@ -78,7 +78,9 @@ PY
 # The peers build side by side (each nvcc run is single-threaded; MAX_JOBS applies to each).
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 wanted pointcept_pointops && build pointcept_pointops "$PEERS/Pointcept/libs/pointops" &
-wanted torch_cluster && build_with_setup torch_cluster "$PEERS/pytorch_cluster" build_ext -j "$MAX_JOBS" &
+# FORCE_ONLY_CUDA (torch_cluster's setup.py): only the _cuda extensions, which hold the CPU kernels
+# too and are the ones its __init__ loads where they exist; the _cpu copies would double the build.
+wanted torch_cluster && (export FORCE_ONLY_CUDA=1; build_with_setup torch_cluster "$PEERS/pytorch_cluster" build_ext -j "$MAX_JOBS") &
 wanted pytorch3d && build pytorch3d "$PEERS/pytorch3d" &
 wanted pointnet2_ops && build_with_setup pointnet2_ops "$PEERS/Pointnet2_PyTorch/pointnet2_ops_lib" &
 wait
