@@ -44,6 +44,21 @@ Status launch_fused(const T* grad_out, const int64_t* idx, const T* weight, int6
   return launch_status();
 }
 
+// A launch shape of the chunked and dense sums: K targets per thread, CS channels per block.
+template <int K, int CS>
+struct SumShape {
+  static constexpr int k = K, cs = CS;
+};
+
+// launch(Shape{}) for the one of `Shapes` that the plan chose (k, cs): the kernels are
+// instantiated for these shapes only, so any other is a planner bug, reported as `unplanned`.
+template <class... Shapes, class Launch>
+Status launch_planned_shape(int64_t k, int64_t cs, const char* unplanned, Launch&& launch) {
+  Status status = unplanned;
+  (void)((k == Shapes::k && cs == Shapes::cs && (status = launch(Shapes{}), true)) || ...);
+  return status;
+}
+
 // The chunked sums' kernel for K targets per thread (CS = kChunkedAccumulators / K channels).
 template <class T, int K>
 Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, int64_t C, int64_t N,
@@ -75,13 +90,12 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
       static_cast<uint32_t>(T_), rows.row_start, static_cast<ChunkEntry<float>*>(rows.extra));
   if (Status st = launch_status()) return st;
   const int64_t p_chunk = plan.shape[3];
-  switch (plan.shape[1]) {
-    case 1: return launch_chunked_sums<T, 1>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
-    case 2: return launch_chunked_sums<T, 2>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
-    case 4: return launch_chunked_sums<T, 4>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
-    case 8: return launch_chunked_sums<T, 8>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
-    default: return "gather_backward_feat: no chunked sums for this plan";
-  }
+  return launch_planned_shape<SumShape<1, 16>, SumShape<2, 8>, SumShape<4, 4>, SumShape<8, 2>>(
+      plan.shape[1], plan.shape[2], "gather_backward_feat: no chunked sums for this plan", [&](auto shape) {
+        using S = decltype(shape);
+        static_assert(S::k * S::cs == kChunkedAccumulators, "the chunked sums' shapes fill the accumulators");
+        return launch_chunked_sums<T, S::k>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+      });
 }
 
 // The dense sums' kernel for K targets per thread and CS channels (K * CS = 32: two blocks per
@@ -120,19 +134,12 @@ Status backward_dense(const T* grad_out, const int64_t* idx, const T* weight, in
       idx, weight, N, P, T_, p_chunk, chunks, bounds, points, weights, checks);
   if (Status st = launch_status()) return st;
   const bool weighted = weight != nullptr;
-  if (k == 4 && cs == 8)
-    return launch_dense_sums<T, 4, 8>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
-                                      weighted, grad_feat, s);
-  if (k == 8 && cs == 4)
-    return launch_dense_sums<T, 8, 4>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
-                                      weighted, grad_feat, s);
-  if (k == 4 && cs == 16)
-    return launch_dense_sums<T, 4, 16>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
-                                       weighted, grad_feat, s);
-  if (k == 8 && cs == 8)
-    return launch_dense_sums<T, 8, 8>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk, chunks,
-                                      weighted, grad_feat, s);
-  return "gather_backward_feat: no dense sums for this plan";
+  return launch_planned_shape<SumShape<4, 8>, SumShape<8, 4>, SumShape<4, 16>, SumShape<8, 8>>(
+      k, cs, "gather_backward_feat: no dense sums for this plan", [&](auto shape) {
+        using S = decltype(shape);
+        return launch_dense_sums<T, S::k, S::cs>(grad_out, bounds, points, weights, B, C, N, P, T_, p_chunk,
+                                                 chunks, weighted, grad_feat, s);
+      });
 }
 
 // The transposed sums: one slab of kChannelTile channels at a time, transposed and summed. The

@@ -101,30 +101,37 @@ inline DenseShape dense_plan_shape(int64_t B, int64_t C, int64_t N, int64_t P, i
 // Dense rows: the dense sums where they apply and fill the GPU (a block per cloud and
 // channel group): up to kDenseDefaultMaxTargets targets per cloud, and beyond in their wide
 // shape (one block per SM, so most SMs busy is enough); else the transposed sums. `forced`
-// (Chunked or Dense) takes that one wherever it applies.
+// (Chunked or Dense) takes that one wherever it applies. `dense` receives the dense sums' shape
+// when they are chosen.
 inline SumPath dense_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
-                          SumPath forced) {
+                          SumPath forced, DenseShape* dense) {
   const bool float_acc = elem_bytes < 8;
   if (forced == SumPath::Chunked)
     return chunked_applies(float_acc, B, C, N, P, T) ? SumPath::Chunked : SumPath::Transposed;
-  const DenseShape dense = dense_plan_shape(B, C, N, P, T, elem_bytes);
-  if (forced == SumPath::Dense) return dense.valid() ? SumPath::Dense : SumPath::Transposed;
-  if (!dense.valid()) return SumPath::Transposed;
-  const int64_t blocks = B * ceil_div(C, dense.cs), sms = current_device_sm_count();
-  const bool fills = N <= kDenseDefaultMaxTargets ? blocks >= sms : dense.wide && 8 * blocks >= 7 * sms;
+  *dense = dense_plan_shape(B, C, N, P, T, elem_bytes);
+  if (forced == SumPath::Dense) return dense->valid() ? SumPath::Dense : SumPath::Transposed;
+  if (!dense->valid()) return SumPath::Transposed;
+  const int64_t blocks = B * ceil_div(C, dense->cs), sms = current_device_sm_count();
+  const bool fills = N <= kDenseDefaultMaxTargets ? blocks >= sms : dense->wide && 8 * blocks >= 7 * sms;
   return fills ? SumPath::Dense : SumPath::Transposed;
 }
 
+// The launch shapes that the chosen path needs, worked out while choosing it.
+struct PathShapes {
+  FusedPlan fused;   // for SumPath::SparseFused
+  DenseShape dense;  // for SumPath::Dense
+};
+
 inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64_t T, size_t elem_bytes,
-                               FusedPlan* fused) {
+                               PathShapes* shapes) {
   if (tuning(Knob::GatherStaged) == 0) return SumPath::Direct;
   switch (tuning(Knob::GatherSparse)) {
     case 0: return SumPath::Transposed;
     case 1: return SumPath::SparseDirect;
     case 2: return SumPath::SparseStaged;
-    case 3: return sparse_path(B, C, N, P, T, elem_bytes, fused);
-    case 4: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Chunked);
-    case 5: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Dense);
+    case 3: return sparse_path(B, C, N, P, T, elem_bytes, &shapes->fused);
+    case 4: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Chunked, &shapes->dense);
+    case 5: return dense_path(B, C, N, P, T, elem_bytes, SumPath::Dense, &shapes->dense);
     default: break;
   }
   // The sparse sums read grad_out scattered (or restage its rows for every span of targets):
@@ -132,8 +139,8 @@ inline SumPath choose_sum_path(int64_t B, int64_t C, int64_t N, int64_t P, int64
   // sums measured faster there (B8 C256 N262144 P131072: 2.06 vs 2.31 ms, float32).
   const int64_t grad_bytes = B * C * P * static_cast<int64_t>(elem_bytes);
   if (P * T > N || grad_bytes > current_device_l2_bytes() / 2)
-    return dense_path(B, C, N, P, T, elem_bytes, SumPath::Transposed);
-  return sparse_path(B, C, N, P, T, elem_bytes, fused);
+    return dense_path(B, C, N, P, T, elem_bytes, SumPath::Transposed, &shapes->dense);
+  return sparse_path(B, C, N, P, T, elem_bytes, &shapes->fused);
 }
 
 inline size_t slab_bytes(int64_t B, int64_t C, int64_t P, size_t elem_bytes, SumPath path) {
@@ -155,13 +162,13 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
   const size_t elem = dt == Dtype::Float64 ? 8 : (dt == Dtype::Float32 ? 4 : 2);
   CudaPlan plan;
   plan.shape[0] = fits_u32(B, N, P, T) ? 1 : 0;
-  FusedPlan fused;
-  SumPath path = choose_sum_path(B, C, N, P, T, elem, &fused);
+  PathShapes shapes;
+  SumPath path = choose_sum_path(B, C, N, P, T, elem, &shapes);
   if (path == SumPath::SparseFused) {
     plan.path = static_cast<int32_t>(path);
-    plan.shape[1] = fused.stage_rows;
-    plan.shape[2] = fused.channels_per_block;
-    plan.shape[3] = fused.blocks;
+    plan.shape[1] = shapes.fused.stage_rows;
+    plan.shape[2] = shapes.fused.channels_per_block;
+    plan.shape[3] = shapes.fused.blocks;
     return plan;
   }
   if (path == SumPath::Chunked) {
@@ -177,7 +184,7 @@ inline CudaPlan plan_gather_backward(Dtype dt, int64_t B, int64_t C, int64_t N, 
     return plan;
   }
   if (path == SumPath::Dense) {
-    const DenseShape dense = dense_plan_shape(B, C, N, P, T, elem);
+    const DenseShape& dense = shapes.dense;
     plan.path = static_cast<int32_t>(path);
     plan.shape[1] = dense.k;
     plan.shape[2] = dense.cs;
