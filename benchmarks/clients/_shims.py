@@ -22,32 +22,45 @@ import types
 import torch
 
 
+def segment_csr(src, indptr, out=None, reduce="sum"):
+    """torch_scatter.segment_csr in plain torch: reduce the rows indptr[i]..indptr[i+1] of src
+    into row i (sum, mean, max or min; an empty segment gives 0)."""
+    # Each row finds its segment by a search on the device: no slice of indptr and no host read
+    # of its values, which inductor could not lower where indptr's length is data-dependent
+    # (PTv2's pooling under torch.compile).
+    if out is not None:
+        raise NotImplementedError("segment_csr shim: out= is not supported")
+    if reduce not in ("sum", "add", "mean", "max", "min"):
+        raise ValueError(f"segment_csr shim: reduce={reduce!r} is not supported")
+    indptr = indptr.to(src.device, torch.int64)
+    segments = indptr.shape[0] - 1
+    shape = (segments, *src.shape[1:])
+    if not torch.compiler.is_compiling() and segments == 0:
+        return src.new_zeros(shape)
+    rows = torch.arange(src.shape[0], device=src.device)
+    segment = torch.searchsorted(indptr, rows, right=True) - 1  # -1 before, `segments` after
+    inside = (segment >= 0) & (segment < segments)
+    target = segment.clamp(0, segments - 1)
+    counts = src.new_zeros(segments, dtype=torch.int64).scatter_add(0, target, inside.long())
+    trailing = [1] * (src.dim() - 1)
+    index = target.view(-1, *trailing).expand_as(src)
+    keep = inside.view(-1, *trailing)
+    if reduce in ("sum", "add", "mean"):
+        total = src.new_zeros(shape).scatter_add(0, index, torch.where(keep, src, 0))
+        if reduce == "mean":
+            total = total / counts.clamp_min(1).view(-1, *trailing).to(src.dtype)
+        return total
+    fill = float("-inf") if reduce == "max" else float("inf")
+    best = src.new_full(shape, fill).scatter_reduce(
+        0, index, torch.where(keep, src, fill), "amax" if reduce == "max" else "amin", include_self=True
+    )
+    return torch.where(counts.view(-1, *trailing) > 0, best, 0)  # an empty segment gives 0
+
+
 def install_torch_scatter_shim() -> bool:
     """Provides torch_scatter.segment_csr when torch_scatter is absent; True if installed."""
     if importlib.util.find_spec("torch_scatter") is not None:
         return False
-
-    def segment_csr(src, indptr, out=None, reduce="sum"):
-        if out is not None:
-            raise NotImplementedError("segment_csr shim: out= is not supported")
-        indptr = indptr.to(src.device, torch.int64)
-        counts = indptr[1:] - indptr[:-1]
-        segment = torch.repeat_interleave(torch.arange(counts.numel(), device=src.device), counts)
-        rows = src[int(indptr[0]) : int(indptr[-1])]
-        shape = (counts.numel(),) + tuple(src.shape[1:])
-        index = segment.view(-1, *([1] * (src.dim() - 1))).expand_as(rows)
-        if reduce in ("sum", "add", "mean"):
-            total = src.new_zeros(shape).scatter_add(0, index, rows)
-            if reduce == "mean":
-                total = total / counts.clamp_min(1).view(-1, *([1] * (src.dim() - 1))).to(src.dtype)
-            return total
-        if reduce in ("max", "min"):
-            fill = float("-inf") if reduce == "max" else float("inf")
-            out = src.new_full(shape, fill).scatter_reduce(
-                0, index, rows, "amax" if reduce == "max" else "amin", include_self=True
-            )
-            return torch.where(torch.isinf(out), torch.zeros_like(out), out)
-        raise ValueError(f"segment_csr shim: reduce={reduce!r} is not supported")
 
     module = types.ModuleType("torch_scatter")
     module.segment_csr = segment_csr
