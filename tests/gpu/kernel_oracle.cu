@@ -685,11 +685,12 @@ static void run_checks(bool small) {
   check_gather(Dtype::BFloat16, 2, 5, 500, 1000, 3, true);  // the same, weighted
   knob("POINTOPS_GATHER_SPARSE", "0");
   check_gather(Dtype::Float32, 1, 2, 300000, 30000, 1, false);
-  // The chunked sums: 8 targets a thread and several chunks with a partial channel group, 2 and
-  // 1 targets a thread, odd P (unaligned rows), rows a few targets long across every chunk, every
-  // 16-bit type; float64 and too many targets fall back to the transposed sums.
+  // The chunked sums: 8 targets a thread and several chunks with a partial channel group, 4, 2
+  // and 1 targets a thread, odd P (unaligned rows), rows a few targets long across every chunk,
+  // every 16-bit type; float64 and too many targets fall back to the transposed sums.
   knob("POINTOPS_GATHER_SPARSE", "4");
   check_gather(Dtype::Float32, 2, 37, 4096, 20000, 3, true);
+  check_gather(Dtype::Float32, 2, 9, 1500, 6000, 3, true);
   check_gather(Dtype::Float16, 3, 50, 1000, 9000, 3, true);
   check_gather(Dtype::BFloat16, 1, 30, 300, 5000, 1, false);
   check_gather(Dtype::Float32, 2, 7, 2500, 70001, 2, true);
