@@ -14,6 +14,9 @@
 #   chamfer              bench_chamfer.py (pytorch3d's column only where it was built)
 #   torch_cluster        bench_torch_cluster.py: fps/knn/radius/grid against torch_cluster
 #   pointnet2            Pointnet2_PyTorch's six cases, a training step: pointnet2_ops vs pointops
+# Only when STEPS names it:
+#   ptv2_compiled        Pointcept's PTv2 training step eager, compiled and with CUDA graphs, on
+#                        pointops and on Pointcept's library (PTV2_TIMEOUT, default 900 s)
 # STEPS picks a subset; DEADLINE (seconds since the start) bounds the whole run, STEP_TIMEOUT each
 # step. summary.txt in LOG_DIR has one line per step.
 set -uo pipefail
@@ -52,6 +55,10 @@ wanted torch_cluster && STEP_TIMEOUT=${TC_TIMEOUT:-240} step torch_cluster "$LOG
 wanted pointnet2 && STEP_TIMEOUT=${PN2_TIMEOUT:-300} step pointnet2 "$LOG_DIR/pointnet2.log" $PY benchmarks/clients/pointnet2_training.py all --peer "$PEERS/Pointnet2_PyTorch" \
   --pointnet2-ops "$BUILT/pointnet2_ops" --device cuda --steps "${PN2_STEPS:-20}" --warmup "${PN2_WARMUP:-5}" \
   --out-dir "$LOG_DIR/pointnet2" --json "$LOG_DIR/pointnet2.json"
+wanted ptv2_compiled && STEP_TIMEOUT=${PTV2_TIMEOUT:-900} step ptv2_compiled "$LOG_DIR/ptv2_compiled.log" \
+  $PY benchmarks/clients/pointcept_models.py all --pointcept "$PEERS/Pointcept" --pointcept-lib "$BUILT/pointcept_pointops" \
+  --device cuda --models ptv2 --steps 10 --warmup 3 --compile default --compile reduce-overhead \
+  --out-dir "$LOG_DIR/ptv2_compiled" --json "$LOG_DIR/ptv2_compiled.json"
 
 echo "== peer comparisons ($((SECONDS - START)) s)"
 cat "$SUMMARY"
