@@ -59,7 +59,8 @@ std::string describe_problem(CheckedArg arg, Problem problem) {
              ")";
     case Problem::BadRowPointer:
       return std::string(arg_name(arg)) +
-             " was not a row pointer (it must start at 0, never decrease, and end at the number of rows; for "
+             " was not a row pointer (it must start at 0, never decrease, and end at the number of rows; it "
+             "is Pointcept's offset with a 0 in front, or built from a batch vector or counts; for "
              "packed.furthest_point_sample no cloud may exceed max_points)";
     default: return "an argument held invalid values";
   }

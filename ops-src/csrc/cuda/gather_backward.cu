@@ -59,11 +59,11 @@ Status launch_planned_shape(int64_t k, int64_t cs, const char* unplanned, Launch
   return status;
 }
 
-// The chunked sums' kernel for K targets per thread (CS = kChunkedAccumulators / K channels).
-template <class T, int K>
+// The chunked sums' kernel for K targets per thread and CS channels per block.
+template <class T, int K, int CS>
 Status launch_chunked_sums(const T* grad_out, const RadixRows& rows, int64_t B, int64_t C, int64_t N,
                            int64_t P, int64_t T_, int64_t p_chunk, T* grad_feat, cudaStream_t s) {
-  constexpr int CS = kChunkedAccumulators / K;
+  static_assert(K * CS == kChunkedAccumulators, "the chunked sums' shapes fill the accumulators");
   auto kernel = chunked_sum_kernel<T, K, CS>;
   const size_t smem = static_cast<size_t>(CS * p_chunk) * sizeof(T);
   if (cudaError_t err = allow_dynamic_smem(kernel, smem)) return cudaGetErrorString(err);
@@ -93,8 +93,7 @@ Status backward_chunked(const T* grad_out, const int64_t* idx, const T* weight, 
   return launch_planned_shape<SumShape<1, 16>, SumShape<2, 8>, SumShape<4, 4>, SumShape<8, 2>>(
       plan.shape[1], plan.shape[2], "gather_backward_feat: no chunked sums for this plan", [&](auto shape) {
         using S = decltype(shape);
-        static_assert(S::k * S::cs == kChunkedAccumulators, "the chunked sums' shapes fill the accumulators");
-        return launch_chunked_sums<T, S::k>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
+        return launch_chunked_sums<T, S::k, S::cs>(grad_out, rows, B, C, N, P, T_, p_chunk, grad_feat, s);
       });
 }
 

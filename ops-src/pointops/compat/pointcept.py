@@ -91,10 +91,10 @@ def _is_empty(t: Tensor) -> bool:
 
 
 def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Tensor:
-    """Pointcept's offset -> ptr. Its entries must be >= 0 and nondecreasing (checked by
-    packed.ptr_from_offset on CPU) and end at the rows of `points` when that is given; on CUDA
-    these are checked when value checks are on, with one read of the device (Pointcept's own
-    library reads its offsets on the host too)."""
+    """Pointcept's offset -> ptr. Its entries must be >= 0 and nondecreasing and end at the rows
+    of `points` when that is given. On CPU a bad one raises ValueError here; on CUDA nothing is
+    read from the device (as Pointcept's own knn_query): the op that takes the ptr checks it on
+    the GPU and reports a bad one from a later pointops call or pointops.check_errors()."""
     if not isinstance(offset, Tensor):
         raise TypeError(f"pointops: {name} must be a torch.Tensor, got {type(offset).__name__}")
     if offset.dim() != 1 or _is_empty(offset):
@@ -105,10 +105,17 @@ def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Ten
     if points is not None:
         ops._same_device(points, points_name, offset, name)
     ptr = packed.ptr_from_offset(offset, name)
-    if torch.compiler.is_compiling() or (ptr.is_cuda and not _checks_on(ptr)):
-        return ptr  # the op's own row-pointer check refuses a bad one (and a graph reads no values)
+    if ptr.is_cuda or torch.compiler.is_compiling():
+        return ptr
     steps = ptr[1:] - ptr[:-1]
-    first, low, last = torch.stack([ptr[0], steps.min(), ptr[-1]]).tolist()
+    _refuse_bad_ptr(offset, torch.stack([ptr[0], steps.min(), ptr[-1]]).tolist(), points, name, points_name)
+    return ptr
+
+
+def _refuse_bad_ptr(offset: Tensor, first_low_last: list, points, name: str, points_name: str) -> None:
+    """ValueError unless a ptr with these first entry, smallest step and last entry is a row
+    pointer ending at the rows of `points` (when given)."""
+    first, low, last = first_low_last
     rows = None if points is None else points.shape[0]
     if first != 0 or low < 0 or (rows is not None and last != rows):
         end = f" and end at {rows} (the rows of {points_name})" if rows is not None else ""
@@ -116,7 +123,6 @@ def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Ten
             f"pointops: {name} must be nondecreasing{end}, its entries >= 0, got "
             f"{offset.tolist() if offset.numel() <= 16 else '...'}"
         )
-    return ptr
 
 
 def _pair(xyz, offset, new_xyz, new_offset):
@@ -341,8 +347,15 @@ def farthest_point_sampling(xyz, offset, new_offset):
     ops._same_device(xyz, "xyz", new_offset, "new_offset")
     sample_ptr = _ptr(new_offset, None, "new_offset")  # its end is the output size
     # one read of the device for the output size and the largest cloud (Pointcept's library
-    # reads offsets on the host too), so the kernels can plan for the real cloud sizes
-    total, largest = torch.stack([sample_ptr[-1], (ptr[1:] - ptr[:-1]).max()]).tolist()
+    # reads offsets on the host too), so the kernels can plan for the real cloud sizes; the
+    # offsets are checked from the same read
+    steps, sample_steps = ptr[1:] - ptr[:-1], sample_ptr[1:] - sample_ptr[:-1]
+    read = torch.stack(
+        [ptr[0], steps.min(), ptr[-1], sample_ptr[0], sample_steps.min(), sample_ptr[-1], steps.max()]
+    ).tolist()
+    _refuse_bad_ptr(offset, read[:3], xyz, "offset", "xyz")
+    _refuse_bad_ptr(new_offset, read[3:6], None, "new_offset", "")
+    total, largest = read[5], read[6]
     idx = packed.furthest_point_sample(xyz, ptr, sample_ptr, num_samples=total, max_points=max(largest, 1))
     # past a cloud's size Pointcept's kernel repeats the cloud's first point
     cloud = packed.batch_from_ptr(sample_ptr, idx.shape[0])
