@@ -120,10 +120,12 @@ def test_farthest_point_sampling_refuses_bad_new_offsets(device, new_offset, cpu
 )
 def test_bad_offsets_are_refused_by_every_query(device, offset, cpu_words, read_words):
     """On CUDA the queries read no offset on the host (no sync, as Pointcept's own kernels): the
-    GPU's row-pointer check reports it, naming the converted argument. FPS reads its offsets for
+    GPU's row-pointer check reports it, naming the converted argument (ptr, or query_ptr for
+    new_offset). FPS reads its offsets for
     the output size anyway, so it refuses them at once, in the words of the CPU's end check."""
-    xyz, good = cloud([3, 2], device)
+    xyz, _ = cloud([3, 2], device)
     bad = torch.tensor(offset, device=device)
+    good = offsets([5] * len(offset), device)  # as many clouds as bad (all rows in the first)
     queries = (
         lambda: pc.knn_query(2, xyz, bad),
         lambda: pc.ball_query(2, 0.5, 0.0, xyz, bad),
@@ -133,7 +135,8 @@ def test_bad_offsets_are_refused_by_every_query(device, offset, cpu_words, read_
         lambda: pc.query_and_group(2, xyz, xyz, torch.rand(5, 2, device=device), None, bad, good),
     )
     for call in queries:
-        with raises_bad_value(device, cpu_words, r"\bptr was not a row pointer.*Pointcept's offset"):
+        # with no new_offset, bad is both the op's ptr and its query_ptr: the GPU names either
+        with raises_bad_value(device, cpu_words, r"ptr was not a row pointer.*Pointcept's offset"):
             call()
     with raises_bad_value(
         device, cpu_words.replace("offset", "new_offset"), "query_ptr was not a row pointer"

@@ -513,7 +513,13 @@ def offset2batch(offset):
     otherwise)."""
     if isinstance(offset, Tensor) and offset.dim() == 1 and offset.numel() == 0:
         return torch.empty(0, dtype=torch.int64, device=offset.device)  # no clouds, no rows
-    return packed.batch_from_ptr(_ptr(offset, None, "offset"))
+    ptr = _ptr(offset, None, "offset")
+    if not ptr.is_cuda or torch.compiler.is_compiling():
+        return packed.batch_from_ptr(ptr)
+    # the batch's length is the offset's end: read it together with the offset's checks (one sync)
+    read = torch.stack([ptr[0], (ptr[1:] - ptr[:-1]).min(), ptr[-1]]).tolist()
+    _refuse_bad_ptr(offset, read, None, "offset", "")
+    return packed.batch_from_ptr(ptr, read[2])
 
 
 def batch2offset(batch):
