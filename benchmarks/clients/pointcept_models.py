@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -205,6 +206,41 @@ def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> 
     return entry, grads
 
 
+def allocation_stacks(error: str, frames: int = 12) -> list[dict]:
+    """Where the CUDA memory that CUDA graphs' pool check names in `error` was allocated (the
+    caching allocator's history, recorded by compiled_step_or_error): one entry per address,
+    its innermost frames first."""
+    named = {int(a) for a in re.findall(r"\b(\d{6,})\b", error.split("but should be")[-1])}
+    found = []
+    for segment in torch.cuda.memory._snapshot()["segments"]:
+        address = segment["address"]
+        for block in segment["blocks"]:
+            if address in named:
+                stack = [f"{f['filename']}:{f['line']} {f['name']}" for f in block.get("frames", [])]
+                found.append({"address": address, "size": block["size"], "stack": stack[:frames]})
+            address += block["size"]
+    return found
+
+
+def compiled_step_or_error(args, model, initial, inputs, mode: str, owners: list) -> tuple[dict, dict | None]:
+    """ptv2_step_in_mode for a compiled mode, or, when it fails, ({"mode", "error"}, None): the
+    other modes and the other library's run still report. Under CUDA graphs the allocator's
+    history is recorded, so that a failed pool check says where its storages came from."""
+    recording = mode == "reduce-overhead" and torch.device(args.device).type == "cuda"
+    if recording:
+        torch.cuda.memory._record_memory_history(max_entries=100000)
+    try:
+        return ptv2_step_in_mode(args, model, initial, inputs, mode, owners)
+    except Exception as error:  # noqa: BLE001  (reported in the run's results, not raised)
+        entry = {"mode": mode, "error": f"{type(error).__name__}: {error}"[:2000], "median_step_ms": None}
+        if recording:
+            entry["allocated_at"] = allocation_stacks(str(error))
+        return entry, None
+    finally:
+        if recording:
+            torch.cuda.memory._record_memory_history(enabled=None)
+
+
 def ptv2_training_steps(args, seg2, pointops, init) -> dict:
     """PTv2's training step in every --compile mode (eager first), each compiled one compared with
     the eager step (loss, gradients)."""
@@ -223,7 +259,20 @@ def ptv2_training_steps(args, seg2, pointops, init) -> dict:
         give_grid_cluster_a_fake()
     out, eager_grads = {}, None
     for mode in ["none", *[m for m in dict.fromkeys(args.compile) if m != "none"]]:
-        entry, grads = ptv2_step_in_mode(args, model, initial, inputs, mode, owners)
+        if mode == "none":  # eager must run: every compiled mode is compared with it
+            entry, grads = ptv2_step_in_mode(args, model, initial, inputs, mode, owners)
+        else:
+            entry, grads = compiled_step_or_error(args, model, initial, inputs, mode, owners)
+        if "error" in entry:
+            out[mode] = entry
+            print(f"[{args.backend}] ptv2 step ({mode}) failed: {entry['error'][:400]}", flush=True)
+            for found in entry.get("allocated_at", []):
+                print(
+                    f"  {found['address']} ({found['size']} bytes) allocated at:",
+                    *found["stack"],
+                    sep="\n    ",
+                )
+            continue
         if eager_grads is None:
             eager_grads, eager_loss = grads, entry["loss"]
         else:
@@ -363,6 +412,8 @@ def step_rows(a: dict, b: dict) -> list[dict]:
     rows = []
     for backend, run in ((a["backend"], a), ("pointcept-lib", b)):
         for mode, entry in run.get("ptv2_steps", {}).items():
+            if "error" in entry:
+                continue  # a failed mode: its error is in the run's JSON
             explained = entry.get("capture", {}).get("explain")
             first_call_ms = entry["compile_step_ms"] if explained else None
             note = steps.capture_words(explained, first_call_ms, entry.get("host_syncs"))
@@ -405,7 +456,13 @@ def compare(a_path: str, b_path: str) -> dict:
             / b["ptv2_steps"]["none"]["median_step_ms"],
         }
         for mode, entry in a.get("ptv2_steps", {}).items()
-        if mode in b.get("ptv2_steps", {})
+        if entry.get("median_step_ms") and (b.get("ptv2_steps", {}).get(mode) or {}).get("median_step_ms")
+    }
+    report["failed_modes"] = {
+        run["backend"]: {
+            mode: entry["error"] for mode, entry in run.get("ptv2_steps", {}).items() if "error" in entry
+        }
+        for run in (a, b)
     }
     report["rows"] = step_rows(a, b)
     ia, ib = a["knn_query_1"]["idx"], b["knn_query_1"]["idx"]

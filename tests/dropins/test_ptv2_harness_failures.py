@@ -1,0 +1,63 @@
+"""benchmarks/clients/pointcept_models.py: a compiled PTv2 mode that fails is reported (its error
+in the run's results) while the other modes and rows still come out; the eager step is never
+excused, since every compiled mode is compared with it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, str(REPO / "benchmarks/clients"))  # its sibling modules (steps, _shims)
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "ptv2_harness_under_test", REPO / "benchmarks/clients/pointcept_models.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks/clients"))
+
+
+def test_a_failing_compiled_mode_becomes_an_error_entry(harness, monkeypatch):
+    def fails(args, model, initial, inputs, mode, owners):
+        raise RuntimeError(f"storages not in pool, mode {mode}")
+
+    monkeypatch.setattr(harness, "ptv2_step_in_mode", fails)
+    args = types.SimpleNamespace(device="cpu")
+    entry, grads = harness.compiled_step_or_error(args, None, {}, {}, "reduce-overhead", [])
+    assert grads is None
+    assert entry == {
+        "mode": "reduce-overhead",
+        "error": "RuntimeError: storages not in pool, mode reduce-overhead",
+        "median_step_ms": None,
+    }
+
+
+def test_a_passing_compiled_mode_is_returned_unchanged(harness, monkeypatch):
+    result = ({"mode": "default", "median_step_ms": 2.0}, {"w": 1})
+    monkeypatch.setattr(harness, "ptv2_step_in_mode", lambda *a: result)
+    assert (
+        harness.compiled_step_or_error(types.SimpleNamespace(device="cpu"), None, {}, {}, "default", [])
+        == result
+    )
+
+
+def test_rows_leave_out_failed_modes_and_keep_the_others(harness):
+    ok = {"median_step_ms": 4.0, "host_syncs": None}
+    ours = {
+        "backend": "pointops",
+        "ptv2_steps": {"none": ok, "reduce-overhead": {"error": "x", "median_step_ms": None}},
+    }
+    theirs = {"backend": "pointcept-lib", "ptv2_steps": {"none": {"median_step_ms": 8.0, "host_syncs": None}}}
+    rows = harness.step_rows(ours, theirs)
+    assert [(r["variant"], r["ratio"]) for r in rows] == [("pointops", 0.5), ("pointcept-lib", 1.0)]
