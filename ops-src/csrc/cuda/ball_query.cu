@@ -109,17 +109,10 @@ __global__ void __launch_bounds__(kThreads)
   const int group_base = static_cast<int>(threadIdx.x & 31) & ~(lanes - 1);
   const unsigned group_mask = (lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u) << group_base;
   const unsigned lanes_below = (1u << lane) - 1u;
-  const int64_t m = blockIdx.x * static_cast<int64_t>(kThreads / lanes) + threadIdx.x / lanes;
   for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
-    const int64_t n = clamped_length(lengths, b, N);
-    const bool active = m < clamped_length(query_lengths, b, M);
-    const int64_t q = b * M + m;
-    A qx = A(0), qy = A(0), qz = A(0);
-    if (active) {
-      qx = to_acc(query[q * 3]);
-      qy = to_acc(query[q * 3 + 1]);
-      qz = to_acc(query[q * 3 + 2]);
-    }
+    const ScanQuery<A> sq(query, lengths, query_lengths, b, N, M, lanes);
+    const int64_t n = sq.n, m = sq.m, q = sq.q;
+    const bool active = sq.active;
     int64_t* out_i = idx + q * K;
     T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
     int64_t hits = 0, first_j = -1;
@@ -137,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
         bool hit = false;
         if (t < len) {
           const Point4<A> p = tile[t];
-          d = dist2(p.x, p.y, p.z, qx, qy, qz);
+          d = dist2(p.x, p.y, p.z, sq.x, sq.y, sq.z);
           hit = in_ball(d, r2, inclusive);
         }
         const unsigned found = __ballot_sync(group_mask, hit) >> group_base;
@@ -315,9 +308,7 @@ Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const vo
     }
     const int lanes = static_cast<int>(plan.shape[0]);
     if (lanes > 1) {
-      const dim3 blocks(static_cast<unsigned int>(ceil_div(M, kThreads / lanes)),
-                        static_cast<unsigned int>(B < 65535 ? B : 65535));
-      ball_query_lanes_kernel<T><<<blocks, kThreads, 0, s>>>(
+      ball_query_lanes_kernel<T><<<tiled_scan_blocks(B, M, lanes), kThreads, 0, s>>>(
           static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M, r2,
           inclusive, K, lanes, idx, count, static_cast<T*>(dist2));
       return launch_status();
