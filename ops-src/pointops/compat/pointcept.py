@@ -107,14 +107,19 @@ def _ptr(offset, points: Tensor | None, name: str, points_name: str = "") -> Ten
     ptr = packed.ptr_from_offset(offset, name)
     if ptr.is_cuda or torch.compiler.is_compiling():
         return ptr
-    steps = ptr[1:] - ptr[:-1]
-    _refuse_bad_ptr(offset, torch.stack([ptr[0], steps.min(), ptr[-1]]).tolist(), points, name, points_name)
+    _refuse_bad_ptr(offset, _ptr_summary(ptr).tolist(), points, name, points_name)
     return ptr
 
 
+def _ptr_summary(ptr: Tensor) -> Tensor:
+    """[first entry, smallest step, last entry] of ptr, on its device (not read here): what
+    _refuse_bad_ptr checks."""
+    return torch.stack([ptr[0], (ptr[1:] - ptr[:-1]).min(), ptr[-1]])
+
+
 def _refuse_bad_ptr(offset: Tensor, first_low_last: list, points, name: str, points_name: str) -> None:
-    """ValueError unless a ptr with these first entry, smallest step and last entry is a row
-    pointer ending at the rows of `points` (when given)."""
+    """ValueError unless a ptr with this _ptr_summary (read) is a row pointer ending at the rows
+    of `points` (when given)."""
     first, low, last = first_low_last
     rows = None if points is None else points.shape[0]
     if first != 0 or low < 0 or (rows is not None and last != rows):
@@ -349,10 +354,8 @@ def farthest_point_sampling(xyz, offset, new_offset):
     # one read of the device for the output size and the largest cloud (Pointcept's library
     # reads offsets on the host too), so the kernels can plan for the real cloud sizes; the
     # offsets are checked from the same read
-    steps, sample_steps = ptr[1:] - ptr[:-1], sample_ptr[1:] - sample_ptr[:-1]
-    read = torch.stack(
-        [ptr[0], steps.min(), ptr[-1], sample_ptr[0], sample_steps.min(), sample_ptr[-1], steps.max()]
-    ).tolist()
+    widest = (ptr[1:] - ptr[:-1]).max()
+    read = torch.cat([_ptr_summary(ptr), _ptr_summary(sample_ptr), widest[None]]).tolist()
     _refuse_bad_ptr(offset, read[:3], xyz, "offset", "xyz")
     _refuse_bad_ptr(new_offset, read[3:6], None, "new_offset", "")
     total, largest = read[5], read[6]
@@ -517,7 +520,7 @@ def offset2batch(offset):
     if not ptr.is_cuda or torch.compiler.is_compiling():
         return packed.batch_from_ptr(ptr)
     # the batch's length is the offset's end: read it together with the offset's checks (one sync)
-    read = torch.stack([ptr[0], (ptr[1:] - ptr[:-1]).min(), ptr[-1]]).tolist()
+    read = _ptr_summary(ptr).tolist()
     _refuse_bad_ptr(offset, read, None, "offset", "")
     return packed.batch_from_ptr(ptr, read[2])
 
