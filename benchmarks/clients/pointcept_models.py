@@ -206,19 +206,41 @@ def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> 
     return entry, grads
 
 
+def telling_frames(frames: list[dict], keep: int) -> list[str]:
+    """The frames of an allocation that say who asked for it: Python frames and any frame of
+    pointops' own library, innermost first (the caching allocator's own C++ frames say nothing)."""
+    kept = [
+        f"{f['filename']}:{f['line']} {f['name']}"
+        for f in frames
+        if f["filename"].endswith(".py") or "pointops" in f"{f['filename']} {f['name']}"
+    ]
+    return kept[:keep]
+
+
 def allocation_stacks(error: str, frames: int = 12) -> list[dict]:
     """Where the CUDA memory that CUDA graphs' pool check names in `error` was allocated (the
-    caching allocator's history, recorded by compiled_step_or_error): one entry per address,
-    its innermost frames first."""
+    caching allocator's history, recorded by compiled_step_or_error): one entry per address, with
+    its telling frames, or with none and `"in_allocator": False` when no block of the caching
+    allocator starts there (memory torch's allocator did not hand out)."""
     named = {int(a) for a in re.findall(r"\b(\d{6,})\b", error.split("but should be")[-1])}
     found = []
     for segment in torch.cuda.memory._snapshot()["segments"]:
         address = segment["address"]
         for block in segment["blocks"]:
             if address in named:
-                stack = [f"{f['filename']}:{f['line']} {f['name']}" for f in block.get("frames", [])]
-                found.append({"address": address, "size": block["size"], "stack": stack[:frames]})
+                named.discard(address)
+                found.append(
+                    {
+                        "address": address,
+                        "size": block["size"],
+                        "state": block.get("state"),
+                        "pool": segment.get("segment_pool_id"),
+                        "stream": segment.get("stream"),
+                        "stack": telling_frames(block.get("frames", []), frames),
+                    }
+                )
             address += block["size"]
+    found += [{"address": a, "in_allocator": False, "stack": []} for a in sorted(named)]
     return found
 
 
@@ -267,8 +289,12 @@ def ptv2_training_steps(args, seg2, pointops, init) -> dict:
             out[mode] = entry
             print(f"[{args.backend}] ptv2 step ({mode}) failed: {entry['error'][:400]}", flush=True)
             for found in entry.get("allocated_at", []):
+                if not found.get("in_allocator", True):
+                    print(f"  {found['address']}: no block of torch's caching allocator starts there")
+                    continue
                 print(
-                    f"  {found['address']} ({found['size']} bytes) allocated at:",
+                    f"  {found['address']} ({found['size']} bytes, {found['state']}, pool {found['pool']},"
+                    f" stream {found['stream']}) allocated at:",
                     *found["stack"],
                     sep="\n    ",
                 )

@@ -61,3 +61,41 @@ def test_rows_leave_out_failed_modes_and_keep_the_others(harness):
     theirs = {"backend": "pointcept-lib", "ptv2_steps": {"none": {"median_step_ms": 8.0, "host_syncs": None}}}
     rows = harness.step_rows(ours, theirs)
     assert [(r["variant"], r["ratio"]) for r in rows] == [("pointops", 0.5), ("pointcept-lib", 1.0)]
+
+
+def test_allocation_stacks_name_the_caller_of_each_storage(harness, monkeypatch):
+    """The pool check's addresses are looked up in the allocator's snapshot (a stand-in here: CI
+    has no GPU): each found block keeps its Python and pointops frames, an address no block
+    starts at is reported as outside the allocator."""
+    frames = [
+        {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"},
+        {"filename": "binding/packed.cpp", "line": 40, "name": "pointops::knn_packed"},
+        {"filename": "/tmp/output_code.py", "line": 7, "name": "call"},
+    ]
+    snapshot = {
+        "segments": [
+            {
+                "address": 1_000_000,
+                "segment_pool_id": (0, 0),
+                "stream": 0,
+                "blocks": [
+                    {"size": 512, "state": "active_allocated", "frames": []},
+                    {"size": 1024, "state": "active_allocated", "frames": frames},
+                ],
+            }
+        ]
+    }
+    monkeypatch.setattr(harness.torch.cuda.memory, "_snapshot", lambda: snapshot)
+    error = "These storage data ptrs are not allocated in pool (0, 1) but should be: {1000512, 7000000}."
+    found = harness.allocation_stacks(error)
+    assert found == [
+        {
+            "address": 1_000_512,
+            "size": 1024,
+            "state": "active_allocated",
+            "pool": (0, 0),
+            "stream": 0,
+            "stack": ["binding/packed.cpp:40 pointops::knn_packed", "/tmp/output_code.py:7 call"],
+        },
+        {"address": 7_000_000, "in_allocator": False, "stack": []},
+    ]
