@@ -177,6 +177,16 @@ def test_bench_ball_query_lanes_without_a_gpu_says_so():
     assert result.stderr.startswith("bench_ball_query_lanes: needs a CUDA GPU")
 
 
+def test_bench_group_rows_backward_without_a_gpu_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would run")
+    result = _run("bench_group_rows_backward.py", "--reps", "1")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("bench_group_rows_backward: needs a CUDA GPU")
+
+
 def test_update_baseline_renders_the_columns_each_section_fills():
     # A column shows in a section's table only where one of its rows has a value: bench_gpu's rows
     # carry floor_ms None, bench_torch_cluster's grid rows a number.
