@@ -695,7 +695,8 @@ def host_syncs_in_step(step, device: torch.device, owners: list) -> dict | None:
 
 
 def profile_steps(step, count: int, device: torch.device) -> None:
-    """Prints the time per step of every op (host) and kernel (device) over `count` steps."""
+    """Prints every op's (host) and kernel's (device) time over `count` steps, then pointops'
+    ops and kernels (and the cub sorts they run) per step."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -706,7 +707,20 @@ def profile_steps(step, count: int, device: torch.device) -> None:
             torch.cuda.synchronize()
     sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     print(f"== profile of {count} steps (totals over them)")
-    print(prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=70))
+    events = prof.key_averages()
+    print(events.table(sort_by=sort, row_limit=40, max_name_column_width=70))
+    if device.type == "cuda":
+        print("== pointops' ops and kernels (and the cub sorts its backward runs), device us per step")
+        print(*pointops_lines(events, count), sep="\n")
+
+
+def pointops_lines(events, count: int) -> list[str]:
+    """One line per profiler event of pointops (ops and kernels) or cub, most device time
+    first: its self device time per step, calls per step, name. The main table's 40 rows
+    leave most of them out."""
+    ours = [e for e in events if "pointops" in e.key or "cub::" in e.key]
+    ours.sort(key=lambda e: -e.self_device_time_total)
+    return [f"{e.self_device_time_total / count:10.1f}  x{e.count / count:g}  {e.key[:110]}" for e in ours]
 
 
 def build_model(args, models: types.ModuleType, device: torch.device):

@@ -1,0 +1,56 @@
+"""benchmarks/clients/pointnet2_training.py's profile listing: pointops' ops and kernels (and
+the cub sorts its backward runs) per step, most device time first; nothing else listed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, str(REPO / "benchmarks/clients"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "pointnet2_harness_under_test", REPO / "benchmarks/clients/pointnet2_training.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks/clients"))
+
+
+def event(key: str, device_us: float, calls: int):
+    return types.SimpleNamespace(key=key, self_device_time_total=device_us, count=calls)
+
+
+def test_pointops_lines_list_ours_per_step_most_time_first(harness):
+    events = [
+        event("aten::convolution_backward", 3000.0, 27),
+        event("pointops::ball_query", 30.0, 6),
+        event("void pointops::(anonymous namespace)::ball_query_tiled_kernel<float>", 437.0, 6),
+        event("void cub::DeviceRadixSortOnesweepKernel<...>", 90.0, 9),
+    ]
+    assert harness.pointops_lines(events, 3) == [
+        f"{437 / 3:10.1f}  x2  void pointops::(anonymous namespace)::ball_query_tiled_kernel<float>",
+        f"{30.0:10.1f}  x3  void cub::DeviceRadixSortOnesweepKernel<...>",
+        f"{10.0:10.1f}  x2  pointops::ball_query",
+    ]
+
+
+def test_the_listing_reads_real_profiler_events(harness):
+    """The attributes it reads exist on torch.profiler's averaged events (a CPU run here)."""
+    import pointops
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        pointops.furthest_point_sample(torch.rand(1, 8, 3), 2)
+    lines = harness.pointops_lines(prof.key_averages(), 1)
+    assert any(line.endswith("pointops::furthest_point_sample") for line in lines)
