@@ -9,13 +9,14 @@ outputs of every count must equal the single thread's, or the row says which dif
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import sys
+from pathlib import Path
 
 import pointops
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import gpu_ab_args, median_call_ms, write_ab_json  # noqa: E402
 
 # (B, N, M, radius, k): PointNet++ SSG's two levels at 1024 points, MSG's widest ball, the bench row
 SHAPES = [
@@ -33,32 +34,9 @@ def unit_ball(B: int, N: int, generator: torch.Generator) -> torch.Tensor:
     return direction * torch.rand(B, N, 1, generator=generator) ** (1 / 3)
 
 
-def median_ms(args: tuple, reps: int) -> float:
-    """Median device time of pointops.ball_query(*args), one call at a time."""
-
-    def call():
-        return pointops.ball_query(*args)
-
-    call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--json", help="write the rows here")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_ball_query_lanes: needs a CUDA GPU", file=sys.stderr)
+    args = gpu_ab_args(__doc__, "bench_ball_query_lanes")
+    if args is None:
         return 2
     g = torch.Generator().manual_seed(0)
     rows = []
@@ -67,10 +45,14 @@ def main() -> int:
         query = xyz[:, torch.randperm(N, generator=g)[:M]].contiguous()
         row = {"shape": f"B{B} N{N} M{M} r{radius} k{k}", "ms": {}, "differs": []}
         reference = None
+
+        def call(xyz=xyz, query=query, radius=radius, k=k):
+            return pointops.ball_query(xyz, query, radius, k)
+
         for lanes in LANES:
             with pointops._tuning.override(BALL_QUERY_LANES=lanes):
-                out = pointops.ball_query(xyz, query, radius, k)
-                row["ms"][str(lanes or "planner")] = median_ms((xyz, query, radius, k), args.reps)
+                out = call()
+                row["ms"][str(lanes or "planner")] = median_call_ms(call, "cuda", args.reps, 1)
             if reference is None:
                 reference = out
             elif not all(torch.equal(a, b) for a, b in zip(out, reference, strict=True)):
@@ -81,10 +63,7 @@ def main() -> int:
         times = "  ".join(f"{name} {ms:.4f}" for name, ms in row["ms"].items())
         check = "identical" if not row["differs"] else f"DIFFER: {row['differs']}"
         print(f"{row['shape']:<30} ms by lanes: {times}  planner/1 {chosen / one:.2f}  {check}", flush=True)
-    if args.json:
-        meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": args.reps}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    write_ab_json(args.json, args.reps, rows)
     return 0 if all(not row["differs"] for row in rows) else 1
 
 

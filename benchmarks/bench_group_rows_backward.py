@@ -12,8 +12,6 @@ ascending entry order), or the row says they differ.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from pointops.compat import pointnet2_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ball_query_lanes import unit_ball  # noqa: E402
-from bench_common import median_call_ms  # noqa: E402
+from bench_common import gpu_ab_args, median_call_ms, write_ab_json  # noqa: E402
 
 # (B, N, M, radius, K, C): cls-ssg's second level (3 + 128 channels), cls-msg's widest ball of
 # its second level (3 + 320 channels), bench_peer_ops' group_points shape
@@ -36,12 +34,8 @@ BUILDERS = {"radix": None, "counting": 1}  # POINTOPS_GATHER_ROWS_COUNTED
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--json", help="write the rows here")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_group_rows_backward: needs a CUDA GPU", file=sys.stderr)
+    args = gpu_ab_args(__doc__, "bench_group_rows_backward")
+    if args is None:
         return 2
     g = torch.Generator().manual_seed(0)
     rows = []
@@ -66,10 +60,7 @@ def main() -> int:
         times = "  ".join(f"{name} {ms:.4f}" for name, ms in row["ms"].items())
         check = "identical" if row["identical"] else "DIFFER"
         print(f"{row['shape']:<36} ms: {times}  {check}", flush=True)
-    if args.json:
-        meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": args.reps}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    write_ab_json(args.json, args.reps, rows)
     return 0 if all(row["identical"] for row in rows) else 1
 
 
