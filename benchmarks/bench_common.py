@@ -78,3 +78,30 @@ def pipelined_call_ms(fn, calls: int = 100, warmup: int = 5) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / calls
+
+
+def gpu_ab_args(doc: str, script: str, reps: int = 50):
+    """The arguments of a one-process A/B script on the GPU (--reps, --json), or None after
+    saying on stderr that it needs a CUDA GPU (the script then exits 2)."""
+    import argparse
+    import sys
+
+    import torch
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=reps, help="timed calls per variant")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print(f"{script}: needs a CUDA GPU", file=sys.stderr)
+        return None
+    return args
+
+
+def write_ab_json(path: str | None, reps: int, rows: list) -> None:
+    """An A/B script's rows with the GPU, torch and the repetitions, when a path is given."""
+    import torch
+
+    if path:
+        meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": reps}
+        write_json(path, {"meta": meta, "rows": rows})

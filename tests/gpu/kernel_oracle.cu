@@ -319,9 +319,9 @@ static void check_ball(Dtype dt, int64_t B, int64_t N, int64_t M, double r, int6
     err = dist_error(download(d_dist, B * M * K, dt), ref, dt);
   }
   char name[200];
-  std::snprintf(name, sizeof name, "ball %s B%lld N%lld M%lld r%g K%lld incl=%d len=%d dist=%d", dt_name(dt),
-                (long long)B, (long long)N, (long long)M, r, (long long)K, inclusive, with_lengths,
-                with_dist);
+  std::snprintf(name, sizeof name, "ball %s B%lld N%lld M%lld r%g K%lld incl=%d len=%d dist=%d lanes=%lld",
+                dt_name(dt), (long long)B, (long long)N, (long long)M, r, (long long)K, inclusive,
+                with_lengths, with_dist, (long long)ball_query_cuda_plan(dt, B, N, M, K).shape[0]);
   report(name, bad, err, bad == 0 && err == 0);
 }
 
@@ -574,11 +574,16 @@ static void run_checks(bool small) {
   check_fps(Dtype::BFloat16, 1, 160000, 600, true, 0, true);
   check_fps(Dtype::Float32, 2, small ? 1100000 : 2500000, 30, true, 0, false);  // stream path
   check_fps(Dtype::Float32, 2, 5000, 100, false, 0, false, "POINTOPS_FPS_GENERAL", "1");
-  // Ball query: tiled and grid paths, lengths, inclusive/exclusive, K past 32.
-  for (Dtype dt : all) check_ball(dt, 3, 2000, 300, 0.2, 16, true, true, true);
-  check_ball(Dtype::Float32, 2, 3000, 500, 0.1, 5, false, false, true);
-  check_ball(Dtype::Float32, 2, 3000, 500, 0.0, 4, true, false, true);
-  check_ball(Dtype::Float32, 2, 3000, 500, 5.0, 40, true, true, true);
+  // Ball query: the scan with a thread per query, with 4 and 32 lanes per query and the
+  // planner's choice; the grid path; lengths, inclusive/exclusive, K past 32.
+  for (const char* lanes : {"1", "4", "32", static_cast<const char*>(nullptr)}) {
+    knob("POINTOPS_BALL_QUERY_LANES", lanes);
+    for (Dtype dt : all) check_ball(dt, 3, 2000, 300, 0.2, 16, true, true, true);
+    check_ball(Dtype::Float32, 2, 3000, 500, 0.1, 5, false, false, true);
+    check_ball(Dtype::Float32, 2, 3000, 500, 0.0, 4, true, false, true);
+    check_ball(Dtype::Float32, 2, 3000, 500, 5.0, 40, true, true, true);  // every point a hit
+    check_ball(Dtype::Float32, 3, 700, 37, 0.3, 70, false, true, false);
+  }
   for (Dtype dt : {Dtype::Float32, Dtype::Float16, Dtype::BFloat16})
     check_ball(dt, 2, 40000, small ? 300 : 3000, 0.05, 16, true, true, true);
   check_ball(Dtype::Float32, 1, 70000, 2000, 0.1, 40, false, false, true);

@@ -88,7 +88,7 @@ sanitize() {  # sanitize TOOL NAME COMMAND...
     --target-processes all "$@" &
   pids+=($!)
 }
-SMALL_ON_LARGE=(env POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1)
+SMALL_ON_LARGE=(env POINTOPS_GRID_MIN_POINTS=64 POINTOPS_FPS_NO_CLUSTER=1 POINTOPS_BALL_QUERY_LANES=1)
 if wanted memcheck; then
   sanitize memcheck default $PY tests/gpu/sanitizer_workload.py
   sanitize memcheck small-clouds-on-large-paths "${SMALL_ON_LARGE[@]}" $PY tests/gpu/sanitizer_workload.py

@@ -157,14 +157,22 @@ def test_pointnet2_reference_float64_searches_pick_the_float32_neighbours():
     assert torch.equal(fps, ref.furthest_point_sample(known.float(), 16))
 
 
-def test_bench_grid_paths_without_a_gpu_says_so():
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        ("bench_grid_paths.py", ["--rounds", "1"]),
+        ("bench_ball_query_lanes.py", ["--reps", "1"]),
+        ("bench_group_rows_backward.py", ["--reps", "1"]),
+    ],
+)
+def test_gpu_benchmarks_without_a_gpu_say_so(script, args):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the benchmark would run")
-    result = _run("bench_grid_paths.py", "--rounds", "1")
+    result = _run(script, *args)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("bench_grid_paths: needs a CUDA GPU")
+    assert result.stderr.startswith(f"{script[:-3]}: needs a CUDA GPU")
 
 
 def test_update_baseline_renders_the_columns_each_section_fills():

@@ -188,6 +188,33 @@ def test_dense_sums_equal_the_cpu_bit_for_bit(dtype, wide, n):
     assert torch.equal(replayed.cpu(), doubled)
 
 
+@pytest.mark.parametrize("lanes", [1, 2, 8, 32, None])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize(
+    ("B", "N", "M", "radius", "k"),
+    [(16, 1024, 512, 0.2, 64), (3, 2500, 70, 0.1, 5), (2, 600, 33, 5.0, 40), (2, 900, 10, 0.0, 3)],
+)
+def test_ball_query_scan_lanes_equal_the_cpu(lanes, dtype, B, N, M, radius, k):
+    # the scanning ball query with a thread per query or a group of lanes per query (None: the
+    # planner's count; PointNet++'s B16 N1024 M512 shape first): the first k hits in index
+    # order, their count and distances, padded with the first hit, as the CPU gives them (for
+    # float16, the float32 CPU run on the same rounded values)
+    xyz = cloud("random", B, N, seed=3).to(dtype)
+    q = torch.cat([xyz[:, : M // 2], cloud("random", B, M - M // 2, seed=4).to(dtype)], 1)
+    lengths = torch.tensor([N] + [N // 3] * (B - 1))
+    on_cpu = torch.float32 if dtype == torch.float16 else dtype
+    idx, count, dist2 = pointops.ball_query(
+        xyz.to(on_cpu), q.to(on_cpu), radius, k, lengths=lengths, return_dist2=True
+    )
+    with pointops._tuning.override(BALL_QUERY_LANES=lanes):
+        got = pointops.ball_query(xyz.cuda(), q.cuda(), radius, k, lengths=lengths.cuda(), return_dist2=True)
+    assert torch.equal(got[0].cpu(), idx)
+    assert torch.equal(got[1].cpu(), count)
+    assert got[2].dtype == dtype
+    tol = 1e-2 if dtype == torch.float16 else 1e-6
+    torch.testing.assert_close(got[2].cpu().double(), dist2.to(dtype).double(), rtol=tol, atol=tol)
+
+
 def test_cuda_graph_capture_and_replay():
     xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=1000, M=200))
     _all_ops(xyz, q, feat, idx3, w)  # warm up outside the graph

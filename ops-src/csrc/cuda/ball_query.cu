@@ -1,7 +1,9 @@
 // Ball query on CUDA: the first K points (ascending index) within the radius of each query.
 //
-// Small clouds: one thread per query; the block's queries share tiles of the cloud staged in
-// shared memory and scan them in index order, stopping once every query has K hits.
+// Small clouds: the block's queries share tiles of the cloud staged in shared memory and scan
+// them in index order, stopping once every query has K hits; a thread per query, or, when that
+// leaves the GPU mostly idle (PointNet++'s B16 M512 N1024 is 8192 threads), a group of lanes per
+// query.
 // Large clouds (float accumulation): a uniform grid with cells no smaller than the radius, so a
 // query scans the 27 cells around its own; it keeps the K smallest hit indices (sorted, in its
 // idx row) because cells are not visited in index order.
@@ -85,6 +87,76 @@ __global__ void __launch_bounds__(kThreads)
       } else {
         count[q] = 0;
         finish_row<T>(0, K, out_i, out_d, first_d);
+      }
+    }
+    __syncthreads();  // the next cloud reuses the tile
+  }
+}
+
+// The tiled scan with `lanes` threads per query (a power of two up to a warp): lane l tests
+// points t0 + l of each step of the tile; the group's ballot orders the step's hits by index,
+// so the kept hits are the first K, as a single thread scanning in order keeps them.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    ball_query_lanes_kernel(const T* __restrict__ xyz, const T* __restrict__ query,
+                            const int64_t* __restrict__ lengths, const int64_t* __restrict__ query_lengths,
+                            int64_t B, int64_t N, int64_t M, acc_t<T> r2, bool inclusive, int64_t K,
+                            int lanes, int64_t* __restrict__ idx, int64_t* __restrict__ count,
+                            T* __restrict__ dist2_out) {
+  using A = acc_t<T>;
+  __shared__ Point4<A> tile[kScanTile];
+  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const int group_base = static_cast<int>(threadIdx.x & 31) & ~(lanes - 1);
+  const unsigned group_mask = (lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u) << group_base;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
+    const ScanQuery<A> sq(query, lengths, query_lengths, b, N, M, lanes);
+    const int64_t n = sq.n, m = sq.m, q = sq.q;
+    const bool active = sq.active;
+    int64_t* out_i = idx + q * K;
+    T* out_d = dist2_out == nullptr ? nullptr : dist2_out + q * K;
+    int64_t hits = 0, first_j = -1;
+    A first_d = A(0);
+    const T* pts = xyz + b * N * 3;
+    for (int64_t base = 0; base < n; base += kScanTile) {
+      // Also the barrier that lets the previous tile be overwritten.
+      if (__syncthreads_and(!active || hits >= K)) break;
+      const int len = stage_tile(tile, pts, base, n);
+      __syncthreads();
+      if (!active || hits >= K) continue;  // the same for every lane of the group
+      for (int t0 = 0; t0 < len; t0 += lanes) {
+        const int t = t0 + lane;
+        A d = A(0);
+        bool hit = false;
+        if (t < len) {
+          const Point4<A> p = tile[t];
+          d = dist2(p.x, p.y, p.z, sq.x, sq.y, sq.z);
+          hit = in_ball(d, r2, inclusive);
+        }
+        const unsigned found = __ballot_sync(group_mask, hit) >> group_base;
+        if (found == 0) continue;
+        const int64_t slot = hits + __popc(found & lanes_below);
+        if (hit && slot < K) {
+          out_i[slot] = base + t;
+          if (out_d) out_d[slot] = from_acc<T>(d);
+        }
+        if (hits == 0) {
+          const int src = __ffs(static_cast<int>(found)) - 1;
+          first_j = base + t0 + src;
+          first_d = __shfl_sync(group_mask, d, group_base + src);
+        }
+        hits += __popc(found);
+        if (hits >= K) {
+          hits = K;
+          break;
+        }
+      }
+    }
+    if (m < M) {  // pad the row as finish_row does, the group's lanes taking turns
+      if (lane == 0) count[q] = hits;
+      for (int64_t k = hits + lane; k < K; k += lanes) {
+        out_i[k] = first_j;  // -1 for an empty ball
+        if (out_d) out_d[k] = hits ? from_acc<T>(first_d) : from_acc<T>(acc_inf<A>());
       }
     }
     __syncthreads();  // the next cloud reuses the tile
@@ -185,14 +257,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Threads per query of the scanning path: one where the B * M queries give the GPU about 1024
+// threads per SM; else the fewest of 8, 16 and 32 that give it about 2048. At PointNet++'s
+// shapes (H100) 32 lanes beat 16 and 8, and 2 or 4 lost even to one thread (likely because a
+// warp's groups diverge, so each group's ballot runs on its own).
+int64_t scan_lanes(int64_t B, int64_t M) {
+  const int64_t forced = tuning_or(Knob::BallQueryLanes, kUnset);
+  if (forced >= 1 && forced <= 32 && (forced & (forced - 1)) == 0) return forced;
+  const int64_t sms = current_device_sm_count();
+  if (B * M >= sms * 1024) return 1;
+  int64_t lanes = 8;
+  while (lanes < 32 && B * M * lanes < sms * 2048) lanes *= 2;
+  return lanes;
+}
+
 }  // namespace
 
-// plan.path: a NeighbourPath; the grid's arrays are the workspace.
+// plan.path: a NeighbourPath; the grid's arrays are the workspace; shape[0] the scan's lanes
+// per query.
 CudaPlan ball_query_cuda_plan(Dtype dt, int64_t B, int64_t N, int64_t M, int64_t K) {
   (void)K;
   CudaPlan plan;
   plan.path = neighbour_path(dt, B, N, M, kGridMinPoints);
   if (plan.path == kUniformGrid) plan.workspace_bytes = carve_grid(nullptr, B, B * N).bytes;
+  plan.shape[0] = plan.path == kUniformGrid ? 1 : scan_lanes(B, M);
   return plan;
 }
 
@@ -220,6 +308,13 @@ Status ball_query_cuda(const CudaPlan& plan, Dtype dt, const void* xyz, const vo
             clouds, r2, inclusive, K, g.params, g.cell_start, g.sorted, idx, count, static_cast<T*>(dist2));
         return launch_status();
       }
+    }
+    const int lanes = static_cast<int>(plan.shape[0]);
+    if (lanes > 1) {
+      ball_query_lanes_kernel<T><<<tiled_scan_blocks(B, M, lanes), kThreads, 0, s>>>(
+          static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M, r2,
+          inclusive, K, lanes, idx, count, static_cast<T*>(dist2));
+      return launch_status();
     }
     ball_query_tiled_kernel<T><<<tiled_scan_blocks(B, M), kThreads, 0, s>>>(
         static_cast<const T*>(xyz), static_cast<const T*>(query), lengths, query_lengths, B, N, M, r2,

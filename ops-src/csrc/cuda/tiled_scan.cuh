@@ -16,8 +16,9 @@ struct alignas(4 * sizeof(A)) Point4 {
   A x, y, z, pad;
 };
 
-// The query this thread owns in cloud b (blockIdx.x picks a range of kScanThreads queries):
-// its global row q = b*M + m, whether it is inside the cloud's query length, and its point.
+// The query this thread owns in cloud b, with `lanes` threads per query (blockIdx.x picks a
+// range of kScanThreads / lanes queries): its global row q = b*M + m, whether it is inside the
+// cloud's query length, and its point.
 template <class A>
 struct ScanQuery {
   int64_t n;    // valid points of the cloud
@@ -28,10 +29,10 @@ struct ScanQuery {
 
   template <class T>
   __device__ __forceinline__ ScanQuery(const T* query, const int64_t* lengths, const int64_t* query_lengths,
-                                       int64_t b, int64_t N, int64_t M) {
+                                       int64_t b, int64_t N, int64_t M, int lanes = 1) {
     n = clamped_length(lengths, b, N);
     const int64_t mq = clamped_length(query_lengths, b, M);
-    m = blockIdx.x * static_cast<int64_t>(kScanThreads) + threadIdx.x;
+    m = blockIdx.x * static_cast<int64_t>(kScanThreads / lanes) + threadIdx.x / lanes;
     q = b * M + m;
     active = m < mq;
     x = y = z = A(0);
@@ -43,9 +44,10 @@ struct ScanQuery {
   }
 };
 
-// Blocks of a tiled scan: x over the queries of a cloud, y over the clouds (grid-stride in y).
-inline dim3 tiled_scan_blocks(int64_t B, int64_t M) {
-  return dim3(static_cast<unsigned int>(ceil_div(M, kScanThreads)),
+// Blocks of a tiled scan with `lanes` threads per query: x over the queries of a cloud, y over
+// the clouds (grid-stride in y).
+inline dim3 tiled_scan_blocks(int64_t B, int64_t M, int lanes = 1) {
+  return dim3(static_cast<unsigned int>(ceil_div(M, kScanThreads / lanes)),
               static_cast<unsigned int>(B < 65535 ? B : 65535));
 }
 
