@@ -3,29 +3,17 @@ the cub sorts its backward runs) per step, most device time first; nothing else 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
-
-REPO = Path(__file__).resolve().parents[2]
+from client_harnesses import client_harness
 
 
 @pytest.fixture(scope="module")
 def harness():
-    sys.path.insert(0, str(REPO / "benchmarks/clients"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "pointnet2_harness_under_test", REPO / "benchmarks/clients/pointnet2_training.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with client_harness("pointnet2_training.py") as module:
         yield module
-    finally:
-        sys.path.remove(str(REPO / "benchmarks/clients"))
 
 
 def event(key: str, device_us: float, calls: int):

@@ -4,28 +4,16 @@ excused, since every compiled mode is compared with it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import types
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from client_harnesses import client_harness
 
 
 @pytest.fixture(scope="module")
 def harness():
-    sys.path.insert(0, str(REPO / "benchmarks/clients"))  # its sibling modules (steps, _shims)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "ptv2_harness_under_test", REPO / "benchmarks/clients/pointcept_models.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with client_harness("pointcept_models.py") as module:
         yield module
-    finally:
-        sys.path.remove(str(REPO / "benchmarks/clients"))
 
 
 def test_a_failing_compiled_mode_becomes_an_error_entry(harness, monkeypatch):
