@@ -263,6 +263,22 @@ def compiled_step_or_error(args, model, initial, inputs, mode: str, owners: list
             torch.cuda.memory._record_memory_history(enabled=None)
 
 
+def failure_lines(backend: str, entry: dict) -> list[str]:
+    """A failed mode's report: its error, then where each storage the pool check named was
+    allocated (compiled_step_or_error's allocated_at)."""
+    lines = [f"[{backend}] ptv2 step ({entry['mode']}) failed: {entry['error'][:400]}"]
+    for found in entry.get("allocated_at", []):
+        if not found.get("in_allocator", True):
+            lines.append(f"  {found['address']}: no block of torch's caching allocator starts there")
+            continue
+        lines.append(
+            f"  {found['address']} ({found['size']} bytes, {found['state']}, pool {found['pool']},"
+            f" stream {found['stream']}) allocated at:"
+        )
+        lines += [f"    {frame}" for frame in found["stack"]]
+    return lines
+
+
 def ptv2_training_steps(args, seg2, pointops, init) -> dict:
     """PTv2's training step in every --compile mode (eager first), each compiled one compared with
     the eager step (loss, gradients)."""
@@ -287,17 +303,7 @@ def ptv2_training_steps(args, seg2, pointops, init) -> dict:
             entry, grads = compiled_step_or_error(args, model, initial, inputs, mode, owners)
         if "error" in entry:
             out[mode] = entry
-            print(f"[{args.backend}] ptv2 step ({mode}) failed: {entry['error'][:400]}", flush=True)
-            for found in entry.get("allocated_at", []):
-                if not found.get("in_allocator", True):
-                    print(f"  {found['address']}: no block of torch's caching allocator starts there")
-                    continue
-                print(
-                    f"  {found['address']} ({found['size']} bytes, {found['state']}, pool {found['pool']},"
-                    f" stream {found['stream']}) allocated at:",
-                    *found["stack"],
-                    sep="\n    ",
-                )
+            print(*failure_lines(args.backend, entry), sep="\n", flush=True)
             continue
         if eager_grads is None:
             eager_grads, eager_loss = grads, entry["loss"]

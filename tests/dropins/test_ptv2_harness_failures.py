@@ -87,3 +87,28 @@ def test_allocation_stacks_name_the_caller_of_each_storage(harness, monkeypatch)
         },
         {"address": 7_000_000, "in_allocator": False, "stack": []},
     ]
+
+
+def test_failure_lines_report_the_error_then_each_storage(harness):
+    entry = {
+        "mode": "reduce-overhead",
+        "error": "RuntimeError: not allocated in pool",
+        "allocated_at": [
+            {
+                "address": 1_000_512,
+                "size": 1024,
+                "state": "active_allocated",
+                "pool": (0, 0),
+                "stream": 0,
+                "stack": ["a.py:1 f", "b.py:2 g"],
+            },
+            {"address": 7_000_000, "in_allocator": False, "stack": []},
+        ],
+    }
+    assert harness.failure_lines("pointops", entry) == [
+        "[pointops] ptv2 step (reduce-overhead) failed: RuntimeError: not allocated in pool",
+        "  1000512 (1024 bytes, active_allocated, pool (0, 0), stream 0) allocated at:",
+        "    a.py:1 f",
+        "    b.py:2 g",
+        "  7000000: no block of torch's caching allocator starts there",
+    ]
