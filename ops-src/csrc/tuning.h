@@ -49,8 +49,8 @@ enum class Knob : int32_t {
   // CUDA gather backward, dense sums: 1 = wide (one block per SM, twice the sums per
   // thread, up to 200 KB of chunk), 0 = narrow (two blocks per SM).
   GatherDenseWide,
-  // CUDA ball query, scanning path: threads per query (1, 2, 4, ... 32); by default enough that
-  // the launch fills the GPU.
+  // CUDA ball query, scanning path: threads per query (1, 2, 4, ... 32); by default one where
+  // the queries fill the GPU, else 8, 16 or 32 (ball_query.cu's scan_lanes).
   BallQueryLanes,
   // CUDA: shared memory per block in KB that the planners may use, when below the device's
   // opt-in limit (at least 48), so that a test on a large GPU plans as on a smaller one.
