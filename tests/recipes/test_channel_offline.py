@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from recipe_stub_channels import index, write_stub_package
+from test_rattler_build import NO_GPU, rattler_install
 
 from solver import cli
 from solver.channel import ChannelError, current_platform, find_recipe, package_local, render_platform
@@ -69,29 +70,6 @@ def dependency_channel(tmp_path_factory) -> Path:
     return channel
 
 
-def rattler_install(
-    channels: list[Path], specs: list[str], prefix: Path, virtual: list[str]
-) -> tuple[int, object]:
-    args = {
-        "channels": [c.as_uri() for c in channels],
-        "specs": specs,
-        "prefix": str(prefix),
-        "virtual_packages": virtual,
-        "cache": str(prefix.parent / "pkgs-cache"),
-    }
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "rattler_install.py"), json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.stdout.strip(), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
-
-
-LINUX_NO_GPU = ["__unix=0", "__linux=6.1", "__glibc=2.36"]
-
-
 @needs_local_build
 def test_package_carries_the_rendered_metadata(local_channel):
     platform = current_platform()
@@ -112,7 +90,7 @@ def test_package_carries_the_rendered_metadata(local_channel):
 @pytest.mark.skipif(not current_platform().startswith("linux"), reason="the stand-in channel describes Linux")
 def test_install_into_a_prefix_and_import(local_channel, dependency_channel, tmp_path):
     prefix = tmp_path / "env"
-    code, records = rattler_install([local_channel, dependency_channel], ["pointops"], prefix, LINUX_NO_GPU)
+    code, records = rattler_install([local_channel, dependency_channel], ["pointops"], prefix, NO_GPU)
     assert code == 0, records
     builds = {r["name"]: r["build"] for r in records}
     assert set(builds) == {"pointops", "python", "pytorch", "libtorch"}
@@ -150,7 +128,7 @@ def test_cpu_package_refuses_a_cuda_only_pytorch(local_channel, tmp_path):
     write_stub_package(channel, subdir, "libtorch", "2.13.0", "cpu_generic_h0_0")
     index(channel)
     code, result = rattler_install(
-        [local_channel, channel], ["pointops"], tmp_path / "env", LINUX_NO_GPU + ["__cuda=12.9"]
+        [local_channel, channel], ["pointops"], tmp_path / "env", NO_GPU + ["__cuda=12.9"]
     )
     assert code == 3 and "pytorch" in result["error"], result
 
