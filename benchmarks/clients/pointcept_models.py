@@ -31,9 +31,11 @@ other than none, under torch.compile (`--compile-backend`, inductor by default),
         --compile default --compile reduce-overhead --out-dir out/pointcept-compiled \
         --json out/pointcept-compiled/report.json
 
-PTv2 pools with data-dependent sizes (voxel_grid, torch.unique, bincount): dynamo captures them
-(capture_dynamic_output_shape_ops, capture_scalar_outputs) unless --no-dynamic-outputs, which
-breaks the graph there instead. Reported per mode: the first call apart from the steady median,
+PTv2 pools with data-dependent sizes (voxel_grid, torch.unique, bincount). Mode default
+captures them (capture_dynamic_output_shape_ops, capture_scalar_outputs); mode reduce-overhead
+breaks the graph there, since CUDA graph trees' pool check refuses torch.unique's outputs when
+they are captured (see captures_dynamic_outputs). --dynamic-outputs / --no-dynamic-outputs
+force one choice for every mode. Reported per mode: the first call apart from the steady median,
 torch._dynamo.explain's graphs and graph breaks by source (pointops when the stack passes
 through pointops; else the owner of the innermost frame: peer, torch, pointcept-lib, ...),
 recompiles during the timed steps, the compiled step's loss and gradients against the eager
@@ -175,6 +177,17 @@ def give_grid_cluster_a_fake() -> None:
         pass
 
 
+def captures_dynamic_outputs(choice: bool | None, mode: str) -> bool:
+    """Whether dynamo captures PTv2's data-dependent sizes in `mode`; `choice` is the command
+    line's (None: not given). Under CUDA graphs (reduce-overhead) the graph breaks there instead:
+    captured, torch.unique in PTv2's grid pooling returned storages from outside the graph trees'
+    pool, and the trees' pool check stopped the step (H100, torch 2.11); with the break the same
+    step ran at 0.49 of eager."""
+    if choice is not None:
+        return choice
+    return mode != "reduce-overhead"
+
+
 def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> tuple[dict, dict]:
     """PTv2's step from the initial weights, eager (mode none) or compiled: times, capture, the
     loss and gradients of a step from the initial weights, host syncs. (entry, gradients)."""
@@ -189,7 +202,9 @@ def ptv2_step_in_mode(args, model, initial, inputs, mode: str, owners: list) -> 
         entry["first_step_ms"] = clock(step)[1]
     else:
         torch._dynamo.reset()
-        entry["capture"] = steps.capture_step(plain, owners, dynamic_outputs=args.dynamic_outputs)
+        entry["capture"] = steps.capture_step(
+            plain, owners, dynamic_outputs=captures_dynamic_outputs(args.dynamic_outputs, mode)
+        )
         step = steps.compile_step(plain, mode, args.compile_backend, optimizer=opt)
         entry.update(steps.first_compiled_calls(step, clock))
         entry["capture"]["counters_after_first_calls"] = steps.dynamo_counters()
@@ -534,10 +549,17 @@ def main() -> int:
             "--compile-backend", default="inductor", help="torch.compile's backend (aot_eager: no codegen)"
         )
         s.add_argument(
+            "--dynamic-outputs",
+            dest="dynamic_outputs",
+            action="store_true",
+            default=None,
+            help="capture data-dependent sizes in every compiled mode (default: in mode default only)",
+        )
+        s.add_argument(
             "--no-dynamic-outputs",
             dest="dynamic_outputs",
             action="store_false",
-            help="break the graph at data-dependent sizes instead of capturing them",
+            help="break the graph at data-dependent sizes in every compiled mode",
         )
         s.add_argument(
             "--steps", type=int, default=20, help="timed training steps per mode (median reported)"
@@ -588,8 +610,8 @@ def main() -> int:
         "--warmup",
         str(args.warmup),
     ]
-    if not args.dynamic_outputs:
-        common.append("--no-dynamic-outputs")
+    if args.dynamic_outputs is not None:
+        common.append("--dynamic-outputs" if args.dynamic_outputs else "--no-dynamic-outputs")
     init = os.path.join(args.out_dir, "init.pt")
     ours, theirs = os.path.join(args.out_dir, "pointops.pt"), os.path.join(args.out_dir, "pointcept.pt")
     me = [sys.executable, os.path.abspath(__file__), "run"]

@@ -112,3 +112,16 @@ def test_failure_lines_report_the_error_then_each_storage(harness):
         "    b.py:2 g",
         "  7000000: no block of torch's caching allocator starts there",
     ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "mode", "captured"),
+    [
+        (None, "default", True),
+        (None, "reduce-overhead", False),  # CUDA graph trees refuse torch.unique's captured outputs
+        (True, "reduce-overhead", True),
+        (False, "default", False),
+    ],
+)
+def test_data_dependent_sizes_break_the_graph_under_cuda_graphs_unless_told(harness, choice, mode, captured):
+    assert harness.captures_dynamic_outputs(choice, mode) is captured
