@@ -508,6 +508,9 @@ static void run_tiny() {
   check_fps(Dtype::Float32, 1, 40000, 20, false, 0, false, "POINTOPS_FPS_GROUP", "4");
   check_fps(Dtype::Float32, 1, 30000, 20, false, 0, false, "POINTOPS_FPS_NO_CLUSTER", "1");
   check_ball(Dtype::Float32, 2, 500, 100, 0.2, 8, true, true, true);
+  knob("POINTOPS_BALL_QUERY_LANES", "4");  // groups smaller than a warp share its ballots
+  check_ball(Dtype::Float32, 2, 500, 100, 0.2, 8, true, true, true);
+  knob("POINTOPS_BALL_QUERY_LANES", nullptr);
   check_ball(Dtype::Float32, 1, 9000, 200, 0.1, 8, true, true, true);
   check_knn(Dtype::Float32, 2, 500, 100, 8, true, false);
   check_knn(Dtype::Float32, 2, 500, 60, 40, true, false);
