@@ -28,10 +28,15 @@ SHAPES = [
 LANES = [1, 2, 4, 8, 16, 32, None]  # None: the planner's count
 
 
-def unit_ball(B: int, N: int, generator: torch.Generator) -> torch.Tensor:
+def cloud_and_queries(
+    B: int, N: int, M: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """B clouds of N points uniform in the unit ball, and M of each cloud's points as its
+    queries (as after FPS), both on the GPU."""
     direction = torch.randn(B, N, 3, generator=generator)
     direction = direction / direction.norm(dim=-1, keepdim=True)
-    return direction * torch.rand(B, N, 1, generator=generator) ** (1 / 3)
+    xyz = (direction * torch.rand(B, N, 1, generator=generator) ** (1 / 3)).cuda()
+    return xyz, xyz[:, torch.randperm(N, generator=generator)[:M]].contiguous()
 
 
 def main() -> int:
@@ -41,8 +46,7 @@ def main() -> int:
     g = torch.Generator().manual_seed(0)
     rows = []
     for B, N, M, radius, k in SHAPES:
-        xyz = unit_ball(B, N, g).cuda()
-        query = xyz[:, torch.randperm(N, generator=g)[:M]].contiguous()
+        xyz, query = cloud_and_queries(B, N, M, g)
         row = {"shape": f"B{B} N{N} M{M} r{radius} k{k}", "ms": {}, "differs": []}
         reference = None
 

@@ -20,7 +20,7 @@ import torch
 from pointops.compat import pointnet2_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ball_query_lanes import unit_ball  # noqa: E402
+from bench_ball_query_lanes import cloud_and_queries  # noqa: E402
 from bench_common import gpu_ab_args, median_call_ms, write_ab_json  # noqa: E402
 
 # (B, N, M, radius, K, C): cls-ssg's second level (3 + 128 channels), cls-msg's widest ball of
@@ -40,8 +40,7 @@ def main() -> int:
     g = torch.Generator().manual_seed(0)
     rows = []
     for B, N, M, radius, K, C in SHAPES:
-        xyz = unit_ball(B, N, g).cuda()
-        query = xyz[:, torch.randperm(N, generator=g)[:M]].contiguous()
+        xyz, query = cloud_and_queries(B, N, M, g)
         idx = pointnet2_utils.ball_query(radius, K, xyz, query).long()
         entries = (idx + torch.arange(0, B * N, N, device="cuda").view(B, 1, 1)).reshape(-1, 1)
         grad = torch.rand(entries.shape[0], C, generator=g).cuda()
