@@ -51,6 +51,20 @@ def test_rows_leave_out_failed_modes_and_keep_the_others(harness):
     assert [(r["variant"], r["ratio"]) for r in rows] == [("pointops", 0.5), ("pointcept-lib", 1.0)]
 
 
+# What allocation_stacks finds for the snapshot below, and what failure_lines reports from.
+ALLOCATED_AT = [
+    {
+        "address": 1_000_512,
+        "size": 1024,
+        "state": "active_allocated",
+        "pool": (0, 0),
+        "stream": 0,
+        "stack": ["binding/packed.cpp:40 pointops::knn_packed", "/tmp/output_code.py:7 call"],
+    },
+    {"address": 7_000_000, "in_allocator": False, "stack": []},
+]
+
+
 def test_allocation_stacks_name_the_caller_of_each_storage(harness, monkeypatch):
     """The pool check's addresses are looked up in the allocator's snapshot (a stand-in here: CI
     has no GPU): each found block keeps its Python and pointops frames, an address no block
@@ -75,41 +89,20 @@ def test_allocation_stacks_name_the_caller_of_each_storage(harness, monkeypatch)
     }
     monkeypatch.setattr(harness.torch.cuda.memory, "_snapshot", lambda: snapshot)
     error = "These storage data ptrs are not allocated in pool (0, 1) but should be: {1000512, 7000000}."
-    found = harness.allocation_stacks(error)
-    assert found == [
-        {
-            "address": 1_000_512,
-            "size": 1024,
-            "state": "active_allocated",
-            "pool": (0, 0),
-            "stream": 0,
-            "stack": ["binding/packed.cpp:40 pointops::knn_packed", "/tmp/output_code.py:7 call"],
-        },
-        {"address": 7_000_000, "in_allocator": False, "stack": []},
-    ]
+    assert harness.allocation_stacks(error) == ALLOCATED_AT
 
 
 def test_failure_lines_report_the_error_then_each_storage(harness):
     entry = {
         "mode": "reduce-overhead",
         "error": "RuntimeError: not allocated in pool",
-        "allocated_at": [
-            {
-                "address": 1_000_512,
-                "size": 1024,
-                "state": "active_allocated",
-                "pool": (0, 0),
-                "stream": 0,
-                "stack": ["a.py:1 f", "b.py:2 g"],
-            },
-            {"address": 7_000_000, "in_allocator": False, "stack": []},
-        ],
+        "allocated_at": ALLOCATED_AT,
     }
     assert harness.failure_lines("pointops", entry) == [
         "[pointops] ptv2 step (reduce-overhead) failed: RuntimeError: not allocated in pool",
         "  1000512 (1024 bytes, active_allocated, pool (0, 0), stream 0) allocated at:",
-        "    a.py:1 f",
-        "    b.py:2 g",
+        "    binding/packed.cpp:40 pointops::knn_packed",
+        "    /tmp/output_code.py:7 call",
         "  7000000: no block of torch's caching allocator starts there",
     ]
 
