@@ -710,17 +710,26 @@ def profile_steps(step, count: int, device: torch.device) -> None:
     events = prof.key_averages()
     print(events.table(sort_by=sort, row_limit=40, max_name_column_width=70))
     if device.type == "cuda":
-        print("== pointops' ops and kernels (and the cub sorts its backward runs), device us per step")
+        # a host-bound step is read from the host side: the ops' own time and their launches'
+        print(f"== host time of {count} steps, most self CPU time first")
+        print(events.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=70))
+        print("== pointops' ops and kernels (and the cub sorts its backward runs), us per step")
         print(*pointops_lines(events, count), sep="\n")
 
 
 def pointops_lines(events, count: int) -> list[str]:
     """One line per profiler event of pointops (ops and kernels) or cub, most device time
-    first: its self device time per step, calls per step, name. The main table's 40 rows
-    leave most of them out."""
+    first: its self device time and host time (with what it calls) per step, calls per step,
+    name. The main table's 40 rows leave most of them out."""
     ours = [e for e in events if "pointops" in e.key or "cub::" in e.key]
     ours.sort(key=lambda e: -e.self_device_time_total)
-    return [f"{e.self_device_time_total / count:10.1f}  x{e.count / count:g}  {e.key[:110]}" for e in ours]
+    lines = [f"{'device':>10}  {'host':>8}  calls  name"]
+    for e in ours:
+        lines.append(
+            f"{e.self_device_time_total / count:10.1f}  {e.cpu_time_total / count:8.1f}  "
+            f"x{e.count / count:<4g} {e.key[:110]}"
+        )
+    return lines
 
 
 def build_model(args, models: types.ModuleType, device: torch.device):
