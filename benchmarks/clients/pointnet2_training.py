@@ -100,6 +100,7 @@ import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import platform  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -732,6 +733,23 @@ def pointops_lines(events, count: int) -> list[str]:
     return lines
 
 
+def host_facts() -> dict:
+    """The host CPU a step ran on: the steps of small models are host-bound, so their times move
+    with the CPU and its load, and two runs compare only on like hosts."""
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "cpu": model or platform.processor() or None,
+        "cpus": os.cpu_count(),
+        "load_1min": None if load is None else round(load, 2),
+    }
+
+
 def build_model(args, models: types.ModuleType, device: torch.device):
     """The case's model with the run's initial weights (saved by the first variant, loaded by
     the others), and its batch: (model, initial state, "created"/"loaded", points, labels)."""
@@ -939,6 +957,7 @@ def run(args) -> dict:
         "device": str(device),
         "batch": args.batch,
         "torch": torch.__version__,
+        "host": host_facts(),
         "library_file": getattr(library, "__file__", None),
         "standins": standins,
         "init": init_source,
@@ -982,6 +1001,8 @@ def print_run(result: dict) -> None:
     sync_text = "" if sync is None else f", host syncs in a step: {sync['by_source'] or 'none'}"
     if result["params_without_grad"]:
         sync_text += f", NO GRADIENT for {len(result['params_without_grad'])} parameters"
+    host = result["host"]
+    sync_text += f", host {host['cpu']} ({host['cpus']} CPUs, load {host['load_1min']})"
     print(
         f"[{result['variant']}] {result['case']}: B{result['batch']} loss {result['losses'][0]:.6g}, "
         f"median step {med} over {len(result['step_ms'])}, {start_text}{sync_text}, "
@@ -1060,7 +1081,7 @@ def compare(results: dict, baseline: str) -> dict:
             }
             if "pointops_value_checks" in r:
                 v["pointops_value_checks"] = r["pointops_value_checks"]
-            for key in ("capture", "host_sync"):
+            for key in ("capture", "host_sync", "host"):
                 if r.get(key) is not None:
                     v[key] = r[key]
             v["round_median_ms"] = r.get("round_median_ms", [])

@@ -258,3 +258,19 @@ def test_a_compiled_row_passes_only_if_every_round_does(rounds, status):
     assert row["ratio"] == rounds[0] / 10.0
     assert row["round_ratios"] == [ms / 10.0 for ms in rounds]
     assert row["status"] == status
+
+
+def test_each_run_records_its_host_and_the_report_keeps_it():
+    # the small models' steps are host-bound: two runs' times compare only on like host CPUs
+    harness = _harness()
+    facts = harness.host_facts()
+    assert facts["cpus"] == os.cpu_count()
+    assert facts["load_1min"] is None or facts["load_1min"] >= 0
+    if sys.platform == "linux":
+        with open("/proc/cpuinfo") as f:
+            assert facts["cpu"] and facts["cpu"] in f.read()
+    runs = {"pointnet2_ops": _timed_run([10.0]), "pointops-compiled": _timed_run([3.0])}
+    for run in runs.values():
+        run["host"] = facts
+    report = harness.compare({"cls-ssg-1024": runs}, "pointnet2_ops")
+    assert {v["host"]["cpu"] for v in report["cases"]["cls-ssg-1024"]["variants"].values()} == {facts["cpu"]}
