@@ -24,6 +24,20 @@ def write_json(path: str, payload: dict) -> None:
         raise
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (/proc/cpuinfo), else what platform.processor() says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor()
+
+
 def import_pointcept_library(lib: str):
     """Pointcept's compiled `pointops` from its pip --target directory `lib`, put first on
     sys.path; exits if the import finds this project's pointops (which has `packed`) instead."""

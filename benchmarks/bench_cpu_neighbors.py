@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 
-from bench_common import write_json
+from bench_common import cpu_model, write_json
 
 # (name, kind, B, N points per cloud, M queries per cloud, k, radius)
 CASES = [
@@ -42,17 +42,6 @@ CASES = [
     ("three_nn known 25000 unknown 1e5", "three_nn", 1, 25_000, 100_000, 3, None),
     ("three_nn B8 known 4096 unknown 16384", "three_nn", 8, 4_096, 16_384, 3, None),
 ]
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _median_ms(fn, reps: int) -> float:
@@ -328,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "machine": platform.platform(),
-                "processor": _cpu_model(),
+                "processor": cpu_model(),
                 "cpu_count": os.cpu_count(),
                 "load_average_1min": None if load is None else round(load[0], 2),
                 "torch": torch.__version__,

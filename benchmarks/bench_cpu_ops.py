@@ -18,8 +18,7 @@ import platform
 import sys
 import time
 
-from bench_common import write_json
-from bench_cpu_neighbors import _cpu_model  # the same machine description as section neighbors
+from bench_common import cpu_model, write_json
 
 
 def _best_ms(fn, reps: int) -> float:
@@ -98,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "machine": platform.platform(),
-                "processor": _cpu_model(),
+                "processor": cpu_model(),
                 "cpu_count": os.cpu_count(),
                 "load_average_1min": round(load_before, 2) if load_before is not None else None,
                 "nice": os.nice(0) if hasattr(os, "nice") else None,  # < 0: run ahead of other jobs

@@ -100,7 +100,6 @@ import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import platform  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -113,6 +112,9 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.append(os.path.dirname(HERE))  # benchmarks/, for bench_common (appended: it shadows nothing)
+from bench_common import cpu_model  # noqa: E402
+
 DROPIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "ops-src", "dropins", "pointnet2_ops")
 
 CASES = {  # name: (model class, points, input channels beyond xyz, classes, task)
@@ -736,15 +738,9 @@ def pointops_lines(events, count: int) -> list[str]:
 def host_facts() -> dict:
     """The host CPU a step ran on: the steps of small models are host-bound, so their times move
     with the CPU and its load, and two runs compare only on like hosts."""
-    model = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
-    except OSError:
-        pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {
-        "cpu": model or platform.processor() or None,
+        "cpu": cpu_model() or None,
         "cpus": os.cpu_count(),
         "load_1min": None if load is None else round(load, 2),
     }
@@ -1002,10 +998,10 @@ def print_run(result: dict) -> None:
     if result["params_without_grad"]:
         sync_text += f", NO GRADIENT for {len(result['params_without_grad'])} parameters"
     host = result["host"]
-    sync_text += f", host {host['cpu']} ({host['cpus']} CPUs, load {host['load_1min']})"
+    host_text = f", host {host['cpu']} ({host['cpus']} CPUs, load {host['load_1min']})"
     print(
         f"[{result['variant']}] {result['case']}: B{result['batch']} loss {result['losses'][0]:.6g}, "
-        f"median step {med} over {len(result['step_ms'])}, {start_text}{sync_text}, "
+        f"median step {med} over {len(result['step_ms'])}, {start_text}{sync_text}{host_text}, "
         f"{len(result['audit'])} calls audited",
         flush=True,
     )
