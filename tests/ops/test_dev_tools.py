@@ -90,6 +90,17 @@ def _load(path: Path, name: str):
     return module
 
 
+def test_bench_gpu_times_short_single_calls_many_times_and_long_ones_reps_times():
+    bench = _load(BENCH / "bench_gpu.py", "bench_gpu_under_test")
+    # A 0.04 ms call: as many as fill MIN_TIMED_MS, capped at MAX_REPS (a median of 3 of these
+    # flipped a row); a 9 ms FPS call: the quick run's 3 or the full run's 10.
+    assert bench._single_calls(0.04, 3) == bench.MAX_REPS
+    assert bench._single_calls(1.0, 3) == int(bench.MIN_TIMED_MS) + 1
+    assert bench._single_calls(9.0, 3) == 3
+    assert bench._single_calls(9.0, 10) == 10
+    assert bench._single_calls(0.0, 3) == bench.MAX_REPS  # an event pair that read 0 ms
+
+
 def test_bench_peer_ops_without_a_gpu_says_so():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
