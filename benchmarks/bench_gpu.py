@@ -10,7 +10,8 @@ Every shape of the issue's table runs through the registered ops (torch.ops.poin
 same kernels the Python API calls; the binding's asynchronous value checks are on, the default)
 on float32 points uniform in [1, 2]^3 with queries = the first M points of each cloud. Times are
 the median of CUDA-event timings after warm-up, one call at a time with the GPU idle before it
-(so the host's enqueueing counts); rows ending in _b2b time calls queued back to back, as in a
+(so the host's enqueueing counts), and each row keeps the faster of two passes over the rows
+(--passes) against the stricter target; rows ending in _b2b time calls queued back to back, as in a
 training step, against the baseline timed the same way, and gather_points_api times the public
 pointops.gather_points. Each row prints the time, the share of a floor
 (bytes that must move over the measured device-to-device copy rate; or FLOP over the fp32 rate
@@ -118,8 +119,9 @@ def _copy_bandwidth() -> float:
 
 
 class Table:
-    def __init__(self) -> None:
+    def __init__(self, echo: bool = True) -> None:
         self.rows: list[dict] = []
+        self.echo = echo
 
     def add(
         self,
@@ -146,14 +148,40 @@ class Table:
             "note": note,
         }
         self.rows.append(row)
-        frac = f"{100 * row['fraction_of_bound']:5.1f}%" if row["fraction_of_bound"] else "     -"
-        tgt = f"{target:8.3f}" if target is not None else "       -"
-        pr = f"{peer:8.3f}" if peer is not None else "       -"
-        print(
-            f"{op:24s} {shape:42s} {ms:10.4f} ms  bound {frac}  peer {pr}  target {tgt}  "
-            f"{row['status'] or '':4s} {note}",
-            flush=True,
-        )
+        if self.echo:
+            print_row(row)
+
+
+def print_row(row: dict) -> None:
+    frac = f"{100 * row['fraction_of_bound']:5.1f}%" if row["fraction_of_bound"] else "     -"
+    tgt = f"{row['target_ms']:8.3f}" if row["target_ms"] is not None else "       -"
+    pr = f"{row['peer_ms']:8.3f}" if row["peer_ms"] is not None else "       -"
+    print(
+        f"{row['op']:24s} {row['shape']:42s} {row['ms']:10.4f} ms  bound {frac}  peer {pr}  target {tgt}  "
+        f"{row['status'] or '':4s} {row['note']}",
+        flush=True,
+    )
+
+
+def fastest_passes(passes: list[Table]) -> Table:
+    """Each row's fastest pass (its note too) against the strictest of the passes' targets: a
+    target timed from a baseline gets that baseline's fastest pass, as the row gets its own. A
+    one-call row holds the host's time to enqueue the call, and on a busy host that rises for
+    stretches of tens of ms (docs/performance.md, thin margins): passes seconds apart rarely
+    both fall in one."""
+    table = Table()
+    for runs in zip(*(p.rows for p in passes), strict=True):
+        if len({(r["op"], r["shape"]) for r in runs}) != 1:
+            raise ValueError(f"the passes ran different rows: {[(r['op'], r['shape']) for r in runs]}")
+        best = dict(min(runs, key=lambda r: r["ms"]))
+        targets = [r["target_ms"] for r in runs if r["target_ms"] is not None]
+        if targets:
+            best["target_ms"] = min(targets)
+            best["status"] = "PASS" if best["ms"] <= best["target_ms"] else "MISS"
+        best["passes_ms"] = [r["ms"] for r in runs]
+        table.rows.append(best)
+        print_row(best)
+    return table
 
 
 def _points(B: int, N: int, dtype, device="cuda", seed: int = 0):
@@ -475,9 +503,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="also time a few CPU cases")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument(
+        "--passes", type=int, default=2, help="passes over the rows; each row keeps its fastest (default 2)"
+    )
+    parser.add_argument(
         "--ops", nargs="+", help="only these ops' rows (e.g. gather_points fps); no dtype comparison"
     )
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error(f"--passes must be at least 1, got {args.passes}")
 
     try:
         import pointops
@@ -510,8 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{meta['gpu']}, driver {meta['driver']}, torch {meta['torch']}, "
         f"copy {meta['copy_GBps']} GB/s (read + write)"
     )
-    table = Table()
-    bench_gpu(table, bw, args.quick, args.ops)
+    passes = [Table(echo=False) for _ in range(args.passes)]
+    for n, table in enumerate(passes, 1):
+        print(f"pass {n} of {len(passes)}", flush=True)
+        bench_gpu(table, bw, args.quick, args.ops)
+    table = fastest_passes(passes)
     if args.ops is None:
         bench_dtypes(table)
     if args.cpu:

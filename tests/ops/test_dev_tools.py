@@ -55,6 +55,14 @@ def test_bench_gpu_without_a_gpu_says_so():
     assert "GPU" in result.stderr or "pointops" in result.stderr
 
 
+@pytest.mark.parametrize("passes", ["0", "-1"])
+def test_bench_gpu_refuses_fewer_than_one_pass(passes):
+    result = _run("bench_gpu.py", "--quick", "--passes", passes)
+    assert result.returncode == 2
+    assert f"--passes must be at least 1, got {passes}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_bench_cpu_fps_rejects_more_samples_than_points():
     result = _run("bench_cpu_fps.py", "--n", "5", "--k", "10")
     assert result.returncode == 2
@@ -99,6 +107,40 @@ def test_bench_gpu_times_short_single_calls_many_times_and_long_ones_reps_times(
     assert bench._single_calls(9.0, 3) == 3
     assert bench._single_calls(9.0, 10) == 10
     assert bench._single_calls(0.0, 3) == bench.MAX_REPS  # an event pair that read 0 ms
+
+
+def test_bench_gpu_keeps_each_rows_fastest_pass_against_the_strictest_target(capsys):
+    bench = _load(BENCH / "bench_gpu.py", "bench_gpu_passes_under_test")
+    first, second = bench.Table(echo=False), bench.Table(echo=False)
+    # Pass 1 caught the gather row in a slow stretch of the host; pass 2 its baseline.
+    first.add("gather", "B8", 0.050, target=0.046, note="scatter 0.092")
+    second.add("gather", "B8", 0.042, target=0.048, note="scatter 0.096")
+    first.add("fps", "B1", 9.0, target=10.0)
+    second.add("fps", "B1", 9.5, target=10.0)
+    first.add("dtype", "B1", 1.0)
+    second.add("dtype", "B1", 0.9)
+    rows = {r["op"]: r for r in bench.fastest_passes([first, second]).rows}
+    assert rows["gather"]["ms"] == 0.042 and rows["gather"]["target_ms"] == 0.046
+    assert rows["gather"]["status"] == "PASS" and rows["gather"]["note"] == "scatter 0.096"
+    assert rows["gather"]["passes_ms"] == [0.05, 0.042]
+    assert rows["fps"]["ms"] == 9.0 and rows["fps"]["status"] == "PASS"
+    assert rows["dtype"]["ms"] == 0.9 and rows["dtype"]["status"] is None
+    assert "gather" in capsys.readouterr().out  # the merged table prints, once per row
+
+    # The slow pass is not hidden where both are slow: a row past the target in each stays MISS.
+    third = bench.Table(echo=False)
+    third.add("gather", "B8", 0.049, target=0.048)
+    fourth = bench.Table(echo=False)
+    fourth.add("gather", "B8", 0.047, target=0.046)
+    assert bench.fastest_passes([third, fourth]).rows[0]["status"] == "MISS"
+
+    # Passes that ran different rows are an error, not a silent mismatch.
+    other = bench.Table(echo=False)
+    other.add("knn", "B8", 0.1)
+    with pytest.raises(ValueError, match="different rows"):
+        bench.fastest_passes([third, other])
+    with pytest.raises(ValueError):
+        bench.fastest_passes([first, other])  # different lengths: zip(strict=True)
 
 
 def test_bench_peer_ops_without_a_gpu_says_so():
