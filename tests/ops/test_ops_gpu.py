@@ -215,6 +215,58 @@ def test_ball_query_scan_lanes_equal_the_cpu(lanes, dtype, B, N, M, radius, k):
     torch.testing.assert_close(got[2].cpu().double(), dist2.to(dtype).double(), rtol=tol, atol=tol)
 
 
+# Knobs that force each CUDA FPS path at N = 4000 (csrc/cuda/fps.cu): the register paths run
+# the float32 kernel on a 16-bit cloud widened once in the workspace; stream and general read
+# 16-bit points in place. Forced G = 7 matches no cluster or grid plan at 4000 points, so the
+# stream path takes the cloud.
+FPS_PATHS = {
+    "auto": {},
+    "lean": {"FPS_GROUP": 1},
+    "block": {"FPS_GROUP": 1, "FPS_LEAN": 0},
+    "cluster": {"FPS_GROUP": 4},
+    "grid": {"FPS_GROUP": 4, "FPS_NO_CLUSTER": 1},
+    "stream": {"FPS_GROUP": 7},
+    "general": {"FPS_GENERAL": 1},
+}
+
+
+@pytest.mark.parametrize("path", sorted(FPS_PATHS))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision_fps_picks_the_float32_cpu_points_on_every_path(path, dtype):
+    from pointops import packed
+
+    xyz = cloud("random", 3, 4000, seed=7).to(dtype)
+    lengths = torch.tensor([4000, 1500, 1])
+    expected = pointops.furthest_point_sample(xyz.float(), 300, lengths=lengths, start=11)
+    flat = torch.cat([xyz[b, :n] for b, n in enumerate(lengths.tolist())]).cuda()
+    ptr = packed.ptr_from_counts(lengths.cuda())
+    sample_ptr = packed.ptr_from_counts(torch.tensor([300, 300, 300], device="cuda"))
+    with pointops._tuning.override(**FPS_PATHS[path]):
+        got = pointops.furthest_point_sample(xyz.cuda(), 300, lengths=lengths.cuda(), start=11)
+        picks = packed.furthest_point_sample(flat, ptr, sample_ptr, max_points=4000).cpu()
+    assert torch.equal(got.cpu(), expected)
+    starts = ptr.tolist()
+    for b in range(3):
+        # the packed op starts at each cloud's first point
+        own = pointops.furthest_point_sample(xyz[b : b + 1, : lengths[b]].float(), 300)[0]
+        assert torch.equal(picks[300 * b : 300 * (b + 1)], torch.where(own >= 0, own + starts[b], own))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision_fps_replays_in_a_cuda_graph(dtype):
+    # the widened copy lives in the call's workspace: a replay widens the cloud's new values
+    xyz = cloud("random", 2, 3000, seed=8).to(dtype).cuda()
+    pointops.furthest_point_sample(xyz, 64)  # warm up (plan, allocator) outside the graph
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = pointops.furthest_point_sample(xyz, 64)
+    xyz.copy_(cloud("random", 2, 3000, seed=9).to(dtype))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), pointops.furthest_point_sample(xyz.cpu().float(), 64))
+
+
 def test_cuda_graph_capture_and_replay():
     xyz, q, feat, idx3, w = (t.cuda() for t in _inputs(B=2, N=1000, M=200))
     _all_ops(xyz, q, feat, idx3, w)  # warm up outside the graph

@@ -2,10 +2,10 @@
 //
 // FPS is K sequential steps, each a pass over the cloud and an argmax, so the cost is the
 // per-step latency, not bandwidth. The strategies, chosen at run time from (B, N, device):
-//  - register path (float32/float16/bfloat16): a group of G blocks owns one cloud, each thread
-//    keeps up to kMaxSlots points and their min-distances in registers (plus, when a block's
-//    share is larger, a tail in shared memory), and per step the group agrees on the farthest
-//    point:
+//  - register path (float32; a float16/bfloat16 cloud is widened to float32 once, into the
+//    workspace, by a short kernel): a group of G blocks owns one cloud, each thread keeps up to
+//    kMaxSlots points and their min-distances in registers (plus, when a block's share is
+//    larger, a tail in shared memory), and per step the group agrees on the farthest point:
 //      * G = 1: one block per cloud (small clouds, or no cluster support); with every point in
 //        registers, the lean variant finds each thread's farthest point by a tree over its
 //        slots, reduces 64-bit keys only and reads the winner's coordinates back by index, in
@@ -15,11 +15,14 @@
 //      * grid: G co-resident blocks (cooperative launch) exchange winners through global memory,
 //        one self-tagged 64-bit word per block and step (large clouds).
 //  - stream path: like the grid path, but points and min-distances stay in global memory
-//    (clouds too large for the registers of the whole GPU).
+//    (clouds too large for the registers of the whole GPU; 16-bit clouds are read as they are).
 //  - general path (float64, or anything the others cannot take): one block per cloud, points
 //    and min-distances in global memory.
 // A cost model measured on an H200 picks G (POINTOPS_FPS_GROUP overrides it for benchmarks).
 // Every path picks the largest min-distance, lowest index on ties, with the same rounding.
+// Widening first changes no pick (every path widens each coordinate to float32 as it loads it)
+// and saves time: on an H100 the register kernel's 16-bit builds took 1.02x the float32 one's
+// time per step (B1 N100000 K1024), and widening costs one 2.5 us kernel.
 #include <cooperative_groups.h>
 
 #include <cstdlib>
@@ -113,6 +116,15 @@ __global__ void __launch_bounds__(kGenericThreads)
     if (lane < nwarps) c = Candidate<A>{warp_d[buf][lane], warp_i[buf][lane]};
     c = warp_best(c);
     cur = c.i;
+  }
+}
+
+// A 16-bit cloud for the register paths, widened to float32 (`count` values).
+template <class T>
+__global__ void widen_points_kernel(const T* __restrict__ in, float* __restrict__ out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count; i += stride) {
+    out[i] = to_acc(in[i]);
   }
 }
 
@@ -829,7 +841,8 @@ struct FpsChoice {
 };
 
 // The register and stream paths, chosen by the cost model and the device's occupancy; kGeneral
-// where none applies.
+// where none applies. The register paths run the float32 kernel whatever T is (16-bit clouds
+// are widened first); the stream path reads T.
 template <class T>
 FpsChoice choose_fast(int64_t B, int64_t N) {
   const bool clusters = current_device_major() >= 9 && tuning_or(Knob::FpsNoCluster, 0) == 0;
@@ -846,7 +859,7 @@ FpsChoice choose_fast(int64_t B, int64_t N) {
     const GroupPlan plan = plan_for(N, G);
     if (!plan.valid() || (G > 1 && !clusters)) continue;
     const bool lean = lean_allowed && G == 1 && !plan.hybrid;
-    const int64_t concurrent = concurrent_clouds<T>(plan, clusters, lean);
+    const int64_t concurrent = concurrent_clouds<float>(plan, clusters, lean);
     if (concurrent <= 0) continue;
     const double cost = static_cast<double>(ceil_div(B, concurrent)) * step_cost_us(plan, lean);
     if (best.path == kGeneral || cost < best_cost) {
@@ -856,7 +869,7 @@ FpsChoice choose_fast(int64_t B, int64_t N) {
     }
   }
 
-  const GroupPlan grid = grid_plan<T>(B, N, forced);
+  const GroupPlan grid = grid_plan<float>(B, N, forced);
   // A forced G names a cluster plan where one exists.
   if (grid.valid() && (best.path == kGeneral || (forced <= 0 && grid_step_cost_us(grid) < best_cost))) {
     return FpsChoice{kGrid, grid};
@@ -895,9 +908,21 @@ FpsChoice choose(Dtype dt, int64_t B, int64_t N) {
   return choice;
 }
 
+bool holds_registers(FpsPath path) {
+  return path == kLean || path == kBlock || path == kCluster || path == kGrid;
+}
+
+// A 16-bit cloud on a register path is widened into the workspace. Those paths take at most
+// what the registers of one GPU hold (a few million points), so the copy stays small; the
+// stream path, for larger clouds, reads 16-bit points in place.
+bool widens(Dtype dt, FpsPath path) {
+  return holds_registers(path) && (dt == Dtype::Float16 || dt == Dtype::BFloat16);
+}
+
 struct Workspace {
   acc_t<float>* min_d;             // B*N accumulation-type values (general and stream paths)
   unsigned long long* grid_words;  // grid and stream paths: grid_word_count(B, G)
+  float* points;                   // widens(): the cloud's rows * 3 coordinates in float32
   size_t bytes;
 };
 
@@ -905,13 +930,14 @@ struct Workspace {
 Workspace carve_workspace(void* base, Dtype dt, FpsPath path, const GroupPlan& plan, int64_t B,
                           int64_t rows) {
   WorkspaceCarver carve(base);
-  Workspace ws{nullptr, nullptr, 0};
+  Workspace ws{nullptr, nullptr, nullptr, 0};
   if (path == kGeneral || path == kStream) {
     ws.min_d = carve.take<float>(static_cast<size_t>(rows) * (dtype_acc_bytes(dt) / sizeof(float)));
   }
   if (path == kGrid || path == kStream) {
     ws.grid_words = carve.take<unsigned long long>(grid_word_count(B, plan.G));
   }
+  if (widens(dt, path)) ws.points = carve.take<float>(static_cast<size_t>(rows) * 3);
   ws.bytes = carve.used();
   return ws;
 }
@@ -945,25 +971,51 @@ CudaPlan plan_fps(Dtype dt, int64_t B, int64_t max_points, int64_t rows) {
   return plan;
 }
 
+// The float32 register paths.
+Status launch_registers(const float* xyz, const LaunchArgs& args, FpsPath path, const GroupPlan& group) {
+  switch (path) {
+    case kLean: return launch_lean<float>(xyz, args, group);
+    case kBlock: return launch_plan<float, kBlockGroup>(xyz, args, group);
+    case kCluster: return launch_plan<float, kClusterGroup>(xyz, args, group);
+    default: return launch_plan<float, kGridGroup>(xyz, args, group);
+  }
+}
+
+// Widens `count` 16-bit values to float32 on stream s.
+Status widen_points(Dtype dt, const void* in, float* out, int64_t count, cudaStream_t s) {
+  return dispatch_dtype(dt, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value) {
+      constexpr int kWidenThreads = 256;
+      widen_points_kernel<T>
+          <<<grid_for(count, kWidenThreads), kWidenThreads, 0, s>>>(static_cast<const T*>(in), out, count);
+      return launch_status();
+    }
+    return "pointops: internal error: FPS widens only float16 and bfloat16 clouds";
+  });
+}
+
 Status launch_fps(const CudaPlan& plan, Dtype dt, const void* xyz, const CloudRows& clouds,
                   const CloudRows& samples, int64_t start, int64_t* idx, void* workspace, cudaStream_t s) {
   const int64_t B = clouds.B;
   const FpsPath path = static_cast<FpsPath>(plan.path);
   const GroupPlan group = unpack(plan);
-  const Workspace ws = carve_workspace(workspace, dt, path, group, B, clouds.total_rows());
+  const int64_t rows = clouds.total_rows();
+  const Workspace ws = carve_workspace(workspace, dt, path, group, B, rows);
+  const LaunchArgs args{clouds, samples, B, start, idx, ws.grid_words, ws.min_d, s};
+  if (holds_registers(path)) {
+    const float* points = static_cast<const float*>(xyz);
+    if (widens(dt, path)) {
+      if (Status err = widen_points(dt, xyz, ws.points, rows * 3, s)) return err;
+      points = ws.points;
+    }
+    return launch_registers(points, args, path, group);
+  }
   return dispatch_dtype(dt, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* points = static_cast<const T*>(xyz);
     if constexpr (!std::is_same<T, double>::value) {
-      const LaunchArgs args{clouds, samples, B, start, idx, ws.grid_words, ws.min_d, s};
-      switch (path) {
-        case kLean: return launch_lean<T>(points, args, group);
-        case kBlock: return launch_plan<T, kBlockGroup>(points, args, group);
-        case kCluster: return launch_plan<T, kClusterGroup>(points, args, group);
-        case kGrid: return launch_plan<T, kGridGroup>(points, args, group);
-        case kStream: return launch_group<T, StreamPoints<T>, kGridGroup>(points, args, group);
-        case kGeneral: break;
-      }
+      if (path == kStream) return launch_group<T, StreamPoints<T>, kGridGroup>(points, args, group);
     }
     fps_generic_kernel<T><<<static_cast<unsigned int>(B), kGenericThreads, 0, s>>>(
         points, clouds, samples, start, idx, reinterpret_cast<acc_t<T>*>(ws.min_d));
