@@ -32,7 +32,10 @@
 # To finish what an earlier run left (fewer parts share the host's cores): PARTS (default
 # "ways wheel conda hostile peers mmcv pointnet2 bench") names the parts to run, WHEEL_STEPS (default
 # "oracle pytest memcheck racecheck") and CONDA_STEPS ("pytest memcheck") their steps,
-# PYTEST_K ("cuda or gpu") the wheel's and conda's cases, HOSTILE_WORKERS (8) memcheck's xdist
+# PYTEST_K ("cuda or gpu") the wheel's and conda's cases, CONDA_K and WAYS_K (default PYTEST_K)
+# those of the conda package and the source build alone (after a change to one kernel file, its
+# cases there, e.g. "test_ops_gpu or (cuda and (fps or furthest or farthest or sampl))", and the
+# wheel's whole suite fit one call), HOSTILE_WORKERS (8) memcheck's xdist
 # workers over the hostile files (its log names each case as it ends, so a run the deadline
 # stops still says which ran).
 set -u
@@ -95,22 +98,22 @@ master() {
     (timeout -k 10 $T "$@" > $L/$name.log 2>&1; note $name rc=$?) &
     pids+=($!)
   }
-  # suite NAME STEPS SITE_DIR: run_device_suite.sh's STEPS on one build of pointops
-  # Every pytest runs the same cases, each named as it ends (-vv after the suite's -q is -v), so
-  # that a run the deadline stops still names its failures.
+  # suite NAME STEPS SITE_DIR [K]: run_device_suite.sh's STEPS on one build of pointops, the
+  # pytest cases K selects (default PYTEST_K's), each named as it ends (-vv after the suite's -q
+  # is -v), so that a run the deadline stops still names its failures.
   suite() {
-    side $1 env CXX=/usr/bin/g++ OUT=$L/$1 STEPS="$2" POINTOPS_PYTEST_K="$cases" \
+    side $1 env CXX=/usr/bin/g++ OUT=$L/$1 STEPS="$2" POINTOPS_PYTEST_K="${4:-$cases}" \
       POINTOPS_PYTEST_ARGS="tests/compat tests/dropins -n 5 -vv --basetemp /tmp/bt-$1" \
       bash tests/gpu/run_device_suite.sh "$3"
   }
-  part ways && side ways env OUT=$L/ways POINTOPS_PYTEST_K="$cases" \
+  part ways && side ways env OUT=$L/ways POINTOPS_PYTEST_K="${WAYS_K:-$cases}" \
     POINTOPS_PYTEST_ARGS="tests/dropins -vv --basetemp /tmp/bt-ways" PYTEST_WORKERS=5 bash tests/gpu/build_ways.sh
   part hostile && side memcheck-hostile env PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=/tmp/site-wheel \
     compute-sanitizer --tool memcheck --error-exitcode 3 --target-processes all \
     python3 -m pytest -v -p no:cacheprovider -n ${HOSTILE_WORKERS:-8} -k cuda \
     tests/compat/test_*_hostile.py tests/compat/test_grid_cluster.py
   part wheel && suite wheel "${WHEEL_STEPS:-oracle pytest memcheck racecheck}" /tmp/site-wheel
-  part conda && suite conda "${CONDA_STEPS:-pytest memcheck}" /tmp/conda-site/site-packages
+  part conda && suite conda "${CONDA_STEPS:-pytest memcheck}" /tmp/conda-site/site-packages "${CONDA_K:-$cases}"
   wait "${pids[@]}"
   note side-by-side runs done
 
@@ -134,7 +137,7 @@ master() {
 
 rm -rf $L && mkdir -p $L
 export -f master
-export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K HOSTILE_WORKERS
+export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K CONDA_K WAYS_K HOSTILE_WORKERS
 setsid bash -c master > $L/master.log 2>&1 < /dev/null &
 sleep 2
 wait_and_report "${4:-560}"
