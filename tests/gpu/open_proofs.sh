@@ -25,8 +25,11 @@
 #   mmcv      tests/gpu/mmcv_proof.sh (build, import, mmdet, upstream test_ops), within
 #             MMCV_DEADLINE seconds (default 1000; 0 leaves it out). Beside the other parts its
 #             build did not finish in 600 s (73 of 136 objects): alone, mmcv_proof.sh takes one call
-# Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases), and
-# bench_gpu --quick.
+# Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases),
+# bench_gpu --quick, and (part `rows`, only when PARTS names it: about 110 s a case) the six
+# compiled PointNet++ rows of benchmarks/clients/pointnet2_compiled_rows.sh (ROUNDS=3, WHEEL as
+# pointops, no case started after ROWS_DEADLINE seconds, default 1100), which
+# `update_baseline.py KIND pointnet2_compiled $L/rows/report.json` records.
 # With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
 # seconds, PN2_TIMEOUT (default 500) bounds the harness.
 # To finish what an earlier run left (fewer parts share the host's cores): PARTS (default
@@ -57,7 +60,7 @@ wait_and_report() {
   pack
   cat $L/timeline.txt
   for f in $L/*/summary.txt; do [ -f "$f" ] && echo "== $f" && cat "$f"; done
-  cat $L/peers/status.txt 2> /dev/null
+  cat $L/peers/status.txt $L/rows/status.txt 2> /dev/null
   return 0
 }
 
@@ -132,12 +135,21 @@ master() {
     OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
     note bench rc=$?
   fi
+  if part rows; then
+    if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
+      PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
+        bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
+      note compiled rows rc=$?
+    else
+      note "compiled rows: pointnet2_ops did not build (see peers/)"
+    fi
+  fi
   touch $L/DONE
 }
 
 rm -rf $L && mkdir -p $L
 export -f master
-export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K CONDA_K WAYS_K HOSTILE_WORKERS
+export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT ROWS_DEADLINE PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K CONDA_K WAYS_K HOSTILE_WORKERS
 setsid bash -c master > $L/master.log 2>&1 < /dev/null &
 sleep 2
 wait_and_report "${4:-560}"
