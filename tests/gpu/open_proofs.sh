@@ -120,29 +120,27 @@ master() {
   wait "${pids[@]}"
   note side-by-side runs done
 
-  if part pointnet2; then
-    if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
-      mkdir -p $L/pointnet2
-      PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
-        --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
-        --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
-      note pointnet2 harness rc=$?
-    else
-      note "pointnet2 harness: pointnet2_ops did not build (see peers/)"
-    fi
+  # pn2_ops_built WHAT: whether the peers part left pointnet2_ops to time against; notes WHAT if not
+  pn2_ops_built() {
+    [ -d .peers/build/pointnet2_ops/pointnet2_ops ] && return 0
+    note "$1: pointnet2_ops did not build (see peers/)"
+    return 1
+  }
+  if part pointnet2 && pn2_ops_built "pointnet2 harness"; then
+    mkdir -p $L/pointnet2
+    PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
+      --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
+      --out-dir $L/pointnet2 --json $L/pointnet2/report.json > $L/pointnet2.log 2>&1
+    note pointnet2 harness rc=$?
   fi
   if part bench; then
     OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
     note bench rc=$?
   fi
-  if part rows; then
-    if [ -d .peers/build/pointnet2_ops/pointnet2_ops ]; then
-      PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
-        bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
-      note compiled rows rc=$?
-    else
-      note "compiled rows: pointnet2_ops did not build (see peers/)"
-    fi
+  if part rows && pn2_ops_built "compiled rows"; then
+    PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
+      bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
+    note compiled rows rc=$?
   fi
   touch $L/DONE
 }
