@@ -2,14 +2,15 @@
 # Every GPU run the open issues wait on, in one master that outlives a device call (setsid), so
 # that builds, suites and proofs share the host's 16 cores instead of waiting for each other:
 #
-#   tests/gpu/open_proofs.sh start WHEEL CONDA_SITE_TGZ   # call 1: starts the master, then waits
+#   tests/gpu/open_proofs.sh start WHEEL [CONDA_SITE_TGZ] # call 1: starts the master, then waits
 #   tests/gpu/open_proofs.sh wait [SECONDS]                # next calls: wait (default 560 s) and report
 #
 # WHEEL is a pointops-cu13 wheel built on the CPU machine (`solver wheels build pointops-cu13`);
 # CONDA_SITE_TGZ the CUDA 13 conda package's files as a .tar.gz (tests/gpu/conda_site_tarball.sh
-# makes it from the .conda of tests/recipes/test_rattler_build.py). Carry both, .peers/Pointnet2_PyTorch,
-# .peers/mmcv-2.1.0 and .whl in call 1 only: a later call that carries .peers replaces the peer
-# built there. Each call's $OUT gets proofs.tgz (every log) every 10 s, and its output ends with
+# makes it from the .conda of tests/recipes/test_rattler_build.py; without it the conda part is
+# left out). Carry both, .peers/Pointnet2_PyTorch, .peers/mmcv-2.1.0 and .whl in call 1 only: a
+# later call that carries .peers replaces the peer built there. Peers built on the CPU machine
+# (benchmarks/peers/build_peers.sh there) may be carried as .peers/build instead of the peers part. Each call's $OUT gets proofs.tgz (every log) every 10 s, and its output ends with
 # the timeline and every summary.
 #
 # Side by side, as soon as the master starts:
@@ -21,7 +22,7 @@
 #   conda     run_device_suite.sh on the conda package: pytest (CUDA cases), memcheck
 #   hostile   compute-sanitizer memcheck over the CUDA cases of the hostile-input files (WHEEL), on
 #             8 xdist workers (one process took 760 s for 7 % of them on an H100)
-#   peers     Pointnet2_PyTorch's pointnet2_ops_lib built here (benchmarks/peers/build_peers.sh)
+#   peers     the peers PEERS_ONLY names (default pointnet2_ops) built here (benchmarks/peers/build_peers.sh)
 #   mmcv      tests/gpu/mmcv_proof.sh (build, import, mmdet, upstream test_ops), within
 #             MMCV_DEADLINE seconds (default 1000; 0 leaves it out). Beside the other parts its
 #             build did not finish in 600 s (73 of 136 objects): alone, mmcv_proof.sh takes one call
@@ -29,7 +30,11 @@
 # bench_gpu --quick, and (part `rows`, only when PARTS names it: about 110 s a case) the six
 # compiled PointNet++ rows of benchmarks/clients/pointnet2_compiled_rows.sh (ROUNDS=3, WHEEL as
 # pointops, no case started after ROWS_DEADLINE seconds, default 1100), which
-# `update_baseline.py KIND pointnet2_compiled $L/rows/report.json` records.
+# `update_baseline.py KIND pointnet2_compiled $L/rows/report.json` records; then (part
+# `peerbench`, only when PARTS names it; pointnet2_ops, Pointcept's library and torch_cluster
+# built) bench_peer_ops.py and bench_torch_cluster.py (run_peer_comparisons.sh) and bench_gpu.py
+# --quick --ops gather_points three_interpolate fps, for sections peer_ops, torch_cluster and
+# gather_host_time ($L/peerbench/*.json).
 # With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
 # seconds, PN2_TIMEOUT (default 500) bounds the harness.
 # To finish what an earlier run left (fewer parts share the host's cores): PARTS (default
@@ -43,7 +48,7 @@
 # stops still says which ran).
 set -u
 L=/tmp/open-proofs
-VERB=${1:?usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]}
+VERB=${1:?usage: open_proofs.sh start WHEEL [CONDA_SITE_TGZ] | wait [SECONDS]}
 cd "$(dirname "$0")/../.."
 
 wait_and_report() {
@@ -68,9 +73,9 @@ if [ "$VERB" = wait ]; then
   wait_and_report "${2:-560}"
   exit 0
 fi
-[ "$VERB" = start ] || { echo "usage: open_proofs.sh start WHEEL CONDA_SITE_TGZ | wait [SECONDS]" >&2; exit 2; }
+[ "$VERB" = start ] || { echo "usage: open_proofs.sh start WHEEL [CONDA_SITE_TGZ] | wait [SECONDS]" >&2; exit 2; }
 WHEEL=$(readlink -f "${2:?start needs WHEEL}")
-TGZ=$(readlink -f "${3:?start needs CONDA_SITE_TGZ}")
+TGZ=${3:+$(readlink -f "$3")}
 
 master() {
   export PYTHONUNBUFFERED=1
@@ -79,14 +84,19 @@ master() {
   part() { [[ "$parts" == *" $1 "* ]]; }
   note start
   python3 -m pip install -q --no-deps --no-index --target /tmp/site-wheel "$WHEEL" > $L/wheel-install.log 2>&1
-  rm -rf /tmp/conda-site && mkdir -p /tmp/conda-site && tar xzf "$TGZ" -C /tmp/conda-site
+  if [ -n "$TGZ" ]; then
+    rm -rf /tmp/conda-site && mkdir -p /tmp/conda-site && tar xzf "$TGZ" -C /tmp/conda-site
+  elif part conda; then
+    note "conda: no CONDA_SITE_TGZ given, part left out"
+    parts=${parts/ conda / }
+  fi
   nvidia-smi > $L/nvidia-smi.txt 2>&1
 
   # SIDE_DEADLINE (seconds) stops every side-by-side part still running then (whole process
   # groups, through timeout), so that the harness and the bench fit in the device time left.
   local T=${SIDE_DEADLINE:-3000}
   if part peers; then
-    (PYTHONPATH='' ONLY=pointnet2_ops MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
+    (PYTHONPATH='' ONLY="${PEERS_ONLY:-pointnet2_ops}" MAX_JOBS=4 timeout -k 10 $T bash benchmarks/peers/build_peers.sh $L/peers > /dev/null 2>&1
       note peers rc=$?) &
     pids+=($!)
   fi
@@ -120,12 +130,18 @@ master() {
   wait "${pids[@]}"
   note side-by-side runs done
 
-  # pn2_ops_built WHAT: whether the peers part left pointnet2_ops to time against; notes WHAT if not
-  pn2_ops_built() {
-    [ -d .peers/build/pointnet2_ops/pointnet2_ops ] && return 0
-    note "$1: pointnet2_ops did not build (see peers/)"
-    return 1
+  # peers_built WHAT PEER...: whether each PEER is in .peers/build (built by the peers part, or
+  # carried); notes WHAT and the first one missing if not
+  peers_built() {
+    local what=$1 peer
+    shift
+    for peer in "$@"; do
+      [ -n "$(ls -A .peers/build/$peer 2> /dev/null)" ] && continue
+      note "$what: $peer did not build (see peers/)"
+      return 1
+    done
   }
+  pn2_ops_built() { peers_built "$1" pointnet2_ops; }
   if part pointnet2 && pn2_ops_built "pointnet2 harness"; then
     mkdir -p $L/pointnet2
     PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
@@ -142,12 +158,20 @@ master() {
       bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
     note compiled rows rc=$?
   fi
+  if part peerbench && peers_built "peer benches" pointnet2_ops pointcept_pointops torch_cluster; then
+    PYTHONPATH=/tmp/site-wheel STEPS="peer_ops torch_cluster" bash benchmarks/peers/run_peer_comparisons.sh \
+      $L/peerbench > $L/peerbench.log 2>&1
+    note peer benches rc=$?
+    PYTHONPATH=/tmp/site-wheel python3 benchmarks/bench_gpu.py --quick --ops gather_points three_interpolate fps \
+      --json $L/peerbench/gather_host_time.json > $L/peerbench/gather_host_time.txt 2>&1
+    note gather_host_time rc=$?
+  fi
   touch $L/DONE
 }
 
 rm -rf $L && mkdir -p $L
 export -f master
-export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT ROWS_DEADLINE PARTS WHEEL_STEPS CONDA_STEPS PYTEST_K CONDA_K WAYS_K HOSTILE_WORKERS
+export L WHEEL TGZ MMCV_DEADLINE SIDE_DEADLINE PN2_TIMEOUT ROWS_DEADLINE PARTS PEERS_ONLY WHEEL_STEPS CONDA_STEPS PYTEST_K CONDA_K WAYS_K HOSTILE_WORKERS
 setsid bash -c master > $L/master.log 2>&1 < /dev/null &
 sleep 2
 wait_and_report "${4:-560}"
