@@ -10,8 +10,9 @@
 # makes it from the .conda of tests/recipes/test_rattler_build.py; without it the conda part is
 # left out). Carry both, .peers/Pointnet2_PyTorch, .peers/mmcv-2.1.0 and .whl in call 1 only: a
 # later call that carries .peers replaces the peer built there. Peers built on the CPU machine
-# (benchmarks/peers/build_peers.sh there) may be carried as .peers/build instead of the peers part. Each call's $OUT gets proofs.tgz (every log) every 10 s, and its output ends with
-# the timeline and every summary.
+# (benchmarks/peers/build_peers.sh there) may be carried as .peers/build instead of the peers
+# part. Each call's $OUT gets proofs.tgz (every log) every 10 s, and its output ends with the
+# timeline and every summary.
 #
 # Side by side, as soon as the master starts:
 #   ways      tests/gpu/build_ways.sh: source-default (setup.py must refuse the static-libstdc++
@@ -131,13 +132,13 @@ master() {
   note side-by-side runs done
 
   # peers_built WHAT PEER...: whether each PEER is in .peers/build (built by the peers part, or
-  # carried); notes WHAT and the first one missing if not
+  # carried); notes WHAT and the first one missing if not (the peers part's log says why)
   peers_built() {
     local what=$1 peer
     shift
     for peer in "$@"; do
       [ -n "$(ls -A .peers/build/$peer 2> /dev/null)" ] && continue
-      note "$what: $peer did not build (see peers/)"
+      note "$what: no $peer in .peers/build (see peers/)"
       return 1
     done
   }
