@@ -735,6 +735,21 @@ def pointops_lines(events, count: int) -> list[str]:
     return lines
 
 
+def torch_op_us(calls: int = 2000, rounds: int = 5) -> float:
+    """Median µs per call of a tiny CPU torch op (the dispatcher, no real work): the host's
+    speed at the work that bounds the small models' eager and inductor steps. The CPU model
+    string does not tell hosts apart (every GPU host so far said "Intel(R) Xeon(R) Processor"),
+    and their steps moved 1.2-1.9x with it."""
+    a, b = torch.ones(1), torch.ones(1)
+    per_call = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.add(a, b)
+        per_call.append((time.perf_counter() - t0) / calls * 1e6)
+    return round(statistics.median(per_call), 3)
+
+
 def host_facts() -> dict:
     """The host CPU a step ran on: the steps of small models are host-bound, so their times move
     with the CPU and its load, and two runs compare only on like hosts."""
@@ -743,6 +758,7 @@ def host_facts() -> dict:
         "cpu": cpu_model() or None,
         "cpus": os.cpu_count(),
         "load_1min": None if load is None else round(load, 2),
+        "torch_op_us": torch_op_us(),
     }
 
 
@@ -998,7 +1014,10 @@ def print_run(result: dict) -> None:
     if result["params_without_grad"]:
         sync_text += f", NO GRADIENT for {len(result['params_without_grad'])} parameters"
     host = result["host"]
-    host_text = f", host {host['cpu']} ({host['cpus']} CPUs, load {host['load_1min']})"
+    host_text = (
+        f", host {host['cpu']} ({host['cpus']} CPUs, load {host['load_1min']}, "
+        f"{host['torch_op_us']} µs a tiny torch op)"
+    )
     print(
         f"[{result['variant']}] {result['case']}: B{result['batch']} loss {result['losses'][0]:.6g}, "
         f"median step {med} over {len(result['step_ms'])}, {start_text}{sync_text}{host_text}, "
@@ -1123,11 +1142,16 @@ def capture_words(
 
 
 def capture_note(v: dict) -> str | None:
-    """A compiled variant's capture and a variant's host sync, in words, for the baseline's note."""
+    """A compiled variant's capture, a variant's host sync and its host's speed, in words, for the
+    baseline's note."""
     capture = v.get("capture")
     explained = capture["explain"] if capture else None
     first_call_ms = v["first_call"]["compile_step_ms"] if capture else None
-    return "; ".join(capture_words(explained, first_call_ms, v.get("host_sync"))) or None
+    words = capture_words(explained, first_call_ms, v.get("host_sync"))
+    op_us = (v.get("host") or {}).get("torch_op_us")  # runs before it was recorded have none
+    if op_us is not None:
+        words.append(f"host {op_us} µs a tiny torch op")
+    return "; ".join(words) or None
 
 
 def summary_rows(report: dict) -> list[dict]:

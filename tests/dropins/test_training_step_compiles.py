@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,23 @@ def test_each_run_records_its_host_and_the_report_keeps_it():
         run["host"] = facts
     report = harness.compare({"cls-ssg-1024": runs}, "pointnet2_ops")
     assert {v["host"]["cpu"] for v in report["cases"]["cls-ssg-1024"]["variants"].values()} == {facts["cpu"]}
+    # the CPU model string does not tell a slow host from a fast one; its measured speed does,
+    # and each baseline row carries it
+    assert facts["torch_op_us"] > 0
+    (row,) = report["rows"]
+    assert f"host {facts['torch_op_us']} µs a tiny torch op" in row["note"]
+
+
+def test_the_host_speed_probe_times_torch_dispatch(monkeypatch):
+    harness = _harness()
+    usual = harness.torch_op_us(calls=200, rounds=3)
+    add = torch.add
+
+    def slow_add(*args, **kwargs):  # a host that takes 0.5 ms more per op
+        time.sleep(0.0005)
+        return add(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "add", slow_add)
+    slow = harness.torch_op_us(calls=20, rounds=3)
+    assert usual > 0
+    assert slow > usual + 400
