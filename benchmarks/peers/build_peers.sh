@@ -42,8 +42,9 @@ LOG_DIR=$(cd "$LOG_DIR" && pwd)
 PEERS=$(cd "$PEERS" && pwd)
 : > "$LOG_DIR/status.txt"
 
-strip_debug() {  # strip_debug DIR: the installed extensions without their debug info
-  find "$1" -name '*.so' -exec strip --strip-debug {} + 2> /dev/null
+installed() {  # installed NAME TARGET START RC: strips the extensions' debug info, records the build
+  find "$2" -name '*.so' -exec strip --strip-debug {} + 2> /dev/null
+  echo "$1 rc=$4 $((SECONDS - $3))s" >> "$LOG_DIR/status.txt"
 }
 
 build() {  # build NAME SOURCE_DIR
@@ -56,9 +57,7 @@ build() {  # build NAME SOURCE_DIR
   mkdir -p "$target"
   (cd "$src" && python3 -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir \
       --target "$target" . ) > "$LOG_DIR/$name.log" 2>&1
-  local rc=$?
-  strip_debug "$target"
-  echo "$name rc=$rc $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
+  installed "$name" "$target" "$start" $?
 }
 
 # Two peers' setup.py need a nudge, given through a wrapper that runs their setup.py unedited:
@@ -94,9 +93,7 @@ sys.argv = ["setup.py", *setup_args, "bdist_wheel", "--dist-dir", dist]
 runpy.run_path("setup.py", run_name="__main__")
 PY
   ) > "$LOG_DIR/$name.log" 2>&1
-  local rc=$?
-  strip_debug "$target"
-  echo "$name rc=$rc $((SECONDS - start))s" >> "$LOG_DIR/status.txt"
+  installed "$name" "$target" "$start" $?
 }
 
 # The peers build side by side (each nvcc run is single-threaded; MAX_JOBS applies to each).

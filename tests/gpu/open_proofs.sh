@@ -142,8 +142,7 @@ master() {
       return 1
     done
   }
-  pn2_ops_built() { peers_built "$1" pointnet2_ops; }
-  if part pointnet2 && pn2_ops_built "pointnet2 harness"; then
+  if part pointnet2 && peers_built "pointnet2 harness" pointnet2_ops; then
     mkdir -p $L/pointnet2
     PYTHONPATH=/tmp/site-wheel timeout ${PN2_TIMEOUT:-500} python3 benchmarks/clients/pointnet2_training.py all \
       --peer .peers/Pointnet2_PyTorch --pointnet2-ops .peers/build/pointnet2_ops --device cuda \
@@ -154,7 +153,7 @@ master() {
     OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
     note bench rc=$?
   fi
-  if part rows && pn2_ops_built "compiled rows"; then
+  if part rows && peers_built "compiled rows" pointnet2_ops; then
     PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
       bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
     note compiled rows rc=$?
