@@ -28,14 +28,14 @@
 #             MMCV_DEADLINE seconds (default 1000; 0 leaves it out). Beside the other parts its
 #             build did not finish in 600 s (73 of 136 objects): alone, mmcv_proof.sh takes one call
 # Then, on an idle GPU: the PointNet++ training harness against pointnet2_ops (six cases),
-# bench_gpu --quick, and (part `rows`, only when PARTS names it: about 110 s a case) the six
+# bench_gpu --quick; then (part `peerbench`, only when PARTS names it; pointnet2_ops, Pointcept's
+# library and torch_cluster built) bench_peer_ops.py and bench_torch_cluster.py
+# (run_peer_comparisons.sh) and bench_gpu.py --quick --ops gather_points three_interpolate fps,
+# for sections peer_ops, torch_cluster and gather_host_time ($L/peerbench/*.json); last, as the
+# one part a deadline bounds (part `rows`, only when PARTS names it: about 110 s a case), the six
 # compiled PointNet++ rows of benchmarks/clients/pointnet2_compiled_rows.sh (ROUNDS=3, WHEEL as
 # pointops, no case started after ROWS_DEADLINE seconds, default 1100), which
-# `update_baseline.py KIND pointnet2_compiled $L/rows/report.json` records; then (part
-# `peerbench`, only when PARTS names it; pointnet2_ops, Pointcept's library and torch_cluster
-# built) bench_peer_ops.py and bench_torch_cluster.py (run_peer_comparisons.sh) and bench_gpu.py
-# --quick --ops gather_points three_interpolate fps, for sections peer_ops, torch_cluster and
-# gather_host_time ($L/peerbench/*.json).
+# `update_baseline.py KIND pointnet2_compiled $L/rows/report.json` records.
 # With little device time left: SIDE_DEADLINE stops the side-by-side parts after that many
 # seconds, PN2_TIMEOUT (default 500) bounds the harness.
 # To finish what an earlier run left (fewer parts share the host's cores): PARTS (default
@@ -153,11 +153,6 @@ master() {
     OUT=$L/bench STEPS=bench bash tests/gpu/run_device_suite.sh /tmp/site-wheel > $L/bench.log 2>&1
     note bench rc=$?
   fi
-  if part rows && peers_built "compiled rows" pointnet2_ops; then
-    PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
-      bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
-    note compiled rows rc=$?
-  fi
   if part peerbench && peers_built "peer benches" pointnet2_ops pointcept_pointops torch_cluster; then
     PYTHONPATH=/tmp/site-wheel STEPS="peer_ops torch_cluster" bash benchmarks/peers/run_peer_comparisons.sh \
       $L/peerbench > $L/peerbench.log 2>&1
@@ -165,6 +160,11 @@ master() {
     PYTHONPATH=/tmp/site-wheel python3 benchmarks/bench_gpu.py --quick --ops gather_points three_interpolate fps \
       --json $L/peerbench/gather_host_time.json > $L/peerbench/gather_host_time.txt 2>&1
     note gather_host_time rc=$?
+  fi
+  if part rows && peers_built "compiled rows" pointnet2_ops; then
+    PYTHONPATH=/tmp/site-wheel ROUNDS=3 DEADLINE=${ROWS_DEADLINE:-1100} \
+      bash benchmarks/clients/pointnet2_compiled_rows.sh $L/rows > $L/rows.log 2>&1
+    note compiled rows rc=$?
   fi
   touch $L/DONE
 }
