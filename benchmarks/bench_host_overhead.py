@@ -1,10 +1,16 @@
-"""Host overhead per call of the pointops layers, on CPU with tiny inputs.
+"""Host overhead per call of the pointops layers, with tiny inputs, on CPU or on a GPU.
 
     python benchmarks/bench_host_overhead.py [--calls 2000] [--reps 15] [--json out/bench_host_overhead.json]
     python benchmarks/update_baseline.py cpu_2core host_overhead out/bench_host_overhead.json
+    python benchmarks/bench_host_overhead.py --device cuda --json out/bench_host_overhead_cuda.json
 
 The second command records the run as section host_overhead of benchmarks/baseline_cpu_2core.json
-(docs/performance-cpu.md).
+(docs/performance-cpu.md). With --device cuda the time per call is the host's time to enqueue it
+(the GPU is synchronized before and after each repetition only, and keeps up with tiny kernels):
+what a call costs back to back where the host is the bound. Beside the ops, the floor rows time
+what any op pays (torch.empty, torch.zeros, and cuda_runtime_version, an op of ours that does
+nothing: the dispatcher's round trip), and the backward rows a gather's feature gradient (the raw
+op, and torch.autograd.grad through the API, as a training step's backward calls it).
 
 With tiny tensors the kernels do next to no work, so the time per call is the host path: the
 dispatcher, the autograd wrapper, the Python checks and the binding's checks and allocations.
@@ -28,37 +34,62 @@ import time
 from bench_common import write_json
 
 
-def _median_us(fn, calls: int, reps: int) -> float:
+def _median_us(fn, calls: int, reps: int, sync=lambda: None) -> float:
     for _ in range(min(calls, 200)):  # warm-up: caches, dispatcher, allocator
         fn()
     per_call = []
     for _ in range(reps):
+        sync()
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         per_call.append((time.perf_counter() - t0) / calls)
+    sync()
     return statistics.median(per_call) * 1e6
 
 
-def _cases(torch, pointops, compat):
+def _cases(torch, pointops, compat, device: str = "cpu"):
     """(op name, layer name, zero-argument callable) for every measured combination."""
     ops = torch.ops.pointops
     g = torch.Generator().manual_seed(0)
     B, N, M, K, C = 1, 16, 8, 4, 4
-    xyz = torch.rand(B, N, 3, generator=g)
-    query = torch.rand(B, M, 3, generator=g)
-    feat = torch.rand(B, C, N, generator=g)
-    idx2 = torch.randint(0, N, (B, M), generator=g)
-    idx3 = torch.randint(0, N, (B, M, K), generator=g)
+
+    def on(t):
+        return t.to(device)
+
+    xyz = on(torch.rand(B, N, 3, generator=g))
+    query = on(torch.rand(B, M, 3, generator=g))
+    feat = on(torch.rand(B, C, N, generator=g))
+    idx2 = on(torch.randint(0, N, (B, M), generator=g))
+    idx3 = on(torch.randint(0, N, (B, M, K), generator=g))
     idx2_i32, idx3_i32 = idx2.int(), idx3.int()
     xyz_g = xyz.clone().requires_grad_(True)
     feat_g = feat.clone().requires_grad_(True)
     idx2_col = idx2.unsqueeze(-1)
     idx3_flat = idx3.reshape(B, M * K, 1)
-    size = torch.full((3,), 0.25)
+    size = on(torch.full((3,), 0.25))
+    # three_interpolate: M points from the N known ones, 3 weights each
+    idx_nn = idx3[..., :3].contiguous()
+    weight = on(torch.rand(B, M, 3, generator=g))
+    grad_interp = on(torch.rand(B, C, M, generator=g))
+    interp = pointops.three_interpolate(feat_g, idx_nn, weight)
     from pointops.compat import torch_cluster as cluster
 
+    def interp_backward():
+        return torch.autograd.grad(interp, feat_g, grad_interp, retain_graph=True)
+
     return [
+        ("floor", "torch.empty", lambda: torch.empty(B, C, N, device=device)),
+        ("floor", "torch.zeros", lambda: torch.zeros(B, C, N, device=device)),
+        ("floor", "raw op, does nothing", lambda: ops.cuda_runtime_version()),
+        ("three_interpolate", "raw op", lambda: ops.gather(feat, idx_nn, weight)),
+        ("three_interpolate", "Python API", lambda: pointops.three_interpolate(feat, idx_nn, weight)),
+        (
+            "three_interpolate backward",
+            "raw op",
+            lambda: ops.gather_backward_feat(grad_interp, idx_nn, weight, N),
+        ),
+        ("three_interpolate backward", "autograd.grad", interp_backward),
         ("gather_points", "raw op", lambda: ops.gather(feat, idx2_col, None)),
         ("gather_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx2_col, None)),
         ("gather_points", "Python API", lambda: pointops.gather_points(feat, idx2)),
@@ -102,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (1 keeps thread-pool wake-ups out)"
     )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the inputs live")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     if args.calls <= 0 or args.reps <= 0 or args.threads <= 0:
@@ -117,20 +149,24 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench_host_overhead: needs a CUDA GPU for --device cuda (none is visible)", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     has_switch = hasattr(pointops, "value_checks")
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
     rows = []
-    for op, layer, fn in _cases(torch, pointops, compat):
-        rows.append({"op": op, "layer": layer, "us": _median_us(fn, args.calls, args.reps)})
+    for op, layer, fn in _cases(torch, pointops, compat, args.device):
+        rows.append({"op": op, "layer": layer, "us": _median_us(fn, args.calls, args.reps, sync)})
         if layer == "Python API" and has_switch:
             with pointops.value_checks(False):
-                us = _median_us(fn, args.calls, args.reps)
+                us = _median_us(fn, args.calls, args.reps, sync)
             rows.append({"op": op, "layer": "Python API, value checks off", "us": us})
 
-    print(f"{'op':<22} {'layer':<30} {'us/call':>8}")
+    print(f"{'op':<28} {'layer':<30} {'us/call':>8}")
     for r in rows:
-        print(f"{r['op']:<22} {r['layer']:<30} {r['us']:8.1f}")
+        print(f"{r['op']:<28} {r['layer']:<30} {r['us']:8.1f}")
     if args.json:
         write_json(
             args.json,
@@ -141,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 "python": platform.python_version(),
                 "torch": torch.__version__,
                 "threads": args.threads,
+                "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                 "calls": args.calls,
                 "reps": args.reps,
                 "results": rows,

@@ -5,6 +5,7 @@ cannot run."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -216,6 +217,7 @@ def test_pointnet2_reference_float64_searches_pick_the_float32_neighbours():
         ("bench_grid_paths.py", ["--rounds", "1"]),
         ("bench_ball_query_lanes.py", ["--reps", "1"]),
         ("bench_group_rows_backward.py", ["--reps", "1"]),
+        ("bench_host_overhead.py", ["--device", "cuda", "--reps", "1"]),
     ],
 )
 def test_gpu_benchmarks_without_a_gpu_say_so(script, args):
@@ -226,6 +228,26 @@ def test_gpu_benchmarks_without_a_gpu_say_so(script, args):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith(f"{script[:-3]}: needs a CUDA GPU")
+
+
+def test_bench_host_overhead_times_the_floor_and_the_backward_layers(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "host.json"
+    result = _run("bench_host_overhead.py", "--calls", "50", "--reps", "3", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {(r["op"], r["layer"]): r["us"] for r in json.loads(out.read_text())["results"]}
+    for key in [
+        ("floor", "torch.empty"),
+        ("floor", "raw op, does nothing"),
+        ("three_interpolate", "raw op"),
+        ("three_interpolate backward", "raw op"),
+        ("three_interpolate backward", "autograd.grad"),
+    ]:
+        assert 0 < rows[key] < 1e6, key
+    # autograd.grad runs the engine and the formula around the same raw op
+    assert (
+        rows[("three_interpolate backward", "autograd.grad")] > rows[("three_interpolate backward", "raw op")]
+    )
 
 
 def test_update_baseline_renders_the_columns_each_section_fills():
