@@ -15,6 +15,8 @@ vmap rules fold the vmapped dimension into the ops' batch dimension, so vmap run
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -23,12 +25,35 @@ ops = torch.ops.pointops
 _lib = torch.library.Library("pointops", "IMPL")  # holds the autograd kernels registered below
 
 
-@torch.library.register_fake("pointops::furthest_point_sample")
+def _fake(name):
+    """torch.library.register_fake for pointops::name, with the binding's rule that every tensor
+    is on one device: a call mixing a meta tensor with CPU or CUDA ones dispatches to the fake
+    kernel, which must refuse it as the binding would, not return an uninitialized tensor."""
+
+    def register(fn):
+        @functools.wraps(fn)
+        def on_one_device(*args, **kwargs):
+            devices = {a.device for a in (*args, *kwargs.values()) if isinstance(a, Tensor)}
+            if len(devices) > 1:
+                names = ", ".join(sorted(str(d) for d in devices))
+                raise RuntimeError(
+                    f"pointops.{name}: every tensor argument must be on one device, got {names}; "
+                    "move them to one device (tensor.to(device))"
+                )
+            return fn(*args, **kwargs)
+
+        torch.library.register_fake(f"pointops::{name}")(on_one_device)
+        return fn
+
+    return register
+
+
+@_fake("furthest_point_sample")
 def _fps_fake(xyz, k, lengths, start):
     return xyz.new_empty((xyz.shape[0], k), dtype=torch.int64)
 
 
-@torch.library.register_fake("pointops::ball_query")
+@_fake("ball_query")
 def _ball_query_fake(xyz, query, radius, k, lengths, query_lengths, inclusive, return_dist2):
     B, M = query.shape[0], query.shape[1]
     idx = xyz.new_empty((B, M, k), dtype=torch.int64)
@@ -37,33 +62,33 @@ def _ball_query_fake(xyz, query, radius, k, lengths, query_lengths, inclusive, r
     return idx, count, dist2
 
 
-@torch.library.register_fake("pointops::knn")
+@_fake("knn")
 def _knn_fake(xyz, query, k, lengths, query_lengths):
     B, M = query.shape[0], query.shape[1]
     return xyz.new_empty((B, M, k)), xyz.new_empty((B, M, k), dtype=torch.int64)
 
 
-@torch.library.register_fake("pointops::gather")
+@_fake("gather")
 def _gather_fake(feat, idx, weight):
     return feat.new_empty((feat.shape[0], feat.shape[1], idx.shape[1]))
 
 
-@torch.library.register_fake("pointops::gather_backward_feat")
+@_fake("gather_backward_feat")
 def _gather_backward_feat_fake(grad_out, idx, weight, n):
     return grad_out.new_empty((grad_out.shape[0], grad_out.shape[1], n))
 
 
-@torch.library.register_fake("pointops::gather_backward_weight")
+@_fake("gather_backward_weight")
 def _gather_backward_weight_fake(grad_out, feat, idx):
     return feat.new_empty((idx.shape[0], idx.shape[1], idx.shape[2]))
 
 
-@torch.library.register_fake("pointops::knn_packed")
+@_fake("knn_packed")
 def _knn_packed_fake(xyz, ptr, query, query_ptr, k):
     return xyz.new_empty((query.shape[0], k)), xyz.new_empty((query.shape[0], k), dtype=torch.int64)
 
 
-@torch.library.register_fake("pointops::ball_query_packed")
+@_fake("ball_query_packed")
 def _ball_query_packed_fake(xyz, ptr, query, query_ptr, radius, k, inclusive, return_dist2):
     Q = query.shape[0]
     return (
@@ -73,27 +98,27 @@ def _ball_query_packed_fake(xyz, ptr, query, query_ptr, radius, k, inclusive, re
     )
 
 
-@torch.library.register_fake("pointops::furthest_point_sample_packed")
+@_fake("furthest_point_sample_packed")
 def _fps_packed_fake(xyz, ptr, sample_ptr, samples, max_points):
     return xyz.new_empty((samples,), dtype=torch.int64)
 
 
-@torch.library.register_fake("pointops::grid_cluster")
+@_fake("grid_cluster")
 def _grid_cluster_fake(pos, size, start, end):
     return pos.new_empty((pos.shape[0],), dtype=torch.int64)
 
 
-@torch.library.register_fake("pointops::gather_rows")
+@_fake("gather_rows")
 def _gather_rows_fake(feat, idx, weight):
     return feat.new_empty((idx.shape[0], feat.shape[1]))
 
 
-@torch.library.register_fake("pointops::gather_rows_backward_feat")
+@_fake("gather_rows_backward_feat")
 def _gather_rows_backward_feat_fake(grad_out, idx, weight, rows):
     return grad_out.new_empty((rows, grad_out.shape[1]))
 
 
-@torch.library.register_fake("pointops::gather_rows_backward_weight")
+@_fake("gather_rows_backward_weight")
 def _gather_rows_backward_weight_fake(grad_out, feat, idx):
     return feat.new_empty((idx.shape[0], idx.shape[1]))
 

@@ -191,3 +191,40 @@ def test_device_type_checks():
     native._check_device_type("cuda", "xyz", has_cuda_kernels=True)
     with pytest.raises(ValueError, match="device type 'meta'"):
         pointops.knn(torch.rand(1, 3, 3, device="meta"), torch.rand(1, 3, 3, device="meta"), 1)
+
+
+def _meta(*size, dtype=torch.float32):
+    return torch.zeros(*size, dtype=dtype, device="meta")
+
+
+# One tensor of each call on the meta device beside CPU ones: the dispatcher sends such a call to
+# the op's fake kernel, which must refuse it as the binding refuses mixed devices (it once
+# returned an uninitialized CPU tensor).
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ops.gather(torch.rand(1, 2, 8), _meta(1, 4, 1, dtype=torch.int64), None),
+        lambda: ops.gather(torch.rand(1, 2, 8), torch.zeros(1, 4, 3, dtype=torch.int64), _meta(1, 4, 3)),
+        lambda: ops.gather_backward_feat(torch.rand(1, 2, 4), _meta(1, 4, 1, dtype=torch.int64), None, 8),
+        lambda: ops.gather_backward_weight(_meta(1, 2, 4), torch.rand(1, 2, 8), torch.zeros(1, 4, 3).long()),
+        lambda: ops.knn(pts(N=8), _meta(1, 4, 3), 2, None, None),
+        lambda: ops.knn(pts(N=8), pts(N=4), 2, _meta(1, dtype=torch.int64), None),
+        lambda: ops.ball_query(pts(N=8), _meta(1, 4, 3), 0.3, 2, None, None, True, False),
+        lambda: ops.furthest_point_sample(pts(N=8), 2, _meta(1, dtype=torch.int64), 0),
+        lambda: ops.grid_cluster(torch.rand(8, 3), _meta(3), None, None),
+        lambda: ops.knn_packed(
+            torch.rand(8, 3), _meta(2, dtype=torch.int64), torch.rand(4, 3), torch.tensor([0, 4]), 2
+        ),
+        lambda: ops.gather_rows(torch.rand(8, 2), _meta(4, 1, dtype=torch.int64), None),
+    ],
+)
+def test_raw_ops_refuse_a_meta_tensor_beside_cpu_ones(call):
+    with pytest.raises(RuntimeError, match="every tensor argument must be on one device, got cpu, meta"):
+        call()
+
+
+def test_raw_ops_on_meta_tensors_alone_still_give_shapes():
+    out = ops.gather(_meta(2, 3, 8), _meta(2, 5, 1, dtype=torch.int64), None)
+    assert out.device.type == "meta" and out.shape == (2, 3, 5)
+    dist2, idx = ops.knn(_meta(2, 8, 3), _meta(2, 4, 3), 3, None, None)
+    assert dist2.shape == idx.shape == (2, 4, 3) and idx.dtype == torch.int64
