@@ -703,6 +703,14 @@ def test_grid_cluster_arguments(device, mode):
             grid(pos, torch.ones(3), None, torch.ones(3, dtype=dtype))
     with raises(mode, ValueError, match="pointops: size must have one entry per dimension of pos"):
         grid(pos, torch.ones(4))
+    # copied to any device, except from the meta device, which holds no values
+    meta = torch.ones(3, device="meta")
+    with raises(mode, ValueError, match="pointops: grid_cluster: size is a meta tensor"):
+        grid(pos, meta)
+    with raises(mode, ValueError, match="pointops: grid_cluster: start is a meta tensor"):
+        grid(pos, torch.ones(3), meta)
+    with raises(mode, ValueError, match="pointops: grid_cluster: pos is a meta tensor"):
+        grid(pos.to("meta"), torch.ones(3))
     for n, dim in ((0, 3), (0, 1), (5, 0)):
         empty = torch.zeros(n, dim, device=device)
         got = grid(empty, torch.ones(dim))

@@ -341,12 +341,21 @@ def _compiling() -> bool:
     return torch.compiler.is_compiling()
 
 
+def _has_values(t: Tensor, name: str) -> None:
+    """grid_cluster runs on any device by copying there, which a meta tensor (no values) cannot."""
+    if t.is_meta:
+        raise ValueError(
+            f"pointops: grid_cluster: {name} is a meta tensor, which holds no values; pass a CPU or CUDA tensor"
+        )
+
+
 def _grid_vector(t: Tensor, name: str, dims: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """size / start / end: one real value per dimension, in the computation's dtype, on its
     device. A CPU tensor (typically made in Python) for a GPU computation is checked here, where
     reading it is free; values already on the GPU are checked by the kernels."""
     if t.dtype == torch.bool or t.is_complex():
         raise TypeError(f"pointops: grid_cluster: {name} must hold real numbers, got {t.dtype}")
+    _has_values(t, name)
     if t.numel() != dims:
         raise ValueError(f"pointops: {name} must have one entry per dimension of pos")
     t = t.reshape(-1).to(dtype)
@@ -426,6 +435,7 @@ def grid_cluster(
         if _grid_args_ready(pos, size, start, end):
             return _grid_cluster_eager(pos, size, start, end)
         _check_types([("pos", pos), ("size", size), ("start", start), ("end", end)], [])
+    _has_values(pos, "pos")
     if pos.dim() == 0:
         raise ValueError("pointops: pos must have at least one dimension (one row per point)")
     if pos.dim() != 2:
