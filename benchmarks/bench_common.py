@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import tempfile
 import time
 
@@ -73,6 +74,23 @@ def median_call_ms(fn, device: str, reps: int = 10, warmup: int = 2) -> float:
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
     return sorted(times)[len(times) // 2]
+
+
+def median_host_us(fn, calls: int, rounds: int, warmup: int = 0, sync=lambda: None) -> float:
+    """Median over `rounds` of the host's µs per call of fn, called `calls` times back to back.
+    sync() runs before each round and after the last (torch.cuda.synchronize: the GPU's queue
+    is empty when a round starts, so a round times the enqueueing of tiny CUDA calls)."""
+    for _ in range(warmup):
+        fn()
+    per_call = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - t0) / calls)
+    sync()
+    return statistics.median(per_call) * 1e6
 
 
 def pipelined_call_ms(fn, calls: int = 100, warmup: int = 5) -> float:

@@ -27,25 +27,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import statistics
 import sys
-import time
 
-from bench_common import write_json
-
-
-def _median_us(fn, calls: int, reps: int, sync=lambda: None) -> float:
-    for _ in range(min(calls, 200)):  # warm-up: caches, dispatcher, allocator
-        fn()
-    per_call = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call.append((time.perf_counter() - t0) / calls)
-    sync()
-    return statistics.median(per_call) * 1e6
+from bench_common import median_host_us, write_json
 
 
 def _cases(torch, pointops, compat, device: str = "cpu"):
@@ -155,13 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     has_switch = hasattr(pointops, "value_checks")
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    warmup = min(args.calls, 200)  # caches, dispatcher, allocator
 
     rows = []
     for op, layer, fn in _cases(torch, pointops, compat, args.device):
-        rows.append({"op": op, "layer": layer, "us": _median_us(fn, args.calls, args.reps, sync)})
+        rows.append({"op": op, "layer": layer, "us": median_host_us(fn, args.calls, args.reps, warmup, sync)})
         if layer == "Python API" and has_switch:
             with pointops.value_checks(False):
-                us = _median_us(fn, args.calls, args.reps, sync)
+                us = median_host_us(fn, args.calls, args.reps, warmup, sync)
             rows.append({"op": op, "layer": "Python API, value checks off", "us": us})
 
     print(f"{'op':<28} {'layer':<30} {'us/call':>8}")

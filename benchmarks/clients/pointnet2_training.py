@@ -113,7 +113,7 @@ from torch import Tensor, nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.dirname(HERE))  # benchmarks/, for bench_common (appended: it shadows nothing)
-from bench_common import cpu_model  # noqa: E402
+from bench_common import cpu_model, median_host_us  # noqa: E402
 
 DROPIN = os.path.join(os.path.dirname(os.path.dirname(HERE)), "ops-src", "dropins", "pointnet2_ops")
 
@@ -741,13 +741,7 @@ def torch_op_us(calls: int = 2000, rounds: int = 5) -> float:
     string does not tell hosts apart (every GPU host so far said "Intel(R) Xeon(R) Processor"),
     and their steps moved 1.2-1.9x with it."""
     a, b = torch.ones(1), torch.ones(1)
-    per_call = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            torch.add(a, b)
-        per_call.append((time.perf_counter() - t0) / calls * 1e6)
-    return round(statistics.median(per_call), 3)
+    return round(median_host_us(lambda: torch.add(a, b), calls, rounds), 3)
 
 
 def host_facts() -> dict:
