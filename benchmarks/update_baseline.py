@@ -110,7 +110,7 @@ def render(baseline: dict, kind: str) -> str:
             "; ".join(f"{k}: {_cell(v)}" for k, v in meta.items() if not isinstance(v, dict)),
             "",
         ]
-        rows = section.get("rows") or _latest_run_rows(section)
+        rows = section.get("rows") or section.get("results") or _latest_run_rows(section)
         if not rows:
             lines += ["(no rows)", ""]
             continue

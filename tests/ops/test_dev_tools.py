@@ -275,3 +275,12 @@ def test_update_baseline_renders_the_columns_each_section_fills():
     assert "| op | shape | ms |" in ops and "floor_ms" not in ops
     assert "| op | shape | pointops_ms | floor_ms |" in tc
     assert "| grid | 16x10000 | 0.026 | 0.016 |" in tc and "| fps | 16x10000 | 4.9 |  |" in tc
+
+
+def test_update_baseline_renders_a_single_run_of_results():
+    # bench_host_overhead writes its rows under "results" (one run, as recorded on a GPU host)
+    update = _load(BENCH / "update_baseline.py", "update_baseline_under_test")
+    run = {"device": "G", "results": [{"op": "floor", "layer": "torch.empty", "us": 2.5}]}
+    text = update.render({"sections": {"host_overhead": run}}, "h100")
+    assert "| op | layer | us |" in text and "| floor | torch.empty | 2.5 |" in text
+    assert "(no rows)" not in text
