@@ -17,9 +17,10 @@ dispatcher, the autograd wrapper, the Python checks and the binding's checks and
 Each layer is timed as `calls` back-to-back calls, `reps` times; the median per-call time is
 reported in microseconds. Layers: the raw torch.ops.pointops op without and with an input that
 requires grad, the Python API (value checks on and off, and with an input that requires grad)
-and the pointnet2-compatible API (torch_cluster's for grid_cluster). ball_query returns squared
-distances (return_dist2=True) in the raw and native rows, so the rows with requires_grad build a
-graph; the compat row returns indices.
+and the pointnet2-compatible API (torch_cluster's for grid_cluster); gather_points also times
+the peer its one-call row is judged against (torch.gather, indices expanded beforehand).
+ball_query returns squared distances (return_dist2=True) in the raw and native rows, so the rows
+with requires_grad build a graph; the compat row returns indices.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _cases(torch, pointops, compat, device: str = "cpu"):
     xyz_g = xyz.clone().requires_grad_(True)
     feat_g = feat.clone().requires_grad_(True)
     idx2_col = idx2.unsqueeze(-1)
+    idx2_expanded = idx2.unsqueeze(1).expand(B, C, M)  # the peer's form (bench_gpu.py's one-call row)
     idx3_flat = idx3.reshape(B, M * K, 1)
     size = on(torch.full((3,), 0.25))
     # three_interpolate: M points from the N known ones, 3 weights each
@@ -74,6 +76,7 @@ def _cases(torch, pointops, compat, device: str = "cpu"):
             lambda: ops.gather_backward_feat(grad_interp, idx_nn, weight, N),
         ),
         ("three_interpolate backward", "autograd.grad", interp_backward),
+        ("gather_points", "torch.gather (the peer)", lambda: torch.gather(feat, 2, idx2_expanded)),
         ("gather_points", "raw op", lambda: ops.gather(feat, idx2_col, None)),
         ("gather_points", "raw op, requires_grad", lambda: ops.gather(feat_g, idx2_col, None)),
         ("gather_points", "Python API", lambda: pointops.gather_points(feat, idx2)),
