@@ -56,6 +56,7 @@ def _cases(torch, pointops, compat, device: str = "cpu"):
     size = on(torch.full((3,), 0.25))
     # three_interpolate: M points from the N known ones, 3 weights each
     idx_nn = idx3[..., :3].contiguous()
+    idx_nn_i32 = idx_nn.int()
     weight = on(torch.rand(B, M, 3, generator=g))
     grad_interp = on(torch.rand(B, C, M, generator=g))
     interp = pointops.three_interpolate(feat_g, idx_nn, weight)
@@ -70,6 +71,11 @@ def _cases(torch, pointops, compat, device: str = "cpu"):
         ("floor", "raw op, does nothing", lambda: ops.cuda_runtime_version()),
         ("three_interpolate", "raw op", lambda: ops.gather(feat, idx_nn, weight)),
         ("three_interpolate", "Python API", lambda: pointops.three_interpolate(feat, idx_nn, weight)),
+        (
+            "three_interpolate",
+            "compat API (int32 idx)",
+            lambda: compat.three_interpolate(feat, idx_nn_i32, weight),
+        ),
         (
             "three_interpolate backward",
             "raw op",

@@ -243,6 +243,7 @@ def test_bench_host_overhead_times_the_floor_and_the_backward_layers(tmp_path):
         ("three_interpolate backward", "raw op"),
         ("three_interpolate backward", "autograd.grad"),
         ("gather_points", "torch.gather (the peer)"),
+        ("three_interpolate", "compat API (int32 idx)"),
     ]:
         assert 0 < rows[key] < 1e6, key
     # autograd.grad runs the engine and the formula around the same raw op

@@ -433,7 +433,7 @@ def interpolation(xyz, new_xyz, feat, offset, new_offset, k=3):
     xyz = _points(xyz, "xyz")
     _shape(feat, "feat", (xyz.shape[0], None), f"[n, c] with n = {xyz.shape[0]} (the rows of xyz)")
     idx, dist = knn_query(k, xyz, offset, new_xyz, new_offset)
-    return packed.interpolate(feat, idx.long(), _inverse_distance_weights(dist))
+    return packed.interpolate(feat, idx, _inverse_distance_weights(dist))  # int32 read as it is
 
 
 def interpolation2(xyz, new_xyz, input, offset, new_offset, k=3):  # noqa: A002

@@ -89,8 +89,8 @@ def furthest_point_sample(xyz: Tensor, npoint: int) -> Tensor:
 
 def gather_operation(features: Tensor, idx: Tensor) -> Tensor:
     """features [B, C, N], idx [B, npoint] -> [B, C, npoint]."""
-    _index_beside(idx, _features(features))
-    return ops.gather_points(features, idx)
+    features = _features(features)
+    return ops.gather_points(features, _index_beside(idx, features))
 
 
 def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
@@ -108,7 +108,7 @@ def three_nn(unknown: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
 def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
     """features [B, C, m], idx [B, n, 3], weight [B, n, 3] -> [B, C, n]."""
     features = _features(features)
-    _index_beside(idx, features)
+    idx = _index_beside(idx, features)
     weight = ops._float_tensor(weight, "weight")
     ops._same_device(features, "features", weight, "weight")
     if weight.dtype != features.dtype:
@@ -118,13 +118,14 @@ def three_interpolate(features: Tensor, idx: Tensor, weight: Tensor) -> Tensor:
 
 def grouping_operation(features: Tensor, idx: Tensor) -> Tensor:
     """features [B, C, N], idx [B, npoint, nsample] -> [B, C, npoint, nsample]."""
-    _index_beside(idx, _features(features))
-    return ops.group_points(features, idx)
+    features = _features(features)
+    return ops.group_points(features, _index_beside(idx, features))
 
 
-def _index_beside(idx, features: Tensor) -> None:
-    """idx is an index tensor on the device of features (the native API names those `feat`)."""
-    ops._index(idx, "idx", features, "features")
+def _index_beside(idx, features: Tensor) -> Tensor:
+    """idx, an index tensor on the device of features (the native API names those `feat`), as
+    int64: converted once here, so that the native API takes it as it is."""
+    return ops._index(idx, "idx", features, "features")
 
 
 def _checked_radius(radius, where: str = "pointops") -> float:
