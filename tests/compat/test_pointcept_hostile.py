@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from bad_values import raises_bad_value
+from pointops import packed
 from pointops.compat import pointcept as pc
 
 
@@ -389,6 +390,30 @@ def test_interpolation_with_an_empty_cloud_gives_zeros(device):
     w = 1.0 / (dist[:2] + 1e-8)
     expected = (feat.cpu().numpy()[idx[:2]] * (w / w.sum(1, keepdims=True))[..., None]).sum(1)
     np.testing.assert_allclose(out[:2].cpu().numpy(), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf], ids=["nan", "inf"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_interpolation_short_clouds_and_bad_features_match_int64_indices(device, dtype, value, threads):
+    # knn's int32 indices go to the row gather as they are: -1 (a cloud of fewer than k points)
+    # and a non-finite feature row give what int64 indices give, forward and backward
+    xyz, offset = cloud([2, 6], device, dtype)
+    new_xyz, new_offset = cloud([3, 4], device, dtype, seed=3)
+    feat = torch.rand(8, 5, dtype=dtype, device=device)
+    feat[4, 1] = value
+    feat.requires_grad_(True)
+    out = pc.interpolation(xyz, new_xyz, feat, offset, new_offset)
+    idx, dist = pc.knn_query(3, xyz, offset, new_xyz, new_offset)
+    assert idx.dtype == torch.int32 and (idx[:3, 2] == -1).all()
+    wanted = packed.interpolate(feat, idx.long(), pc._inverse_distance_weights(dist))
+    grad_out = torch.rand(7, 5, dtype=dtype, device=device)
+    (got_grad,) = torch.autograd.grad(out, feat, grad_out)
+    (wanted_grad,) = torch.autograd.grad(wanted, feat, grad_out)
+    torch.testing.assert_close(out, wanted, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got_grad, wanted_grad, rtol=0, atol=0)
+    uses_bad_row = (idx == 4).any(1)
+    assert uses_bad_row.any()
+    assert not torch.isfinite(out[uses_bad_row, 1]).any() and torch.isfinite(out[~uses_bad_row]).all()
 
 
 def test_point_transformer_helpers_refuse_mismatched_shapes(device):
